@@ -1,0 +1,257 @@
+package filters
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Spec is a parsed filter spec: name[:key=value[,key=value...]].
+type Spec struct {
+	Name   string
+	Params map[string]string
+}
+
+// ParseSpec parses the spec grammar without checking names or parameters
+// against the registry; New does that.
+func ParseSpec(s string) (Spec, error) {
+	name, rest, hasParams := strings.Cut(strings.TrimSpace(s), ":")
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" {
+		return Spec{}, fmt.Errorf("filters: %q: %w: empty filter name", s, ErrSyntax)
+	}
+	sp := Spec{Name: name, Params: map[string]string{}}
+	if !hasParams {
+		return sp, nil
+	}
+	if strings.TrimSpace(rest) == "" {
+		return Spec{}, fmt.Errorf("filters: %q: %w: ':' with no parameters after it", s, ErrSyntax)
+	}
+	for kv := range strings.SplitSeq(rest, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.ToLower(strings.TrimSpace(k))
+		v = strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			return Spec{}, fmt.Errorf("filters: %q: %w: parameter %q is not key=value", s, ErrSyntax, kv)
+		}
+		if _, dup := sp.Params[k]; dup {
+			return Spec{}, fmt.Errorf("filters: %q: %w: parameter %q given twice", s, ErrSyntax, k)
+		}
+		sp.Params[k] = v
+	}
+	return sp, nil
+}
+
+// New builds the filter that spec names. seed drives the filter's own
+// randomness (eviction and decrement choices); the hashes it observes are
+// keyed separately by the caller.
+func New(spec string, seed uint64) (Filter, error) {
+	sp, err := ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	fam, ok := lookup(sp.Name)
+	if !ok {
+		return nil, fmt.Errorf("filters: %q: %w %q (known: %s)", spec, ErrUnknownFilter, sp.Name, strings.Join(Names(), ", "))
+	}
+	p := &params{spec: spec, vals: sp.Params, used: map[string]bool{}}
+	for k := range sp.Params {
+		if !fam.knows(k) {
+			return nil, fmt.Errorf("filters: %q: %w %q for %s (it takes: %s)", spec, ErrUnknownParam, k, fam.Name, fam.paramNames())
+		}
+	}
+	f, err := fam.build(p, seed)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// params gives a family's constructor typed access to its spec's values,
+// with errors that name the spec and the parameter.
+type params struct {
+	spec string
+	vals map[string]string
+	used map[string]bool
+}
+
+func (p *params) has(key string) bool {
+	_, ok := p.vals[key]
+	return ok
+}
+
+func (p *params) errorf(key string, format string, args ...any) error {
+	return fmt.Errorf("filters: %q: %w: %s=%s: %s", p.spec, ErrBadParam, key, p.vals[key], fmt.Sprintf(format, args...))
+}
+
+// tooSmall reports that mem cannot hold one row (or one cell) of the filter.
+func (p *params) tooSmall(memBits, needBits int, what string) error {
+	return fmt.Errorf("filters: %q: %w: %d bits cannot hold %s (%d bits)", p.spec, ErrTooSmall, memBits, what, needBits)
+}
+
+// int returns key's integer value in [lo, hi], or def when absent.
+func (p *params) int(key string, def, lo, hi int) (int, error) {
+	s, ok := p.vals[key]
+	if !ok {
+		return def, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, p.errorf(key, "not an integer")
+	}
+	if v < lo || v > hi {
+		return 0, p.errorf(key, "out of range [%d, %d]", lo, hi)
+	}
+	return v, nil
+}
+
+// float returns key's value in [lo, hi], or def when absent.
+func (p *params) float(key string, def, lo, hi float64) (float64, error) {
+	s, ok := p.vals[key]
+	if !ok {
+		return def, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) {
+		return 0, p.errorf(key, "not a number")
+	}
+	if v < lo || v > hi {
+		return 0, p.errorf(key, "out of range [%g, %g]", lo, hi)
+	}
+	return v, nil
+}
+
+// mem returns the memory budget in bits: the "mem" parameter, or the L2
+// cache size (mem=auto) when absent.
+func (p *params) mem() (int, error) {
+	s, ok := p.vals["mem"]
+	if !ok {
+		s = "auto"
+	}
+	bits, err := ParseMem(s)
+	if err != nil {
+		return 0, fmt.Errorf("filters: %q: %w: mem=%s: %v", p.spec, ErrBadParam, s, err)
+	}
+	return bits, nil
+}
+
+// maxMemBits bounds mem= so that arithmetic on bit counts cannot overflow
+// and a typo cannot ask for more than any machine has (2^40 bits = 128 GiB).
+const maxMemBits = 1 << 40
+
+// ParseMem parses a memory size: a number followed by bit, B, KiB, MiB or
+// GiB ("65536bit" == "8KiB"), or "auto" for the L2 cache size of this
+// machine's first CPU. A bare number is bits.
+func ParseMem(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "auto") {
+		return L2CacheBits(), nil
+	}
+	units := []struct {
+		suffix string
+		bits   float64
+	}{
+		{"kib", 8 << 10}, {"mib", 8 << 20}, {"gib", 8 << 30},
+		{"bit", 1}, {"b", 8},
+	}
+	num, mult := s, 1.0
+	ls := strings.ToLower(s)
+	for _, u := range units {
+		if strings.HasSuffix(ls, u.suffix) {
+			num, mult = s[:len(s)-len(u.suffix)], u.bits
+			if u.suffix == "b" && strings.HasSuffix(s, "b") {
+				// "b" alone is ambiguous; only "B" (bytes) is accepted.
+				return 0, fmt.Errorf("unit %q: use B for bytes or bit for bits", s[len(num):])
+			}
+			break
+		}
+	}
+	num = strings.TrimSpace(num)
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a size (examples: 65536bit, 8KiB, 1MiB, auto)", s)
+	}
+	bits := v * mult
+	if bits <= 0 {
+		return 0, fmt.Errorf("%q: size must be positive", s)
+	}
+	if bits != math.Trunc(bits) {
+		return 0, fmt.Errorf("%q is not a whole number of bits", s)
+	}
+	if bits > maxMemBits {
+		return 0, fmt.Errorf("%q is larger than the 128GiB limit", s)
+	}
+	return int(bits), nil
+}
+
+// FormatMem renders bits in the largest unit that divides it exactly, in a
+// form ParseMem reads back.
+func FormatMem(bits int) string {
+	switch {
+	case bits > 0 && bits%(8<<30) == 0:
+		return strconv.Itoa(bits/(8<<30)) + "GiB"
+	case bits > 0 && bits%(8<<20) == 0:
+		return strconv.Itoa(bits/(8<<20)) + "MiB"
+	case bits > 0 && bits%(8<<10) == 0:
+		return strconv.Itoa(bits/(8<<10)) + "KiB"
+	case bits > 0 && bits%8 == 0:
+		return strconv.Itoa(bits/8) + "B"
+	}
+	return strconv.Itoa(bits) + "bit"
+}
+
+// defaultL2Bits is used when sysfs does not say (containers, non-Linux).
+const defaultL2Bits = 8 << 20 // 1 MiB
+
+// L2CacheBits is the size in bits of the L2 cache of CPU 0, read from sysfs,
+// or 1 MiB when it cannot be read. It is what mem=auto means: one shard's
+// filter sized to stay in its core's L2.
+func L2CacheBits() int {
+	for i := 0; i < 8; i++ {
+		dir := fmt.Sprintf("/sys/devices/system/cpu/cpu0/cache/index%d/", i)
+		lvl, err := os.ReadFile(dir + "level")
+		if err != nil {
+			break
+		}
+		if strings.TrimSpace(string(lvl)) != "2" {
+			continue
+		}
+		size, err := os.ReadFile(dir + "size")
+		if err != nil {
+			break
+		}
+		if n, ok := parseSysfsSize(strings.TrimSpace(string(size))); ok {
+			return n * 8
+		}
+	}
+	return defaultL2Bits
+}
+
+// parseSysfsSize reads sysfs cache sizes such as "1024K" or "2M" into bytes.
+func parseSysfsSize(s string) (int, bool) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+// sortedKeys is a helper for deterministic messages.
+func sortedKeys(m map[string]bool) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
