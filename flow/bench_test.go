@@ -1,0 +1,72 @@
+package flow
+
+import "testing"
+
+// reportRate adds a per-second rate of the operations b.Loop ran.
+func reportRate(b *testing.B, n int, unit string) {
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(n)/s, unit)
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	frames := []struct {
+		name  string
+		lt    LinkType
+		kind  KeyKind
+		frame []byte
+	}{
+		{"eth-ipv4-tcp/5tuple", LinkEthernet, Key5Tuple, ether(etherTypeIPv4, tcp4IP)},
+		{"eth-ipv4-tcp/src", LinkEthernet, KeySrc, ether(etherTypeIPv4, tcp4IP)},
+		{"vlan-ipv6-udp/5tuple", LinkEthernet, Key5Tuple, ether(etherTypeVLAN, vlan(100, etherTypeIPv6), udp6IP)},
+		{"vlan-ipv6-udp/pair", LinkEthernet, KeyPair, ether(etherTypeVLAN, vlan(100, etherTypeIPv6), udp6IP)},
+		{"qinq-mpls-ipv6-hbh-tcp/5tuple", LinkEthernet, Key5Tuple, ether(etherTypeQinQ, vlan(1, etherTypeVLAN), vlan(2, etherTypeMPLSUnicast), mplsStack(2),
+			ip6{src: "2001:db8::1", dst: "2001:db8::2", next: ip6HopByHop}.packet(cat(opts6(protoTCP, 0), tcp(1, 2))))},
+	}
+	for _, f := range frames {
+		b.Run(f.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(f.frame)))
+			n := 0
+			for b.Loop() {
+				sinkKey, sinkErr = Parse(f.frame, f.lt, f.kind)
+				n++
+			}
+			if sinkErr != nil {
+				b.Fatal(sinkErr)
+			}
+			reportRate(b, n, "pkts/s")
+		})
+	}
+}
+
+func BenchmarkHash(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		k    Key
+	}{
+		{"ipv4-src", project(tcp4, KeySrc)},
+		{"ipv4-5tuple", tcp4},
+		{"ipv6-src", project(tcp6, KeySrc)},
+		{"ipv6-5tuple", tcp6},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				sinkHash = c.k.Hash(0x9e3779b97f4a7c15)
+				n++
+			}
+			reportRate(b, n, "keys/s")
+		})
+	}
+}
+
+func BenchmarkShardOf(b *testing.B) {
+	b.ReportAllocs()
+	h := uint64(1)
+	for b.Loop() {
+		h += uint64(ShardOf(h, 12)) + 0x9e3779b97f4a7c15
+	}
+	sinkHash = h
+}

@@ -1,0 +1,83 @@
+package flow
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/zeebo/xxh3"
+)
+
+// Hash returns the 64-bit xxh3 hash of k keyed by seed.
+//
+// The hash covers a canonical encoding of exactly the fields of the kind:
+// one byte holding the kind (low nibble), the IPv6 flag (bit 4) and the
+// has-ports flag (bit 5); then the source address, the destination address
+// (4 bytes each for IPv4, 16 for IPv6, each only when the kind holds it);
+// then, for a 5-tuple, the protocol byte and the two ports in network order.
+// Keys of different kinds or families never share an encoding, and an IPv4
+// pair hashes 9 bytes rather than a padded 40. The encoding and so the hash
+// values are stable across runs and releases: a given seed reproduces them.
+//
+// The seed should be secret and random per run (see the design notes): an
+// attacker who cannot predict the hash cannot craft keys that collide in a
+// filter to hide flows.
+//
+// All 64 bits are usable: filters may take bucket indexes from the high bits
+// and fingerprints from the low bits. Code that also derives a shard from the
+// hash must use [ShardOf], not the raw bits.
+//
+// Hash does not allocate: the encoding is built in an array on the stack.
+func (k Key) Hash(seed uint64) uint64 {
+	var buf [1 + 16 + 16 + 1 + 2 + 2]byte
+	buf[0] = byte(k.kind) | k.flags<<4
+	alen := 4
+	if k.flags&flagV6 != 0 {
+		alen = 16
+	}
+	n := 1
+	if k.kind != KeyDst {
+		n += copy(buf[n:], k.src[:alen])
+	}
+	if k.kind != KeySrc {
+		n += copy(buf[n:], k.dst[:alen])
+	}
+	if k.kind == Key5Tuple {
+		buf[n] = k.proto
+		binary.BigEndian.PutUint16(buf[n+1:], k.sport)
+		binary.BigEndian.PutUint16(buf[n+3:], k.dport)
+		n += 5
+	}
+	return xxh3.HashSeed(buf[:n], seed)
+}
+
+// shardSalt is an arbitrary constant (the first fraction digits of pi) xored
+// into the hash before ShardOf mixes it, so that the shard is not the
+// splitmix64 finaliser of the hash itself, which a filter may well compute to
+// derive its own secondary indexes.
+const shardSalt = 0x243f6a8885a308d3
+
+// ShardOf maps the hash h of a key to a shard in [0, n). It returns 0 when
+// n <= 1.
+//
+// Filters consume all 64 bits of h, so the shard must not be a slice of those
+// bits: were it, say, the top bits of h (what a multiply-shift reduction of h
+// itself would pick), every key reaching shard i would share those top bits,
+// each shard's filter would only ever index 1/n of its buckets, and its error
+// rates would silently worsen. ShardOf therefore first remixes h with a
+// bijective 64-bit finaliser (splitmix64's, after xoring a salt) so that every
+// output bit depends on every bit of h, then reduces the mixed value to [0, n)
+// with Lemire's multiply-shift (the high word of mixed*n), which needs no
+// division. Knowing the shard of a key then tells nothing about the bits its
+// filter reads; TestShardOfIndependent checks it, and that the unmixed top
+// bits would fail.
+func ShardOf(h uint64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h ^= shardSalt
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	h ^= h >> 31
+	hi, _ := bits.Mul64(h, uint64(n))
+	return int(hi)
+}

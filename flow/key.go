@@ -1,0 +1,284 @@
+package flow
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+)
+
+// KeyKind selects the fields of a packet that make up its flow key.
+// The zero KeyKind is invalid.
+type KeyKind uint8
+
+// Key kinds, in the order of the fields they add.
+const (
+	KeySrc    KeyKind = iota + 1 // source address
+	KeyDst                       // destination address
+	KeyPair                      // source and destination addresses
+	Key5Tuple                    // protocol, addresses and ports
+)
+
+var kindNames = [...]string{KeySrc: "src", KeyDst: "dst", KeyPair: "pair", Key5Tuple: "5tuple"}
+
+// ParseKeyKind returns the KeyKind named s: "src", "dst", "pair" or "5tuple",
+// the spellings [KeyKind.String] produces and the CLI's --key flag takes.
+// Any other string is an error wrapping [ErrBadKind].
+func ParseKeyKind(s string) (KeyKind, error) {
+	for k, name := range kindNames {
+		if k != 0 && name == s {
+			return KeyKind(k), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q: valid kinds are src, dst, pair, 5tuple", ErrBadKind, s)
+}
+
+// IsValid reports whether k is one of the defined kinds.
+func (k KeyKind) IsValid() bool { return k >= KeySrc && k <= Key5Tuple }
+
+// String returns the name ParseKeyKind accepts, or "KeyKind(N)" for an
+// invalid kind.
+func (k KeyKind) String() string {
+	if !k.IsValid() {
+		return "KeyKind(" + strconv.Itoa(int(k)) + ")"
+	}
+	return kindNames[k]
+}
+
+// MarshalText implements [encoding.TextMarshaler]. An invalid kind is an
+// error.
+func (k KeyKind) MarshalText() ([]byte, error) {
+	if !k.IsValid() {
+		return nil, fmt.Errorf("%w: %d", ErrBadKind, uint8(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with ParseKeyKind, so a
+// KeyKind can be bound to a flag with [flag.TextVar].
+func (k *KeyKind) UnmarshalText(text []byte) error {
+	kind, err := ParseKeyKind(string(text))
+	if err != nil {
+		return err
+	}
+	*k = kind
+	return nil
+}
+
+// IP protocol numbers the package names or reads ports from.
+const (
+	protoICMP    = 1
+	protoTCP     = 6
+	protoUDP     = 17
+	protoAH      = 51
+	protoICMPv6  = 58
+	protoSCTP    = 132
+	protoUDPLite = 136
+)
+
+// hasPorts reports whether the transport protocol proto starts with a 16-bit
+// source port and a 16-bit destination port.
+func hasPorts(proto uint8) bool {
+	switch proto {
+	case protoTCP, protoUDP, protoSCTP, protoUDPLite:
+		return true
+	}
+	return false
+}
+
+// Key flag bits.
+const (
+	flagV6    = 1 << 0 // addresses are IPv6 (16 bytes) rather than IPv4 (the first 4 bytes)
+	flagPorts = 1 << 1 // sport and dport were read from the transport header
+)
+
+// Key is the flow key of a packet: the fields its [KeyKind] selects, and
+// zero in every other field, so that all packets of a flow give equal keys.
+//
+// Key is a comparable value of fixed size (40 bytes) holding no pointers,
+// like [netip.Addr]: compare keys with ==, use them as map keys, copy them
+// into rings. The zero Key is invalid. Make keys with [Parse] or [MakeKey].
+type Key struct {
+	src   [16]byte // IPv4 addresses use the first 4 bytes
+	dst   [16]byte
+	sport uint16
+	dport uint16
+	proto uint8
+	kind  KeyKind
+	flags uint8
+}
+
+// MakeKey returns the key of kind with the given fields, for tests and
+// synthetic traffic. Fields the kind does not hold are ignored, so
+// MakeKey(KeySrc, a, b, 6, 1, 2) == MakeKey(KeySrc, a, netip.Addr{}, 0, 0, 0).
+// A 5-tuple key keeps the ports only when proto carries ports (TCP, UDP,
+// SCTP, UDP-Lite), as Parse does. An IPv4-mapped IPv6 address stays IPv6 and
+// zones are dropped.
+//
+// MakeKey returns the invalid zero Key when kind is invalid, when an address
+// the kind holds is invalid, or when the two addresses of a pair or 5-tuple
+// differ in family.
+func MakeKey(kind KeyKind, src, dst netip.Addr, proto uint8, sport, dport uint16) Key {
+	var k Key
+	switch kind {
+	case KeySrc:
+		if !src.IsValid() {
+			return Key{}
+		}
+		k.setSrc(src)
+	case KeyDst:
+		if !dst.IsValid() {
+			return Key{}
+		}
+		k.setDst(dst)
+	case KeyPair, Key5Tuple:
+		if !src.IsValid() || !dst.IsValid() || src.Is6() != dst.Is6() {
+			return Key{}
+		}
+		k.setSrc(src)
+		k.setDst(dst)
+		if kind == Key5Tuple {
+			k.proto = proto
+			if hasPorts(proto) {
+				k.sport, k.dport = sport, dport
+				k.flags |= flagPorts
+			}
+		}
+	default:
+		return Key{}
+	}
+	k.kind = kind
+	return k
+}
+
+func (k *Key) setSrc(a netip.Addr) {
+	if a.Is4() {
+		a4 := a.As4()
+		copy(k.src[:], a4[:])
+	} else {
+		k.src = a.As16()
+		k.flags |= flagV6
+	}
+}
+
+func (k *Key) setDst(a netip.Addr) {
+	if a.Is4() {
+		a4 := a.As4()
+		copy(k.dst[:], a4[:])
+	} else {
+		k.dst = a.As16()
+		k.flags |= flagV6
+	}
+}
+
+// IsValid reports whether k is a key made by Parse or MakeKey, rather than
+// the zero Key.
+func (k Key) IsValid() bool { return k.kind != 0 }
+
+// Kind returns the kind of k; it is 0 for the zero Key.
+func (k Key) Kind() KeyKind { return k.kind }
+
+// Is6 reports whether the addresses of k are IPv6 addresses.
+func (k Key) Is6() bool { return k.flags&flagV6 != 0 }
+
+func (k Key) addr(b *[16]byte) netip.Addr {
+	if k.Is6() {
+		return netip.AddrFrom16(*b)
+	}
+	return netip.AddrFrom4([4]byte(b[:4]))
+}
+
+// Src returns the source address, or the invalid Addr when the kind of k
+// holds none (KeyDst, or the zero Key).
+func (k Key) Src() netip.Addr {
+	if k.kind == KeyDst || !k.IsValid() {
+		return netip.Addr{}
+	}
+	return k.addr(&k.src)
+}
+
+// Dst returns the destination address, or the invalid Addr when the kind of
+// k holds none (KeySrc, or the zero Key).
+func (k Key) Dst() netip.Addr {
+	if k.kind == KeySrc || !k.IsValid() {
+		return netip.Addr{}
+	}
+	return k.addr(&k.dst)
+}
+
+// Proto returns the IP protocol number of a 5-tuple key: the upper-layer
+// protocol after any IPv6 extension headers and IPsec AH, or the protocol of
+// the fragment for a non-first fragment. It is 0 for other kinds.
+func (k Key) Proto() uint8 { return k.proto }
+
+// HasPorts reports whether k holds transport ports. It is false for keys of
+// kinds other than Key5Tuple, for protocols without ports and for non-first
+// fragments, whose ports are in the first fragment only.
+func (k Key) HasPorts() bool { return k.flags&flagPorts != 0 }
+
+// SrcPort returns the source port, or 0 when !k.HasPorts().
+func (k Key) SrcPort() uint16 { return k.sport }
+
+// DstPort returns the destination port, or 0 when !k.HasPorts().
+func (k Key) DstPort() uint16 { return k.dport }
+
+// String returns the text form of k (see [Key.AppendText]).
+func (k Key) String() string {
+	var buf [128]byte // the longest form, an SCTP 5-tuple of IPv6 addresses, is 102 bytes
+	b, _ := k.AppendText(buf[:0])
+	return string(b)
+}
+
+// AppendText implements [encoding.TextAppender]. The text form lists the
+// fields of the kind, IPv6 addresses in RFC 5952 form:
+//
+//	src, dst   10.0.0.1
+//	pair       10.0.0.1 > 10.0.0.2
+//	5tuple     tcp 10.0.0.1:1234 > 10.0.0.2:80
+//	           udp [2001:db8::1]:53 > [2001:db8::2]:5353
+//	           icmp 10.0.0.1 > 10.0.0.2  (no ports)
+//	           47 10.0.0.1 > 10.0.0.2    (protocol without a name)
+//
+// Protocols are named tcp, udp, sctp, icmp and icmp6, others are written as
+// their number. A 5-tuple without ports (a protocol without ports, or a
+// non-first fragment) omits them. The zero Key is "invalid Key". The form is
+// stable: reports and tests may depend on it.
+func (k Key) AppendText(b []byte) ([]byte, error) {
+	switch k.kind {
+	case KeySrc:
+		return k.Src().AppendTo(b), nil
+	case KeyDst:
+		return k.Dst().AppendTo(b), nil
+	case KeyPair:
+		b = k.Src().AppendTo(b)
+		b = append(b, " > "...)
+		return k.Dst().AppendTo(b), nil
+	case Key5Tuple:
+		b = appendProto(b, k.proto)
+		b = append(b, ' ')
+		if !k.HasPorts() {
+			b = k.Src().AppendTo(b)
+			b = append(b, " > "...)
+			return k.Dst().AppendTo(b), nil
+		}
+		b = netip.AddrPortFrom(k.Src(), k.sport).AppendTo(b)
+		b = append(b, " > "...)
+		return netip.AddrPortFrom(k.Dst(), k.dport).AppendTo(b), nil
+	}
+	return append(b, "invalid Key"...), nil
+}
+
+func appendProto(b []byte, proto uint8) []byte {
+	switch proto {
+	case protoTCP:
+		return append(b, "tcp"...)
+	case protoUDP:
+		return append(b, "udp"...)
+	case protoSCTP:
+		return append(b, "sctp"...)
+	case protoICMP:
+		return append(b, "icmp"...)
+	case protoICMPv6:
+		return append(b, "icmp6"...)
+	}
+	return strconv.AppendUint(b, uint64(proto), 10)
+}
