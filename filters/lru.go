@@ -12,20 +12,25 @@ import (
 // occurrence was evicted. Memory is counted as the SBF paper counts it, 64
 // bits per entry; the index and list links it needs are not counted.
 //
-// State is flat: entries live in parallel arrays linked by int32 indices and
-// are found through an open-addressing table with linear probing and
-// backward-shift deletion, so Observe never allocates.
+// State is flat: entries live in one array, linked into a recency list by
+// int32 indices, and are found through an open-addressing table with linear
+// probing and backward-shift deletion, so Observe never allocates.
 type LRU struct {
 	memBits int // as requested, for String; 0 when sized by entries
 	cap     int
-	keys    []uint64
-	prev    []int32
-	next    []int32
+	ents    []lruEntry
 	head    int32 // most recent
 	tail    int32 // least recent
 	n       int
 	slots   []int32 // table of entry index+1; 0 = empty
 	shift   uint    // 64 - log2(len(slots))
+}
+
+// lruEntry keeps a key and its list links together: one cache line per
+// entry touched, not three.
+type lruEntry struct {
+	key        uint64
+	prev, next int32
 }
 
 var _ Filter = (*LRU)(nil)
@@ -60,9 +65,7 @@ func NewLRU(entries, memBits int) *LRU {
 	l := &LRU{
 		memBits: memBits,
 		cap:     entries,
-		keys:    make([]uint64, entries),
-		prev:    make([]int32, entries),
-		next:    make([]int32, entries),
+		ents:    make([]lruEntry, entries),
 		slots:   make([]int32, tableLen),
 		shift:   uint(64 - bits.TrailingZeros(uint(tableLen))),
 	}
@@ -86,7 +89,7 @@ func (l *LRU) Observe(h uint64) bool {
 		if s == 0 {
 			break
 		}
-		if e := s - 1; l.keys[e] == h {
+		if e := s - 1; l.ents[e].key == h {
 			l.unlink(e)
 			l.pushFront(e)
 			return true
@@ -100,14 +103,14 @@ func (l *LRU) Observe(h uint64) bool {
 	} else {
 		e = l.tail
 		l.unlink(e)
-		l.deleteSlot(l.keys[e], e)
+		l.deleteSlot(l.ents[e].key, e)
 		// The slot found above may have moved during the backward shift.
 		i = l.home(h)
 		for l.slots[i] != 0 {
 			i = (i + 1) & mask
 		}
 	}
-	l.keys[e] = h
+	l.ents[e].key = h
 	l.slots[i] = e + 1
 	l.pushFront(e)
 	return false
@@ -131,7 +134,7 @@ func (l *LRU) deleteSlot(h uint64, e int32) {
 				return
 			}
 			// Move slot j into the hole at i unless its home lies cyclically in (i, j].
-			home := l.home(l.keys[s-1])
+			home := l.home(l.ents[s-1].key)
 			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
 				l.slots[i] = s
 				i = j
@@ -142,24 +145,24 @@ func (l *LRU) deleteSlot(h uint64, e int32) {
 }
 
 func (l *LRU) unlink(e int32) {
-	p, n := l.prev[e], l.next[e]
+	p, n := l.ents[e].prev, l.ents[e].next
 	if p >= 0 {
-		l.next[p] = n
+		l.ents[p].next = n
 	} else {
 		l.head = n
 	}
 	if n >= 0 {
-		l.prev[n] = p
+		l.ents[n].prev = p
 	} else {
 		l.tail = p
 	}
 }
 
 func (l *LRU) pushFront(e int32) {
-	l.prev[e] = -1
-	l.next[e] = l.head
+	l.ents[e].prev = -1
+	l.ents[e].next = l.head
 	if l.head >= 0 {
-		l.prev[l.head] = e
+		l.ents[l.head].prev = e
 	}
 	l.head = e
 	if l.tail < 0 {

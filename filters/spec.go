@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/cpuid/v2"
 )
 
 // Spec is a parsed filter spec: name[:key=value[,key=value...]].
@@ -207,9 +208,20 @@ func FormatMem(bits int) string {
 const defaultL2Bits = 8 << 20 // 1 MiB
 
 // L2CacheBits is the size in bits of the L2 cache of CPU 0, read from sysfs,
-// or 1 MiB when it cannot be read. It is what mem=auto means: one shard's
-// filter sized to stay in its core's L2.
+// else from CPUID (virtual machines often hide the sysfs cache tree), else
+// 1 MiB. It is what mem=auto means: one shard's filter sized to stay in its
+// core's L2.
 func L2CacheBits() int {
+	if n := sysfsL2Bytes(); n > 0 {
+		return n * 8
+	}
+	if n := cpuid.CPU.Cache.L2; n > 0 {
+		return n * 8
+	}
+	return defaultL2Bits
+}
+
+func sysfsL2Bytes() int {
 	for i := 0; i < 8; i++ {
 		dir := fmt.Sprintf("/sys/devices/system/cpu/cpu0/cache/index%d/", i)
 		lvl, err := os.ReadFile(dir + "level")
@@ -224,10 +236,10 @@ func L2CacheBits() int {
 			break
 		}
 		if n, ok := parseSysfsSize(strings.TrimSpace(string(size))); ok {
-			return n * 8
+			return n
 		}
 	}
-	return defaultL2Bits
+	return 0
 }
 
 // parseSysfsSize reads sysfs cache sizes such as "1024K" or "2M" into bytes.
@@ -244,14 +256,4 @@ func parseSysfsSize(s string) (int, bool) {
 		return 0, false
 	}
 	return n * mult, true
-}
-
-// sortedKeys is a helper for deterministic messages.
-func sortedKeys(m map[string]bool) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

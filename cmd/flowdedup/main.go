@@ -1,0 +1,19 @@
+// Command flowdedup deduplicates network flows at packet rate with streaming
+// duplicate filters. See 'flowdedup help'.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/flowdedup/flowdedup/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
