@@ -1,0 +1,48 @@
+package capture
+
+import (
+	"errors"
+
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// Packet is one captured frame.
+//
+// Ownership: Data belongs to the Source and is valid only until the next
+// call to Next on the same Source (zero-copy reads, as gopacket's
+// ZeroCopyReadPacketData). Copy it to keep it.
+type Packet struct {
+	Data     []byte        // the captured bytes (at most the snap length)
+	WireLen  int           // the frame's length on the wire (>= len(Data))
+	TimeNs   int64         // capture time, Unix nanoseconds (packet time for files)
+	LinkType flow.LinkType // how to parse Data
+}
+
+// Source yields frames in capture order. A Source is used by one goroutine.
+type Source interface {
+	// Next reads the next frame into p. It returns io.EOF at the end of the
+	// input (never for live sources unless closed), ErrClosed after Close,
+	// ErrTimeout when a live source saw no frame for its poll interval (so
+	// the caller can close windows on an idle link and check for shutdown),
+	// or an error that wraps ErrCorrupt when the input itself is damaged
+	// (a pcap record header that cannot be right): the caller counts it and
+	// stops reading that source, since the framing is lost.
+	Next(p *Packet) error
+	// Close releases the source. Next then returns ErrClosed (live sources:
+	// a Next blocked in the kernel returns promptly).
+	Close() error
+}
+
+// DropCounter is implemented by live sources that can tell how many frames
+// the kernel dropped because the capture ring was full.
+type DropCounter interface {
+	// KernelDrops is the number of frames dropped since the source opened.
+	KernelDrops() (uint64, error)
+}
+
+// Errors.
+var (
+	ErrClosed  = errors.New("capture: source closed")
+	ErrCorrupt = errors.New("capture: corrupt capture file")
+	ErrTimeout = errors.New("capture: no frame within the poll interval")
+)

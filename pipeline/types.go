@@ -1,0 +1,61 @@
+package pipeline
+
+import (
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// Record is a distinct key: the first time it was seen in its window.
+type Record struct {
+	Key         flow.Key
+	TimeNs      int64 // packet time of the first sighting, Unix ns
+	WindowNs    int64 // start of its window, Unix ns (0 when windows are off)
+	WindowEndNs int64 // end of its window (0 when windows are off)
+	Worker      int   // the shard that reported it
+}
+
+// WindowSummary describes one closed window (DESIGN.md section 6,
+// --summary). With windows off, the whole run is one window.
+type WindowSummary struct {
+	StartNs, EndNs int64
+	Packets        uint64            // frames read in the window
+	Malformed      uint64            // frames flow.Parse rejected
+	Keys           uint64            // keys given to the filters
+	Distinct       uint64            // keys the filters reported unseen
+	Dropped        uint64            // keys or frames lost (live only; replay never drops)
+	MalformedBy    map[string]uint64 // by flow.Reason
+	DroppedBy      map[string]uint64 // by reason: "ring_full", "kernel", ...
+	Final          bool              // the last window, closed at end of input or on a signal
+}
+
+// Sink receives the pipeline's output. All calls come from one goroutine,
+// the reporter, in order: every Record of a window before that window's
+// summary. An error from a Sink stops the pipeline and is returned by Run
+// (a full disk must not be lost silently).
+type Sink interface {
+	Record(r *Record) error
+	Window(s *WindowSummary) error
+	// Close flushes buffered output; called once, after the last Window.
+	Close() error
+}
+
+// Stats is a snapshot of the pipeline's counters since it started, for
+// metrics and progress lines. Safe to take from any goroutine.
+type Stats struct {
+	Packets     uint64
+	Malformed   uint64
+	Keys        uint64
+	Distinct    uint64
+	Dropped     uint64
+	MalformedBy map[string]uint64
+	DroppedBy   map[string]uint64
+	Workers     []WorkerStats
+}
+
+// WorkerStats are one shard's counters.
+type WorkerStats struct {
+	Keys      uint64
+	Distinct  uint64
+	RingLen   int     // batches waiting in its input ring(s) now
+	RingCap   int     // capacity of its input ring(s), in batches
+	FillRatio float64 // the filter's fill ratio, -1 when the filter has none
+}
