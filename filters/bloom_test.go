@@ -6,18 +6,7 @@ import (
 	"testing"
 )
 
-func bloomMust(t testing.TB, spec string) *Bloom {
-	t.Helper()
-	f, err := New(spec, 1)
-	if err != nil {
-		t.Fatalf("New(%q): %v", spec, err)
-	}
-	b, ok := f.(*Bloom)
-	if !ok {
-		t.Fatalf("New(%q) is a %T, not a *Bloom", spec, f)
-	}
-	return b
-}
+func bloomMust(t testing.TB, spec string) *Bloom { return mustNew[*Bloom](t, spec, 1) }
 
 // Before saturation the FP rate after n distinct elements is
 // (1 - e^(-kn/m))^k and the fill ratio 1 - e^(-kn/m).

@@ -6,6 +6,20 @@ import (
 	"testing"
 )
 
+// mustNew builds the filter spec names and asserts its concrete type.
+func mustNew[T Filter](t testing.TB, spec string, seed uint64) T {
+	t.Helper()
+	f, err := New(spec, seed)
+	if err != nil {
+		t.Fatalf("New(%q): %v", spec, err)
+	}
+	c, ok := f.(T)
+	if !ok {
+		t.Fatalf("New(%q) is a %T, want %T", spec, f, c)
+	}
+	return c
+}
+
 // testSpecs builds one small spec per registered family, so every test
 // below covers each filter as soon as it is registered.
 func testSpecs(mem string) []string {

@@ -9,18 +9,7 @@ import (
 )
 
 // qhtNew builds a QHT-family filter from spec or fails the test.
-func qhtNew(t testing.TB, spec string, seed uint64) *QHT {
-	t.Helper()
-	f, err := New(spec, seed)
-	if err != nil {
-		t.Fatalf("New(%q): %v", spec, err)
-	}
-	q, ok := f.(*QHT)
-	if !ok {
-		t.Fatalf("New(%q) is a %T, want *QHT", spec, f)
-	}
-	return q
-}
+func qhtNew(t testing.TB, spec string, seed uint64) *QHT { return mustNew[*QHT](t, spec, seed) }
 
 // qhtSpec names a filter of exactly rows rows (plus extra bits, less than a
 // row, that floor(M/(k*s)) must drop).

@@ -20,18 +20,7 @@ func (g *sbfHashes) next() uint64 {
 	return mix64(g.x)
 }
 
-func sbfMust(t testing.TB, spec string, seed uint64) *SBF {
-	t.Helper()
-	f, err := New(spec, seed)
-	if err != nil {
-		t.Fatalf("New(%q): %v", spec, err)
-	}
-	s, ok := f.(*SBF)
-	if !ok {
-		t.Fatalf("New(%q) is a %T, not an *SBF", spec, f)
-	}
-	return s
-}
+func sbfMust(t testing.TB, spec string, seed uint64) *SBF { return mustNew[*SBF](t, spec, seed) }
 
 func TestSBFEq17AndEq8(t *testing.T) {
 	const m = 1 << 30 // the 1/m term is negligible here, 1e-9
