@@ -25,8 +25,10 @@ type Source interface {
 	// ErrTimeout when a live source saw no frame for its poll interval (so
 	// the caller can close windows on an idle link and check for shutdown),
 	// or an error that wraps ErrCorrupt when the input itself is damaged
-	// (a pcap record header that cannot be right): the caller counts it and
-	// stops reading that source, since the framing is lost.
+	// (a record header that cannot be right). The framing of that input is
+	// lost: a single-file source then returns io.EOF, a multi-file source
+	// moves on to its next file. The caller counts the error and calls Next
+	// again; only io.EOF and ErrClosed end a source.
 	Next(p *Packet) error
 	// Close releases the source. Next then returns ErrClosed (live sources:
 	// a Next blocked in the kernel returns promptly).
