@@ -37,9 +37,9 @@ func commands() []command {
 	return []command{
 		{"eval", "compare filters' error rates and speed on a synthetic or recorded stream", runEval},
 		{"filters", "list the filters and their parameters", runFilters},
-		{"replay", "pcap/pcapng -> distinct flows and window summaries (not built yet)", notYet("replay")},
+		{"replay", "pcap/pcapng files -> distinct flows and window summaries", runReplay},
 		{"run", "live capture (xdp, afpacket) -> distinct flows (not built yet)", notYet("run")},
-		{"gen", "write a synthetic capture (not built yet)", notYet("gen")},
+		{"gen", "write a synthetic pcap/pcapng: N packets over F distinct flows", runGen},
 	}
 }
 

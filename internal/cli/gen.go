@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flowdedup/flowdedup/gen"
+)
+
+// GenConfig holds the flags of `flowdedup gen`.
+type GenConfig struct {
+	gen.Config
+	Out string
+}
+
+// BindFlags registers the gen flags on fs.
+func (c *GenConfig) BindFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.Packets, "packets", 0, "frames to write, malformed ones included (required), e.g. --packets 20000")
+	fs.IntVar(&c.Flows, "flows", 0, fmt.Sprintf("distinct flows (5-tuples) the well-formed frames carry, each at least once; at most --packets and %d (required), e.g. --flows 2000", gen.MaxFlows))
+	fs.Float64Var(&c.Zipf, "zipf", 0, "flow popularity: 0 = uniform, S > 0 = Zipf law P(rank k) ∝ k^-S, e.g. --zipf 1.1")
+	fs.Float64Var(&c.IPv6, "ipv6", 0, "fraction of the flows that are IPv6, e.g. --ipv6 0.3")
+	fs.BoolVar(&c.VLAN, "vlan", false, "tag every frame with 802.1Q (about one client in four behind an 802.1ad QinQ stack)")
+	fs.DurationVar(&c.Duration, "duration", time.Minute, "timestamps spread over this span after --start, e.g. --duration 150s")
+	fs.TextVar(&c.Start, "start", gen.DefaultStart, "`TIME` of the first packet, RFC 3339")
+	fs.Uint64Var(&c.Seed, "seed", 1, "random seed; the same flags and seed give the same file, byte for byte")
+	fs.StringVar(&c.Format, "format", "", "pcap | pcapng (default: pcapng when FILE ends in .pcapng or .pcapng.gz, else pcap)")
+	fs.BoolVar(&c.Gzip, "gzip", false, "gzip the file (implied when FILE ends in .gz)")
+	fs.Float64Var(&c.Malformed, "malformed", 0, "fraction of frames written broken: cut inside the IP header, a bad IP version, or ARP (equally often), e.g. --malformed 0.05")
+	fs.Float64Var(&c.Fragments, "fragments", 0, "fraction of IPv4 UDP packets written as non-first fragments (keyed without ports), e.g. --fragments 0.1")
+	fs.IntVar(&c.SnapLen, "snaplen", 0, fmt.Sprintf("cut frames to this many bytes, as a capture's snap length does; 0 = no limit, else at least %d", gen.MinSnapLen))
+	fs.StringVar(&c.Out, "o", "", "output `FILE` (required; - = stdout); an existing file is overwritten, as tcpdump -w does")
+	fs.StringVar(&c.Out, "out", "", "same as -o `FILE`")
+}
+
+const genExamples = `  flowdedup gen --packets 2000 --flows 300 -o small.pcap
+  flowdedup gen --packets 20000 --flows 2000 --zipf 1.1 --ipv6 0.25 --duration 150s -o zipf.pcap.gz
+  flowdedup gen --packets 2000 --flows 300 --vlan --malformed 0.05 --format pcapng -o - | tshark -r - -c 5
+`
+
+func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg GenConfig
+	fs := newFlagSet("gen", "--packets N --flows F [flags] -o FILE", genExamples, stderr)
+	cfg.BindFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.Packets == 0 || cfg.Flows == 0 {
+		return usagef("--packets and --flows are required")
+	}
+	if cfg.Out == "" {
+		return usagef("-o FILE is required (- for stdout)")
+	}
+	base := cfg.Out
+	if trimmed, ok := strings.CutSuffix(base, ".gz"); ok {
+		cfg.Gzip = true
+		base = trimmed
+	}
+	if cfg.Format == "" {
+		cfg.Format = gen.FormatPcap
+		if strings.HasSuffix(base, ".pcapng") {
+			cfg.Format = gen.FormatPcapNG
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		var ce *gen.ConfigError
+		if errors.As(err, &ce) {
+			return usagef("%s", ce.Problem)
+		}
+		return usageError{err}
+	}
+
+	st, err := writeCapture(ctx, cfg.Out, stdout, cfg.Config)
+	if err != nil {
+		return err
+	}
+	name := cfg.Out
+	if name == "-" {
+		name = "stdout"
+	}
+	format := cfg.Format
+	if cfg.Gzip {
+		format += ", gzip"
+	}
+	fmt.Fprintf(stderr, "flowdedup gen: %d packets, %d flows -> %s (%s); keys: %d src, %d dst, %d pair, %d 5tuple; "+
+		"%d malformed (%d truncated, %d bad IP version, %d ARP); %d fragments\n",
+		st.Packets, st.Flows, name, format, st.Sources, st.Destinations, st.Pairs, st.FiveTuples,
+		st.Malformed, st.Truncated, st.BadVersion, st.NotIP, st.Fragments)
+	return nil
+}
+
+// writeCapture writes the capture to path, or to stdout for "-". A failed
+// or interrupted write removes the partial file.
+func writeCapture(ctx context.Context, path string, stdout io.Writer, cfg gen.Config) (gen.Stats, error) {
+	if path == "-" {
+		return gen.Write(ctxWriter{ctx, stdout}, cfg)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return gen.Stats{}, err
+	}
+	st, err := gen.Write(ctxWriter{ctx, f}, cfg)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return gen.Stats{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, nil
+}
+
+// ctxWriter fails writes once ctx is done, so that SIGINT stops a long
+// generation at its next buffer flush.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
