@@ -1,0 +1,263 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/pipeline"
+)
+
+// Formats lists the record formats NewRecordWriter accepts; the first is
+// the default.
+var Formats = []string{"jsonl", "csv", "text"}
+
+// ErrFormat is returned, wrapped, for a record format not in Formats.
+var ErrFormat = errors.New("report: unknown record format")
+
+type format uint8
+
+const (
+	formatJSONL format = iota
+	formatCSV
+	formatText
+)
+
+func parseFormat(s string) (format, error) {
+	switch s {
+	case "", "jsonl":
+		return formatJSONL, nil
+	case "csv":
+		return formatCSV, nil
+	case "text":
+		return formatText, nil
+	}
+	return 0, fmt.Errorf("%w %q (known: jsonl, csv, text)", ErrFormat, s)
+}
+
+const (
+	// bufSize is how many bytes of whole records are gathered before they
+	// are written.
+	bufSize = 64 << 10
+	// maxRecordLen bounds one record (the longest, a jsonl SCTP 5-tuple of
+	// IPv6 addresses in a window, is under 250 bytes), so that a buffer of
+	// bufSize+maxRecordLen never grows.
+	maxRecordLen = 512
+)
+
+// A RecordWriter writes distinct-flow records (pipeline.Record) as JSON
+// lines, CSV or text. It is the record half of a pipeline.Sink; Reporter
+// combines it with window summaries.
+//
+// Records are appended to a 64 KiB buffer and written when it fills or on
+// Flush, always as whole records: a destination receives each buffer in a
+// single Write, and a file that takes part of a failed write is truncated
+// back to the last whole record (see WriteError). Writing a record does not
+// allocate.
+//
+// A RecordWriter is not safe for concurrent use. It does not close its
+// destination.
+type RecordWriter struct {
+	out     wholeWriter
+	format  format
+	kind    flow.KeyKind
+	buf     []byte // whole records not yet written
+	pending int    // records in buf
+}
+
+// NewRecordWriter returns a writer of records of the given key kind to w in
+// format: "jsonl" (or ""), "csv" or "text".
+//
+// jsonl writes one JSON object per record:
+//
+//	{"ts":"2026-01-01T00:00:01.5Z","src":"10.0.0.1","dst":"10.0.0.2","proto":6,"proto_name":"tcp","sport":1234,"dport":80,"window":"2026-01-01T00:00:00Z"}
+//
+// ts is the packet time of the flow's first packet in its window, and
+// window the start of that window, both RFC 3339 in UTC with as many
+// fractional digits as needed (time.RFC3339Nano). The key fields are those
+// of the kind: src (src, pair, 5tuple), dst (dst, pair, 5tuple), proto
+// (5tuple, the IP protocol number), proto_name (5tuple, when the protocol
+// has a name: tcp, udp, sctp, icmp, icmp6), sport and dport (5tuple, when
+// the key has ports: not for ICMP, other portless protocols or non-first
+// fragments). window is omitted when windows are off
+// (pipeline.Record.WindowEndNs == 0).
+//
+// csv writes a header line naming the kind's columns, then one row per
+// record; absent fields are empty:
+//
+//	ts,src,dst,proto,proto_name,sport,dport,window
+//	2026-01-01T00:00:01.5Z,10.0.0.1,10.0.0.2,6,tcp,1234,80,2026-01-01T00:00:00Z
+//
+// text writes the time, two spaces and the key's text form
+// (flow.Key.AppendText):
+//
+//	2026-01-01T00:00:01.5Z  tcp 10.0.0.1:1234 > 10.0.0.2:80
+func NewRecordWriter(w io.Writer, format string, kind flow.KeyKind) (*RecordWriter, error) {
+	f, err := parseFormat(format)
+	if err != nil {
+		return nil, err
+	}
+	if !kind.IsValid() {
+		return nil, fmt.Errorf("report: records: %w: %v", flow.ErrBadKind, kind)
+	}
+	rw := &RecordWriter{
+		out:    wholeWriter{w: w, op: "records"},
+		format: f,
+		kind:   kind,
+		buf:    make([]byte, 0, bufSize+maxRecordLen),
+	}
+	if f == formatCSV {
+		rw.buf = append(rw.buf, csvHeaders[kind]...)
+	}
+	return rw, nil
+}
+
+var csvHeaders = [...]string{
+	flow.KeySrc:    "ts,src,window\n",
+	flow.KeyDst:    "ts,dst,window\n",
+	flow.KeyPair:   "ts,src,dst,window\n",
+	flow.Key5Tuple: "ts,src,dst,proto,proto_name,sport,dport,window\n",
+}
+
+// Record buffers r, and writes the buffer when it is full. A key of another
+// kind than the writer's is an error wrapping flow.ErrBadKind. After a write
+// error, Record returns that error (a *WriteError) and writes nothing.
+func (rw *RecordWriter) Record(r *pipeline.Record) error {
+	if rw.out.err != nil {
+		return rw.out.err
+	}
+	if k := r.Key.Kind(); k != rw.kind {
+		return fmt.Errorf("report: records: %w: a %v key given to a %v writer", flow.ErrBadKind, k, rw.kind)
+	}
+	switch rw.format {
+	case formatJSONL:
+		rw.buf = appendJSON(rw.buf, r)
+	case formatCSV:
+		rw.buf = appendCSV(rw.buf, r)
+	case formatText:
+		rw.buf = appendText(rw.buf, r)
+	}
+	rw.pending++
+	if len(rw.buf) >= bufSize {
+		return rw.Flush()
+	}
+	return nil
+}
+
+// Flush writes the buffered records. Reporter flushes at the end of every
+// window; a live capture with long windows may also flush on a timer from
+// the goroutine that calls Record.
+func (rw *RecordWriter) Flush() error {
+	err := rw.out.write(rw.buf, rw.pending)
+	if err == nil {
+		rw.buf = rw.buf[:0]
+		rw.pending = 0
+	}
+	return err
+}
+
+func appendJSON(b []byte, r *pipeline.Record) []byte {
+	k := &r.Key
+	b = append(b, `{"ts":"`...)
+	b = appendTime(b, r.TimeNs)
+	b = append(b, '"')
+	if k.Kind() != flow.KeyDst {
+		b = append(b, `,"src":"`...)
+		b = k.Src().AppendTo(b)
+		b = append(b, '"')
+	}
+	if k.Kind() != flow.KeySrc {
+		b = append(b, `,"dst":"`...)
+		b = k.Dst().AppendTo(b)
+		b = append(b, '"')
+	}
+	if k.Kind() == flow.Key5Tuple {
+		b = append(b, `,"proto":`...)
+		b = strconv.AppendUint(b, uint64(k.Proto()), 10)
+		if name := protoName(k.Proto()); name != "" {
+			b = append(b, `,"proto_name":"`...)
+			b = append(b, name...)
+			b = append(b, '"')
+		}
+		if k.HasPorts() {
+			b = append(b, `,"sport":`...)
+			b = strconv.AppendUint(b, uint64(k.SrcPort()), 10)
+			b = append(b, `,"dport":`...)
+			b = strconv.AppendUint(b, uint64(k.DstPort()), 10)
+		}
+	}
+	if r.WindowEndNs != 0 {
+		b = append(b, `,"window":"`...)
+		b = appendTime(b, r.WindowNs)
+		b = append(b, '"')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendCSV appends a row of the columns in csvHeaders. No field can hold
+// a comma, quote or newline, so none is quoted.
+func appendCSV(b []byte, r *pipeline.Record) []byte {
+	k := &r.Key
+	b = appendTime(b, r.TimeNs)
+	if k.Kind() != flow.KeyDst {
+		b = append(b, ',')
+		b = k.Src().AppendTo(b)
+	}
+	if k.Kind() != flow.KeySrc {
+		b = append(b, ',')
+		b = k.Dst().AppendTo(b)
+	}
+	if k.Kind() == flow.Key5Tuple {
+		b = append(b, ',')
+		b = strconv.AppendUint(b, uint64(k.Proto()), 10)
+		b = append(b, ',')
+		b = append(b, protoName(k.Proto())...)
+		b = append(b, ',')
+		if k.HasPorts() {
+			b = strconv.AppendUint(b, uint64(k.SrcPort()), 10)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, uint64(k.DstPort()), 10)
+		} else {
+			b = append(b, ',')
+		}
+	}
+	b = append(b, ',')
+	if r.WindowEndNs != 0 {
+		b = appendTime(b, r.WindowNs)
+	}
+	return append(b, '\n')
+}
+
+func appendText(b []byte, r *pipeline.Record) []byte {
+	b = appendTime(b, r.TimeNs)
+	b = append(b, "  "...)
+	b, _ = r.Key.AppendText(b) // never fails
+	return append(b, '\n')
+}
+
+// appendTime appends the instant ns nanoseconds after the Unix epoch in
+// RFC 3339 form, in UTC, without trailing zeros in the fraction.
+func appendTime(b []byte, ns int64) []byte {
+	return time.Unix(0, ns).UTC().AppendFormat(b, time.RFC3339Nano)
+}
+
+// protoName returns the name flow.Key.AppendText gives the IP protocol
+// proto, or "" when it writes the number.
+func protoName(proto uint8) string {
+	switch proto {
+	case 1:
+		return "icmp"
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 58:
+		return "icmp6"
+	case 132:
+		return "sctp"
+	}
+	return ""
+}
