@@ -18,19 +18,30 @@ type Record struct {
 type WindowSummary struct {
 	StartNs, EndNs int64
 	Packets        uint64            // frames read in the window
-	Malformed      uint64            // frames flow.Parse rejected
+	Malformed      uint64            // frames flow.Parse rejected as corrupt (flow.IsMalformed), and damaged capture files
 	Keys           uint64            // keys given to the filters
 	Distinct       uint64            // keys the filters reported unseen
 	Dropped        uint64            // keys or frames lost (live only; replay never drops)
-	MalformedBy    map[string]uint64 // by flow.Reason
+	MalformedBy    map[string]uint64 // by flow.Reason, plus "corrupt_file"
 	DroppedBy      map[string]uint64 // by reason: "ring_full", "kernel", ...
 	Final          bool              // the last window, closed at end of input or on a signal
+
+	// Skipped counts frames that are well formed but carry no IP key (ARP,
+	// LLDP, an unknown link type: flow.ErrNotIP, flow.ErrUnsupportedLink),
+	// which flow's documentation asks to count apart from the malformed
+	// ones. Packets = Malformed + Skipped + Keys + DroppedBy["ring_full"].
+	Skipped   uint64
+	SkippedBy map[string]uint64 // by flow.Reason
 }
 
 // Sink receives the pipeline's output. All calls come from one goroutine,
 // the reporter, in order: every Record of a window before that window's
 // summary. An error from a Sink stops the pipeline and is returned by Run
 // (a full disk must not be lost silently).
+//
+// The pointers passed to Record and Window are valid only for the call: the
+// pipeline reuses the memory they point to. A Sink that keeps a Record or a
+// summary copies it.
 type Sink interface {
 	Record(r *Record) error
 	Window(s *WindowSummary) error
@@ -49,6 +60,10 @@ type Stats struct {
 	MalformedBy map[string]uint64
 	DroppedBy   map[string]uint64
 	Workers     []WorkerStats
+
+	Skipped   uint64            // frames with no IP key, as in WindowSummary
+	SkippedBy map[string]uint64 // by flow.Reason
+	Windows   uint64            // windows closed so far (summaries written, empty ones included)
 }
 
 // WorkerStats are one shard's counters.
@@ -57,5 +72,5 @@ type WorkerStats struct {
 	Distinct  uint64
 	RingLen   int     // batches waiting in its input ring(s) now
 	RingCap   int     // capacity of its input ring(s), in batches
-	FillRatio float64 // the filter's fill ratio, -1 when the filter has none
+	FillRatio float64 // the filter's fill ratio, -1 when the filter has none (see Pipeline.Stats)
 }
