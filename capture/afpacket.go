@@ -1,0 +1,652 @@
+//go:build linux
+
+package capture
+
+// Live capture from AF_PACKET sockets with TPACKET_V3 rings, written on
+// golang.org/x/sys/unix rather than gopacket/afpacket, because the capture
+// needs four things that package does not give:
+//
+//   - Close from another goroutine while Next waits: its Close unmaps the
+//     ring under a reader still polling or reading it, and nothing wakes a
+//     blocked poll. Here an eventfd wakes the poll, and the ring is unmapped
+//     only once the reader holds no frame of it.
+//   - No unfiltered frame and no frame outside the fanout: it binds the
+//     socket to every protocol before the filter is attached and before the
+//     socket joins a fanout group, so the first frames bypass both. Here a
+//     socket receives through a drop-everything filter until all sockets of
+//     the group have joined, and only then gets the real one.
+//   - The packet type, to drop loopback's outgoing copy of every frame.
+//   - The hardware type, to tell Ethernet from raw-IP interfaces.
+//
+// The ring is read as the kernel's Documentation/networking/packet_mmap.rst
+// describes: blocks in order, each owned by user space from the moment its
+// status has TP_STATUS_USER until it is handed back with TP_STATUS_KERNEL.
+
+import (
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// Defaults of AFPacketConfig.
+const (
+	// DefaultAFPacketSnapLen keeps the first 256 bytes of a frame: a flow
+	// key needs only headers, and 256 bytes hold Ethernet, a few VLAN tags
+	// or MPLS labels, an IPv6 header with common extension headers, and the
+	// ports. Frames are counted whole (WireLen) however short the snap.
+	DefaultAFPacketSnapLen = 256
+	// DefaultAFPacketBlockSize and DefaultAFPacketNumBlocks give each socket
+	// a 32 MiB ring: about 90,000 frames at the default snap length, or
+	// 90 ms of a 1 Mpps link that the reader leaves unread.
+	DefaultAFPacketBlockSize = 1 << 20
+	DefaultAFPacketNumBlocks = 32
+	// DefaultAFPacketBlockTimeout is how long the kernel keeps filling a
+	// block before handing it over part full: the latency on a quiet link.
+	DefaultAFPacketBlockTimeout = 10 * time.Millisecond
+	// DefaultAFPacketPollTimeout is how long Next waits for a frame before
+	// it returns ErrTimeout.
+	DefaultAFPacketPollTimeout = 100 * time.Millisecond
+	// AFPacketMaxSockets is the kernel's limit on the members of a fanout
+	// group (PACKET_FANOUT_MAX).
+	AFPacketMaxSockets = 256
+)
+
+// AFPacketConfig describes a live capture on one interface.
+type AFPacketConfig struct {
+	// Iface is the interface to capture on (required). Its hardware type
+	// gives the frames' link type: Ethernet for Ethernet and loopback
+	// interfaces, raw IP for tun, WireGuard, PPP and IP-in-IP interfaces.
+	Iface string
+	// Sockets is the number of sockets, each a Source for one reader
+	// (default 1). Several sockets share the interface's frames in a
+	// PACKET_FANOUT group by flow hash, so all frames of a flow, in both
+	// directions, reach the same socket.
+	Sockets int
+	// FanoutGroup is the fanout group id. 0 lets the kernel pick one no
+	// other socket uses; give one only to share the frames with another
+	// process's sockets (both must then use the same interface and mode).
+	FanoutGroup uint16
+	// SnapLen is the number of bytes kept of each frame
+	// (default DefaultAFPacketSnapLen).
+	SnapLen int
+	// Promisc puts the interface in promiscuous mode while the sockets
+	// are open (a per-socket membership the kernel drops on close).
+	Promisc bool
+	// BPF is a filter expression in pcap-filter(7) syntax, compiled by
+	// CompileBPF and run by the kernel before a frame enters the ring.
+	// Empty keeps every frame.
+	BPF string
+	// BlockSize is the size of a ring block in bytes: a multiple of the
+	// page size, best a power of two (the kernel allocates blocks in
+	// power-of-two pages). Default DefaultAFPacketBlockSize.
+	BlockSize int
+	// NumBlocks is the number of blocks in each socket's ring, at least 2
+	// (default DefaultAFPacketNumBlocks).
+	NumBlocks int
+	// BlockTimeout is how long the kernel fills a block before it hands it
+	// over part full (default DefaultAFPacketBlockTimeout, whole ms).
+	BlockTimeout time.Duration
+	// PollTimeout is how long Next waits for a frame before returning
+	// ErrTimeout (default DefaultAFPacketPollTimeout; negative: forever).
+	PollTimeout time.Duration
+}
+
+// BindFlags registers the configuration's flags on fs, with the defaults
+// above.
+func (c *AFPacketConfig) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Iface, "iface", c.Iface, "interface to capture on")
+	fs.IntVar(&c.Sockets, "afpacket-sockets", 1, "AF_PACKET sockets in the fanout group, one per reader")
+	fs.Func("afpacket-fanout-group", "fanout group id shared with other processes (default: a unique id)", func(s string) error {
+		n, ok := bpfParseNumber(s)
+		if !ok || n == 0 || n > 0xffff {
+			return fmt.Errorf("fanout group must be 1 to 65535")
+		}
+		c.FanoutGroup = uint16(n)
+		return nil
+	})
+	fs.IntVar(&c.SnapLen, "snaplen", DefaultAFPacketSnapLen, "bytes kept of each frame (headers are enough for flow keys)")
+	fs.BoolVar(&c.Promisc, "promisc", c.Promisc, "put the interface in promiscuous mode")
+	fs.StringVar(&c.BPF, "bpf", c.BPF, "capture filter in pcap-filter(7) syntax, run in the kernel")
+	fs.IntVar(&c.BlockSize, "afpacket-block-size", DefaultAFPacketBlockSize, "ring block size in bytes (multiple of the page size)")
+	fs.IntVar(&c.NumBlocks, "afpacket-blocks", DefaultAFPacketNumBlocks, "ring blocks per socket")
+	fs.DurationVar(&c.BlockTimeout, "afpacket-block-timeout", DefaultAFPacketBlockTimeout, "longest wait before the kernel hands over a part-full block")
+	fs.DurationVar(&c.PollTimeout, "poll-timeout", DefaultAFPacketPollTimeout, "idle time after which a read returns so windows can close")
+}
+
+// withDefaults fills in zero fields and checks the rest.
+func (c AFPacketConfig) withDefaults() (AFPacketConfig, error) {
+	if c.Sockets == 0 {
+		c.Sockets = 1
+	}
+	if c.SnapLen == 0 {
+		c.SnapLen = DefaultAFPacketSnapLen
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultAFPacketBlockSize
+	}
+	if c.NumBlocks == 0 {
+		c.NumBlocks = DefaultAFPacketNumBlocks
+	}
+	if c.BlockTimeout == 0 {
+		c.BlockTimeout = DefaultAFPacketBlockTimeout
+	}
+	if c.PollTimeout == 0 {
+		c.PollTimeout = DefaultAFPacketPollTimeout
+	}
+	page := os.Getpagesize()
+	switch {
+	case c.Iface == "":
+		return c, errors.New("capture: afpacket: no interface given")
+	case c.Sockets < 1 || c.Sockets > AFPacketMaxSockets:
+		return c, fmt.Errorf("capture: afpacket: %d sockets: want 1 to %d", c.Sockets, AFPacketMaxSockets)
+	case c.SnapLen < 1 || c.SnapLen > DefaultBPFSnapLen:
+		return c, fmt.Errorf("capture: afpacket: snap length %d: want 1 to %d", c.SnapLen, DefaultBPFSnapLen)
+	case c.BlockSize < page || c.BlockSize%page != 0:
+		return c, fmt.Errorf("capture: afpacket: block size %d is not a multiple of the page size %d", c.BlockSize, page)
+	case c.BlockSize < afpBlockHeaderLen+afpFrameSize(c.SnapLen):
+		return c, fmt.Errorf("capture: afpacket: block size %d cannot hold a %d-byte frame", c.BlockSize, c.SnapLen)
+	case c.NumBlocks < 2:
+		return c, fmt.Errorf("capture: afpacket: %d blocks: want at least 2", c.NumBlocks)
+	case int64(c.BlockSize)*int64(c.NumBlocks) > 1<<34:
+		return c, fmt.Errorf("capture: afpacket: ring of %d x %d bytes is over 16 GiB", c.NumBlocks, c.BlockSize)
+	case c.BlockTimeout < time.Millisecond || c.BlockTimeout > time.Hour:
+		return c, fmt.Errorf("capture: afpacket: block timeout %v: want 1ms to 1h", c.BlockTimeout)
+	}
+	return c, nil
+}
+
+// Layout of the ring, from linux/if_packet.h.
+const (
+	afpBlockHeaderLen = 48                           // struct tpacket_block_desc, aligned: where frames may start
+	afpHeaderLen      = 48                           // TPACKET_ALIGN(sizeof(struct tpacket3_hdr))
+	afpSockaddrLen    = unix.SizeofSockaddrLinklayer // struct sockaddr_ll, right after the frame header
+	afpPktTypeOff     = afpHeaderLen + 10            // sll_pkttype in the sockaddr_ll
+	afpStatusOff      = 8                            // block_status in the block header
+	afpNumPktsOff     = 12                           // num_pkts
+	afpFirstPktOff    = 16                           // offset_to_first_pkt
+)
+
+func afpAlign(n int) int {
+	return (n + unix.TPACKET_ALIGNMENT - 1) &^ (unix.TPACKET_ALIGNMENT - 1)
+}
+
+// afpFrameSize is the tp_frame_size asked for: TPACKET_V3 packs frames of
+// any size in a block, but the kernel still checks the frame count.
+func afpFrameSize(snaplen int) int { return afpAlign(afpHeaderLen + afpSockaddrLen + snaplen) }
+
+// afpDropAll is the filter a socket carries until the real one goes on.
+var afpDropAll = []bpf.RawInstruction{{Op: 0x06, K: 0}} // ret #0
+
+// AFPacketSource is one AF_PACKET socket of a capture, read by one goroutine.
+// It implements Source and DropCounter.
+type AFPacketSource struct {
+	iface        string
+	lt           flow.LinkType
+	group        uint16
+	grouped      bool
+	skipOutgoing bool // loopback without PACKET_IGNORE_OUTGOING: drop the outgoing copy
+	pollTimeout  time.Duration
+	blockSize    int
+	numBlocks    int
+
+	res *afpResources
+
+	// The reader's position, touched only by the goroutine calling Next
+	// (and, with mu held, by Close through held).
+	blk   []byte // the block being read
+	index int    // its index in the ring, or that of the next block to wait for
+	held  bool   // blk belongs to user space; guarded by mu
+	left  uint32 // frames of blk not yet returned
+	off   int    // offset in blk of the next frame's header
+
+	pollFds [2]unix.PollFd // the socket and the eventfd, kept here so polling allocates nothing
+
+	closed  atomic.Bool
+	mu      sync.Mutex // serialises Next's waiting and releasing with Close
+	statsMu sync.Mutex // guards drops and res.fd against KernelDrops
+	drops   uint64
+}
+
+var (
+	_ Source      = (*AFPacketSource)(nil)
+	_ DropCounter = (*AFPacketSource)(nil)
+)
+
+// afpResources are the kernel objects of a source, apart from it so that a
+// cleanup can release them if the source is dropped without Close.
+type afpResources struct {
+	fd   int    // the packet socket, -1 once closed
+	efd  int    // eventfd that wakes a waiting Next on Close, -1 once closed
+	ring []byte // the mapped ring, nil once unmapped
+}
+
+func (r *afpResources) closeFDs() {
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+	if r.efd >= 0 {
+		unix.Close(r.efd)
+		r.efd = -1
+	}
+}
+
+func (r *afpResources) unmap() {
+	if r.ring != nil {
+		unix.Munmap(r.ring)
+		r.ring = nil
+	}
+}
+
+func (r *afpResources) release() {
+	r.closeFDs()
+	r.unmap()
+}
+
+// OpenAFPacket opens cfg.Sockets AF_PACKET sockets on cfg.Iface, joined in
+// one fanout group when there are several (or cfg.FanoutGroup is given),
+// and returns them as Sources: *AFPacketSource, one per reader goroutine.
+//
+// Frames are zero-copy views of the socket's ring: a Packet's Data is valid
+// until the next Next on the same source. Packet.TimeNs is the kernel's
+// receive timestamp. VLAN tags the driver stripped (offload) are not put
+// back; flow keys do not depend on them.
+//
+// Opening needs CAP_NET_RAW; without it the error says so and wraps
+// os.ErrPermission. Close every source; each Close stops its socket.
+func OpenAFPacket(cfg AFPacketConfig) ([]Source, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	opened := make([]*AFPacketSource, 0, cfg.Sockets)
+	fail := func(err error) ([]Source, error) {
+		for _, s := range opened {
+			s.Close()
+		}
+		return nil, err
+	}
+	ifindex, lt, hwtype := 0, flow.LinkType(0), uint16(0)
+	for i := range cfg.Sockets {
+		s, err := afpOpenSocket(cfg, i == 0, &ifindex, &lt, &hwtype)
+		if err != nil {
+			return fail(err)
+		}
+		opened = append(opened, s)
+	}
+	prog, err := CompileBPF(cfg.BPF, lt, cfg.SnapLen)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.Sockets > 1 || cfg.FanoutGroup != 0 {
+		id, err := afpJoinFanout(opened, cfg.FanoutGroup)
+		if err != nil {
+			return fail(fmt.Errorf("capture: afpacket %s: joining fanout group: %w", cfg.Iface, err))
+		}
+		for _, s := range opened {
+			s.group, s.grouped = id, true
+		}
+	}
+	// Every socket is in the group: from here on a flow's frames go to
+	// one socket only, so the sockets may start keeping them.
+	for _, s := range opened {
+		if err := afpAttachFilter(s.res.fd, prog); err != nil {
+			if errors.Is(err, unix.ENOMEM) {
+				err = fmt.Errorf("%w (a %d-instruction program: the kernel bounds a socket's filter by sysctl net.core.optmem_max)", err, len(prog))
+			}
+			return fail(fmt.Errorf("capture: afpacket %s: attaching filter %q: %w", cfg.Iface, cfg.BPF, err))
+		}
+	}
+	srcs := make([]Source, len(opened))
+	for i, s := range opened {
+		srcs[i] = s
+	}
+	return srcs, nil
+}
+
+// afpOpenSocket makes one socket with its ring, bound to the interface but
+// dropping every frame. The first call resolves the interface for the rest.
+func afpOpenSocket(cfg AFPacketConfig, first bool, ifindex *int, lt *flow.LinkType, hwtype *uint16) (*AFPacketSource, error) {
+	// Protocol 0: the socket receives nothing until bound below.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("capture: afpacket: opening a packet socket needs CAP_NET_RAW (run as root or grant the capability): %w", err)
+		}
+		return nil, fmt.Errorf("capture: afpacket: opening a packet socket: %w", err)
+	}
+	res := &afpResources{fd: fd, efd: -1}
+	fail := func(format string, args ...any) (*AFPacketSource, error) {
+		res.release()
+		return nil, fmt.Errorf("capture: afpacket %s: "+format, append([]any{cfg.Iface}, args...)...)
+	}
+	if first {
+		if *ifindex, *hwtype, err = afpInterface(fd, cfg.Iface); err != nil {
+			res.release()
+			return nil, err
+		}
+		if *lt, err = afpLinkType(*hwtype); err != nil {
+			res.release()
+			return nil, fmt.Errorf("capture: afpacket %s: %w", cfg.Iface, err)
+		}
+	}
+	s := &AFPacketSource{
+		iface:       cfg.Iface,
+		lt:          *lt,
+		pollTimeout: cfg.PollTimeout,
+		blockSize:   cfg.BlockSize,
+		numBlocks:   cfg.NumBlocks,
+		res:         res,
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+		return fail("TPACKET_V3 (Linux 3.2+): %w", err)
+	}
+	if err := afpAttachFilter(fd, afpDropAll); err != nil {
+		return fail("attaching a filter: %w", err)
+	}
+	frame := afpFrameSize(cfg.SnapLen)
+	req := unix.TpacketReq3{
+		Block_size:     uint32(cfg.BlockSize),
+		Block_nr:       uint32(cfg.NumBlocks),
+		Frame_size:     uint32(frame),
+		Frame_nr:       uint32(cfg.BlockSize / frame * cfg.NumBlocks),
+		Retire_blk_tov: uint32(cfg.BlockTimeout / time.Millisecond),
+	}
+	if err := unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		return fail("setting up a %d x %d-byte ring: %w", cfg.NumBlocks, cfg.BlockSize, err)
+	}
+	if res.ring, err = unix.Mmap(fd, 0, cfg.BlockSize*cfg.NumBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail("mapping the ring: %w", err)
+	}
+	if res.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fail("eventfd: %w", err)
+	}
+	if *hwtype == unix.ARPHRD_LOOPBACK {
+		// Loopback shows every frame twice, leaving and arriving: keep one.
+		if unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1) != nil {
+			s.skipOutgoing = true // before Linux 4.20: drop them when reading
+		}
+	}
+	sa := &unix.SockaddrLinklayer{Protocol: afpHtons(unix.ETH_P_ALL), Ifindex: *ifindex}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("binding: %w", err)
+	}
+	if cfg.Promisc {
+		mreq := unix.PacketMreq{Ifindex: int32(*ifindex), Type: unix.PACKET_MR_PROMISC}
+		if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
+			return fail("promiscuous mode: %w", err)
+		}
+	}
+	runtime.AddCleanup(s, (*afpResources).release, res)
+	return s, nil
+}
+
+// afpInterface resolves name to its index and hardware (ARPHRD_*) type in
+// the socket's network namespace.
+func afpInterface(fd int, name string) (ifindex int, hwtype uint16, err error) {
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("capture: afpacket: interface name %q: %w", name, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		if errors.Is(err, unix.ENODEV) {
+			return 0, 0, fmt.Errorf("capture: afpacket: interface %q does not exist: %w", name, err)
+		}
+		return 0, 0, fmt.Errorf("capture: afpacket: interface %q: %w", name, err)
+	}
+	ifindex = int(ifr.Uint32())
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFHWADDR, ifr); err != nil {
+		return 0, 0, fmt.Errorf("capture: afpacket: interface %q: hardware type: %w", name, err)
+	}
+	return ifindex, ifr.Uint16(), nil // ifr_hwaddr.sa_family is the ARPHRD type
+}
+
+// afpLinkType maps an interface's hardware type to the link type of what a
+// SOCK_RAW packet socket reads from it.
+func afpLinkType(hwtype uint16) (flow.LinkType, error) {
+	switch hwtype {
+	case unix.ARPHRD_ETHER, unix.ARPHRD_LOOPBACK:
+		return flow.LinkEthernet, nil
+	case unix.ARPHRD_NONE, unix.ARPHRD_RAWIP, unix.ARPHRD_PPP, unix.ARPHRD_TUNNEL, unix.ARPHRD_TUNNEL6:
+		// No link header: tun, WireGuard, PPP, IP-in-IP.
+		return flow.LinkRaw, nil
+	}
+	return 0, fmt.Errorf("hardware type %d (ARPHRD_*) is not supported: Ethernet, loopback and raw-IP interfaces are", hwtype)
+}
+
+func afpHtons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+func afpAttachFilter(fd int, prog []bpf.RawInstruction) error {
+	fprog := unix.SockFprog{
+		Len:    uint16(len(prog)),
+		Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0])),
+	}
+	err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog)
+	runtime.KeepAlive(prog)
+	return err
+}
+
+// afpJoinFanout puts every socket in one PACKET_FANOUT_HASH group and
+// returns its id. With id 0 the kernel picks an id no group uses.
+func afpJoinFanout(socks []*AFPacketSource, id uint16) (uint16, error) {
+	const hash = unix.PACKET_FANOUT_HASH << 16
+	for i, s := range socks {
+		if i == 0 && id == 0 {
+			err := unix.SetsockoptInt(s.res.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, hash|unix.PACKET_FANOUT_FLAG_UNIQUEID<<16)
+			if errors.Is(err, unix.EINVAL) {
+				// Before Linux 4.3 there is no kernel-picked id: derive one
+				// from the pid, as libpcap users do.
+				id = uint16(os.Getpid())
+				err = unix.SetsockoptInt(s.res.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, hash|int(id))
+			} else if err == nil {
+				v, gerr := unix.GetsockoptInt(s.res.fd, unix.SOL_PACKET, unix.PACKET_FANOUT)
+				id, err = uint16(v), gerr // the low 16 bits are the id
+			}
+			if err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := unix.SetsockoptInt(s.res.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, hash|int(id)); err != nil {
+			return 0, fmt.Errorf("group %d: %w", id, err)
+		}
+	}
+	return id, nil
+}
+
+// Iface returns the interface the source captures on.
+func (s *AFPacketSource) Iface() string { return s.iface }
+
+// LinkType returns the link type of the frames.
+func (s *AFPacketSource) LinkType() flow.LinkType { return s.lt }
+
+// FanoutGroup returns the id of the fanout group the socket is in, and
+// false when it is in none (a single socket with no group asked for).
+func (s *AFPacketSource) FanoutGroup() (uint16, bool) { return s.group, s.grouped }
+
+// Next reads the next frame into p, waiting up to the poll timeout. p.Data
+// points into the ring and is valid until the next call to Next, even when
+// Close comes in between: the ring is unmapped only once the reader has let
+// go of it. It returns ErrTimeout after the poll timeout without a frame,
+// ErrClosed after Close (a Next waiting in the kernel returns at once), and
+// an error wrapping the socket's error when the kernel reports one (ENETDOWN
+// when the interface goes down: capture resumes if it comes back up, so
+// Next may be called again).
+func (s *AFPacketSource) Next(p *Packet) error {
+	for {
+		if s.left > 0 && !s.closed.Load() {
+			if s.readFrame(p) {
+				return nil
+			}
+			continue
+		}
+		if err := s.nextBlock(); err != nil {
+			return err
+		}
+	}
+}
+
+// readFrame takes the next frame of the held block, and returns false for a
+// frame the source drops.
+func (s *AFPacketSource) readFrame(p *Packet) bool {
+	h := s.blk[s.off : s.off+afpHeaderLen+afpSockaddrLen]
+	hdr := (*unix.Tpacket3Hdr)(unsafe.Pointer(&h[0]))
+	start := s.off + int(hdr.Mac)
+	data := s.blk[start : start+int(hdr.Snaplen) : start+int(hdr.Snaplen)]
+	s.left--
+	s.off += int(hdr.Next_offset)
+	if s.skipOutgoing && h[afpPktTypeOff] == unix.PACKET_OUTGOING {
+		return false
+	}
+	p.Data = data
+	p.WireLen = int(hdr.Len)
+	p.TimeNs = int64(hdr.Sec)*int64(time.Second) + int64(hdr.Nsec)
+	p.LinkType = s.lt
+	return true
+}
+
+func (s *AFPacketSource) status() *uint32 {
+	return (*uint32)(unsafe.Pointer(&s.blk[afpStatusOff]))
+}
+
+// nextBlock hands the block read back to the kernel and waits for the next.
+func (s *AFPacketSource) nextBlock() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		s.held = false
+		s.blk = nil
+		s.res.unmap() // Close left it mapped for the frame we held
+		return ErrClosed
+	}
+	if s.held {
+		atomic.StoreUint32(s.status(), unix.TP_STATUS_KERNEL)
+		s.held = false
+		s.index = (s.index + 1) % s.numBlocks
+	}
+	s.blk = s.res.ring[s.index*s.blockSize : (s.index+1)*s.blockSize]
+	var deadline time.Time
+	if s.pollTimeout > 0 {
+		deadline = time.Now().Add(s.pollTimeout)
+	}
+	for {
+		if atomic.LoadUint32(s.status())&unix.TP_STATUS_USER != 0 {
+			n := binary.NativeEndian.Uint32(s.blk[afpNumPktsOff:])
+			if n == 0 { // a block retired empty: nothing to read in it
+				atomic.StoreUint32(s.status(), unix.TP_STATUS_KERNEL)
+				s.index = (s.index + 1) % s.numBlocks
+				s.blk = s.res.ring[s.index*s.blockSize : (s.index+1)*s.blockSize]
+				continue
+			}
+			s.held = true
+			s.left = n
+			s.off = int(binary.NativeEndian.Uint32(s.blk[afpFirstPktOff:]))
+			return nil
+		}
+		timeout := -1
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return ErrTimeout
+			}
+			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
+		}
+		fds := &s.pollFds
+		*fds = [2]unix.PollFd{
+			{Fd: int32(s.res.fd), Events: unix.POLLIN},
+			{Fd: int32(s.res.efd), Events: unix.POLLIN},
+		}
+		n, err := unix.Poll(fds[:], timeout)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return fmt.Errorf("capture: afpacket %s: poll: %w", s.iface, err)
+		case fds[1].Revents != 0 || s.closed.Load():
+			s.blk = nil
+			s.res.unmap() // holding no block, so Close (waiting for mu) leaves this to us or does it again
+			return ErrClosed
+		case n == 0:
+			return ErrTimeout
+		case fds[0].Revents&unix.POLLERR != 0:
+			// Reading SO_ERROR clears it, so the next poll waits again.
+			errno, err := unix.GetsockoptInt(s.res.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			if err == nil && errno != 0 {
+				err = unix.Errno(errno)
+			}
+			if err != nil {
+				return fmt.Errorf("capture: afpacket %s: %w", s.iface, err)
+			}
+			// An error condition with no error to read would make every
+			// poll return at once: report it rather than spin.
+			return fmt.Errorf("capture: afpacket %s: poll reports an error condition the socket does not explain", s.iface)
+		}
+	}
+}
+
+// Close stops the socket and releases it. A Next waiting in the kernel
+// returns ErrClosed at once; Close is safe to call from any goroutine and
+// more than once.
+func (s *AFPacketSource) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(s.res.efd, one[:]) // wakes a poll in progress; it then releases mu
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.statsMu.Lock()
+	s.readDrops()
+	// While the ring stays mapped the socket lives on: make it drop
+	// everything, so nothing more is captured into it.
+	afpAttachFilter(s.res.fd, afpDropAll)
+	s.res.closeFDs()
+	s.statsMu.Unlock()
+	if !s.held {
+		s.res.unmap()
+	} // else the reader may still be using a frame: its next Next unmaps
+	return nil
+}
+
+// KernelDrops returns the number of frames the kernel dropped because this
+// socket's ring was full, since the socket opened. It may be called from any
+// goroutine, also after Close (it then returns the final count).
+func (s *AFPacketSource) KernelDrops() (uint64, error) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if err := s.readDrops(); err != nil {
+		return s.drops, fmt.Errorf("capture: afpacket %s: statistics: %w", s.iface, err)
+	}
+	return s.drops, nil
+}
+
+// readDrops adds the drops since the last read (reading resets the
+// kernel's counters). statsMu must be held.
+func (s *AFPacketSource) readDrops() error {
+	if s.res.fd < 0 {
+		return nil
+	}
+	st, err := unix.GetsockoptTpacketStatsV3(s.res.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		return err
+	}
+	s.drops += uint64(st.Drops)
+	return nil
+}
