@@ -49,6 +49,14 @@ type Sink interface {
 	Close() error
 }
 
+// Flusher is implemented by Sinks that buffer records. The reporter calls
+// Flush whenever it has written records and no more are waiting, so a live
+// capture's records reach their file within moments, not when a window
+// closes or a buffer fills.
+type Flusher interface {
+	Flush() error
+}
+
 // Stats is a snapshot of the pipeline's counters since it started, for
 // metrics and progress lines. Safe to take from any goroutine.
 type Stats struct {

@@ -1,0 +1,80 @@
+// Package pipeline is flowdedup's data path: it reads packets from capture
+// sources, shards their flow keys over per-core workers that each own one
+// duplicate filter, and reports the unseen keys and per-window counts to a
+// Sink (DESIGN.md section 3).
+//
+//	source 0 ─ producer 0 ─┬─ ring[0][0] ─┐
+//	                       └─ ring[0][1] ─┼─ worker 0 (filter 0) ─┐
+//	source 1 ─ producer 1 ─┬─ ring[1][0] ─┘                       ├─ reporter ─ Sink
+//	                       └─ ring[1][1] ─── worker 1 (filter 1) ─┘
+//
+// # Data path
+//
+// One producer goroutine per source reads a frame, keys it (flow.Parse),
+// hashes the key with the secret seed (flow.Key.Hash) and picks its shard
+// with flow.ShardOf, which remixes the hash so the shard never correlates
+// with the bits the filters read. The key, its hash and its packet time are
+// written straight into a slot of the single-producer single-consumer ring
+// from that producer to that shard's worker; a full slot (a batch of
+// BatchSize keys) is published with one atomic store. A key always goes to
+// the same worker, so no filter is shared and nothing on the per-packet
+// path takes a lock, crosses an atomic or allocates: producers and workers
+// exchange batches, the workers and the reporter exchange batches of
+// records over a channel (one operation per batch) and recycle them.
+//
+// A worker that finds its rings empty yields a few times, then parks on a
+// channel; a producer wakes it only when it is parked (one atomic load per
+// published batch). Producers blocked on a full ring park the same way.
+//
+// # Backpressure
+//
+// Replay (Config.Live false): a producer waits for a full ring, so nothing
+// is ever dropped and a slow Sink or filter slows the read of the file.
+// Live: a producer that finds a worker's ring full drops the key and counts
+// it as DroppedBy["ring_full"] (in the window and in Stats), so the capture
+// never stalls because of a slow shard; the kernel then drops nothing on
+// our account, and its own drops (capture.DropCounter) are reported as
+// DroppedBy["kernel"], polled at every window boundary and at the end.
+// Window markers are never dropped, live or not: they wait for a slot.
+//
+// # Windows and the marker protocol
+//
+// With Config.Window, a packet belongs to window floor(t/Window) of its time
+// t (packet time; with WallClockWindows the wall clock also closes windows
+// on idle links). Each key is reported at most once per window: the filters
+// are cleared between windows (landmark windows). Windows never go back: a
+// packet older than its producer's current window counts in the current
+// one.
+//
+// A producer that reads the first packet of a later window flushes its
+// batches and writes a marker into every one of its rings: "I am done with
+// my window; my next one is N", with its counts for the window it leaves
+// (packets, malformed and skipped frames by reason, drops). Rings are FIFO,
+// so a worker sees all of a producer's keys of a window before its marker.
+// A worker reads a ring only while that ring's producer is in the worker's
+// window; after the marker it leaves the ring alone, even if the producer
+// has already filled it with keys of the next window, until every producer
+// has sent its marker. Then it sends its close to the reporter (its key and
+// distinct counts; worker 0 also the producers' counts), clears its filter
+// and moves to the earliest next window among the producers. The reporter
+// writes a window's summary when every worker has closed it, and holds back
+// records that a worker sends for its next window until then. Windows with
+// no packet between two busy ones get empty summaries, so the summaries
+// form a regular time series (a gap of more than 100000 windows gets one
+// summary spanning it).
+//
+// When windows are based on packet time the first window is not known
+// before the first packet, so each producer's first packet sends a start
+// marker saying where it begins; with windows off (one window, index 0) or
+// wall-clock windows, everybody starts in the known window.
+//
+// # Lifecycle
+//
+// New checks the Config and builds the filters; Run runs the pipeline once
+// over its sources. At the end of every source (io.EOF), or when the
+// caller's context is cancelled, or after a Sink error, each producer
+// flushes what it has read and sends a done marker; the workers drain
+// their rings, the final window is written (Final) and Sink.Close is
+// called. A frame read is never lost to cancellation. Stats is safe from
+// any goroutine, during and after Run.
+package pipeline

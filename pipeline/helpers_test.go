@@ -1,0 +1,239 @@
+package pipeline
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// udpFrame returns an Ethernet/IPv4/UDP frame from src to dst.
+func udpFrame(src, dst netip.Addr, sport, dport uint16) []byte {
+	f := make([]byte, 14+20+8+4)
+	copy(f[0:6], []byte{0x02, 0, 0, 0, 0, 1})
+	copy(f[6:12], []byte{0x02, 0, 0, 0, 0, 2})
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+	ip[8] = 64
+	ip[9] = 17
+	s4, d4 := src.As4(), dst.As4()
+	copy(ip[12:16], s4[:])
+	copy(ip[16:20], d4[:])
+	udp := ip[20:]
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	return f
+}
+
+// addr returns the i-th test address, 10.0.0.0 + i.
+func addr(i int) netip.Addr {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], 10<<24+uint32(i))
+	return netip.AddrFrom4(b)
+}
+
+// srcFrame is a frame whose source-address key is addr(i).
+func srcFrame(i int) []byte { return udpFrame(addr(i), addr(1<<20), 1000, 53) }
+
+func srcKey(i int) flow.Key { return flow.MakeKey(flow.KeySrc, addr(i), netip.Addr{}, 0, 0, 0) }
+
+// pkt is a test frame with its time.
+type pkt struct {
+	data []byte
+	t    int64
+}
+
+// fakeSource yields frames from a slice, optionally cycling forever; it can
+// hold back at a given frame until released, and tell when it returned
+// io.EOF.
+type fakeSource struct {
+	pkts   []pkt
+	i      int
+	cycle  bool          // start over at the end, never io.EOF
+	step   int64         // cycle: added to the times on each round
+	gateAt int           // with gate: Next blocks before returning pkts[gateAt]
+	gate   chan struct{} // closed to release
+	endErr error         // returned at the end instead of io.EOF
+	eof    chan struct{} // closed when the end is returned
+	ended  bool
+	read   atomic.Int64  // frames returned
+	drops  atomic.Uint64 // KernelDrops, when used through dropSource
+	round  int64
+}
+
+func newSource(pkts []pkt) *fakeSource {
+	return &fakeSource{pkts: pkts, eof: make(chan struct{}), gateAt: -1}
+}
+
+func (s *fakeSource) Next(p *capture.Packet) error {
+	if s.i == s.gateAt && s.gate != nil {
+		<-s.gate
+	}
+	if s.i == len(s.pkts) {
+		if !s.cycle || len(s.pkts) == 0 {
+			if !s.ended {
+				close(s.eof)
+				s.ended = true
+			}
+			if s.endErr != nil {
+				return s.endErr
+			}
+			return io.EOF
+		}
+		s.i = 0
+		s.round++
+	}
+	k := &s.pkts[s.i]
+	s.i++
+	p.Data = k.data
+	p.WireLen = len(k.data)
+	p.TimeNs = k.t + s.round*s.step
+	p.LinkType = flow.LinkEthernet
+	s.read.Add(1)
+	return nil
+}
+
+func (s *fakeSource) Close() error { return nil }
+
+// dropSource adds capture.DropCounter.
+type dropSource struct{ *fakeSource }
+
+func (s dropSource) KernelDrops() (uint64, error) { return s.drops.Load(), nil }
+
+var _ capture.DropCounter = dropSource{}
+
+// collectSink keeps copies of what it is given.
+type collectSink struct {
+	mu       sync.Mutex
+	records  []Record
+	windows  []WindowSummary
+	closes   int
+	failAt   int           // fail the failAt-th Record (1-based); 0: never
+	failErr  error         // what to fail with
+	block    chan struct{} // Record waits on it while non-nil
+	recorded atomic.Int64
+}
+
+func (s *collectSink) Record(r *Record) error {
+	if s.block != nil {
+		<-s.block
+	}
+	n := s.recorded.Add(1)
+	if s.failAt != 0 && n >= int64(s.failAt) {
+		return s.failErr
+	}
+	s.mu.Lock()
+	s.records = append(s.records, *r)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *collectSink) Window(w *WindowSummary) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A summary must follow all of its window's records: check here that
+	// no record kept so far is of a later window.
+	for _, r := range s.records {
+		if w.EndNs != 0 && r.WindowNs >= w.EndNs && !w.Final {
+			return errors.New("collectSink: record of a later window before a summary")
+		}
+	}
+	s.windows = append(s.windows, *w)
+	return nil
+}
+
+func (s *collectSink) Close() error {
+	s.mu.Lock()
+	s.closes++
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *collectSink) snapshot() ([]Record, []WindowSummary) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.records), slices.Clone(s.windows)
+}
+
+// run builds a pipeline and runs it over the sources, failing the test on
+// an error.
+func run(t *testing.T, cfg Config, sources ...capture.Source) (*collectSink, *Pipeline) {
+	t.Helper()
+	sink := &collectSink{}
+	p, err := New(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(t.Context(), sources...); err != nil {
+		t.Fatal(err)
+	}
+	if sink.closes != 1 {
+		t.Fatalf("Sink.Close called %d times", sink.closes)
+	}
+	return sink, p
+}
+
+// keySet returns the set of the records' keys, failing on a duplicate
+// within a window.
+func keySet(t *testing.T, recs []Record) map[flow.Key]bool {
+	t.Helper()
+	m := map[flow.Key]bool{}
+	for _, r := range recs {
+		if m[r.Key] {
+			t.Fatalf("key %v reported twice in window %d", r.Key, r.WindowNs)
+		}
+		m[r.Key] = true
+	}
+	return m
+}
+
+// byWindow groups records by WindowNs.
+func byWindow(recs []Record) map[int64][]Record {
+	m := map[int64][]Record{}
+	for _, r := range recs {
+		m[r.WindowNs] = append(m[r.WindowNs], r)
+	}
+	return m
+}
+
+// waitFor polls cond until it holds or a deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sameSet reports the keys in want and not in got, and the reverse.
+func sameSet(t *testing.T, what string, got, want map[flow.Key]bool) {
+	t.Helper()
+	missing, extra := 0, 0
+	for k := range want {
+		if !got[k] {
+			missing++
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			extra++
+		}
+	}
+	if missing != 0 || extra != 0 {
+		t.Errorf("%s: %d keys missing, %d unexpected (got %d, want %d)", what, missing, extra, len(got), len(want))
+	}
+}

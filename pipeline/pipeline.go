@@ -1,0 +1,346 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/filters"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/affinity"
+)
+
+// Defaults for the zero values of Config's sizes.
+const (
+	// DefaultRingBatches and DefaultBatchSize give each (producer, worker)
+	// ring 32768 keys in flight, about 1.8 MB: a few milliseconds of
+	// traffic at line rate, enough to ride out a worker's window reset or
+	// a descheduled goroutine without dropping (live) or stalling
+	// (replay), while one batch (256 keys, 14 KB) still fits in L1/L2 as
+	// it crosses cores.
+	DefaultRingBatches = 128
+	DefaultBatchSize   = 256
+)
+
+// Config configures a Pipeline.
+type Config struct {
+	// Workers is the number of shards, each a goroutine owning one filter.
+	// 0 means runtime.NumCPU().
+	Workers int
+	// Filter is the filter spec (filters.New) of each shard: sizes such
+	// as mem= are per shard.
+	Filter string
+	// Key is the flow key kind.
+	Key flow.KeyKind
+	// Seed keys the flow hash (flow.Key.Hash). It should be secret and
+	// random per run unless reproducibility is wanted.
+	Seed uint64
+	// FilterSeed seeds the filters' own randomness; shard i gets
+	// FilterSeed+i.
+	FilterSeed uint64
+	// Window is the landmark window length: each key is reported at most
+	// once per window, and the filters are cleared between windows. 0
+	// turns windows off: the whole run is one window.
+	Window time.Duration
+	// Live selects the live-capture backpressure policy: a producer whose
+	// ring to a worker is full drops the key and counts it (DroppedBy
+	// "ring_full") rather than stall the capture. Without Live (replay) the
+	// producer waits and nothing is ever dropped.
+	Live bool
+	// WallClockWindows closes windows by the wall clock (live capture)
+	// rather than by packet time alone: a producer also checks the clock
+	// on its source's idle ticks (capture.ErrTimeout) and every few
+	// thousand packets, so windows close on an idle link, and the first
+	// window is the current one. Packets are still placed by their
+	// capture time, which for a live source is the wall clock.
+	WallClockWindows bool
+	// RingBatches is the capacity of each (producer, worker) ring in
+	// batches (rounded up to a power of two), BatchSize the keys per
+	// batch. 0 means DefaultRingBatches, DefaultBatchSize.
+	RingBatches, BatchSize int
+	// Pin binds each worker and producer goroutine to its own CPU, round
+	// robin over the CPUs the process may use (workers first, then
+	// producers). It uses internal/affinity, the one place outside
+	// capture/ and fastpath/ that makes a system call.
+	Pin bool
+}
+
+// Errors.
+var (
+	// ErrAlreadyRun: a Pipeline runs once.
+	ErrAlreadyRun = errors.New("pipeline: Run called twice")
+	// ErrConfig wraps every configuration error New returns.
+	ErrConfig = errors.New("pipeline: bad config")
+)
+
+// Pipeline is the data path from sources to a Sink. Make one with New, run
+// it once with Run; Stats may be called from any goroutine at any time.
+type Pipeline struct {
+	cfg     Config
+	sink    Sink
+	filters []filters.Filter
+	wstats  []workerStats
+	windows atomic.Uint64
+	started atomic.Bool
+	run     atomic.Pointer[runState]
+
+	finished  atomic.Bool // Run has returned: the filters are idle
+	finalFill sync.Once   // computes the fill ratios once after Run
+}
+
+// runState is what Stats reads of a running pipeline.
+type runState struct {
+	producers []*producer
+	rings     [][]*ring // by worker, then producer
+}
+
+// New checks cfg, fills in its defaults and builds the shards' filters.
+func New(cfg Config, sink Sink) (*Pipeline, error) {
+	if sink == nil {
+		return nil, fmt.Errorf("%w: nil Sink", ErrConfig)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = runtime.NumCPU()
+	}
+	if cfg.RingBatches == 0 {
+		cfg.RingBatches = DefaultRingBatches
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	switch {
+	case cfg.Workers < 0:
+		return nil, fmt.Errorf("%w: Workers %d", ErrConfig, cfg.Workers)
+	case !cfg.Key.IsValid():
+		return nil, fmt.Errorf("%w: key kind %v", ErrConfig, cfg.Key)
+	case cfg.Window < 0:
+		return nil, fmt.Errorf("%w: negative Window %v", ErrConfig, cfg.Window)
+	case cfg.RingBatches < 2 || cfg.RingBatches > 1<<20:
+		return nil, fmt.Errorf("%w: RingBatches %d not in [2, 2^20]", ErrConfig, cfg.RingBatches)
+	case cfg.BatchSize < 1 || cfg.BatchSize > 1<<16:
+		return nil, fmt.Errorf("%w: BatchSize %d not in [1, 65536]", ErrConfig, cfg.BatchSize)
+	case cfg.Filter == "":
+		return nil, fmt.Errorf("%w: no filter spec", ErrConfig)
+	}
+	p := &Pipeline{cfg: cfg, sink: sink, filters: make([]filters.Filter, cfg.Workers), wstats: make([]workerStats, cfg.Workers)}
+	for i := range p.filters {
+		f, err := filters.New(cfg.Filter, cfg.FilterSeed+uint64(i))
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: shard %d: %w", i, err)
+		}
+		p.filters[i] = f
+		fill := -1.0
+		if _, ok := f.(fillRatioer); ok {
+			fill = 0 // a new filter is empty: no need to scan it
+		}
+		p.wstats[i].fill.Store(math.Float64bits(fill))
+	}
+	return p, nil
+}
+
+// Config returns the configuration with its defaults filled in.
+func (p *Pipeline) Config() Config { return p.cfg }
+
+// Run reads every source to its end, one producer goroutine each, and
+// reports to the Sink: the records of each window, then its summary; the
+// last window (Final) on return; then Sink.Close. It returns when all of
+// that is done.
+//
+// Cancelling ctx stops the producers from reading further frames; every
+// frame already read is still keyed, filtered and reported, and the final
+// window is closed, so cancellation is how a caller handles SIGINT. A
+// producer notices cancellation between two frames: a live source must
+// return from Next at its poll interval (capture.ErrTimeout).
+//
+// Run returns the first error of the Sink (the pipeline then stops as on
+// cancellation; Close is still called), or else of a source (that source
+// ends, the others go on; a capture.ErrCorrupt is not an error but a
+// malformed frame, reason "corrupt_file"), or else of pinning, or nil.
+// Run does not close the sources: the caller owns them.
+func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
+	if len(sources) == 0 {
+		return fmt.Errorf("%w: Run with no source", ErrConfig)
+	}
+	if !p.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	cfg := &p.cfg
+	nw, np := cfg.Workers, len(sources)
+	stop := new(atomic.Bool)
+	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
+	if ctx.Err() != nil {
+		stop.Store(true) // AfterFunc would set it, but asynchronously
+	}
+	start := startWindow(cfg, time.Now())
+
+	// rings[w][p] connects producer p to worker w.
+	rings := make([][]*ring, nw)
+	for w := range rings {
+		rings[w] = make([]*ring, np)
+		for i := range rings[w] {
+			rings[w][i] = newRing(cfg.RingBatches, cfg.BatchSize)
+		}
+	}
+	workerPark := make([]*parker, nw)
+	for w := range workerPark {
+		workerPark[w] = newParker()
+	}
+	producers := make([]*producer, np)
+	for i, src := range sources {
+		pr := make([]*ring, nw)
+		for w := range pr {
+			pr[w] = rings[w][i]
+		}
+		producers[i] = newProducer(i, src, cfg, start, stop, pr, workerPark)
+	}
+	prodPark := make([]*parker, np)
+	for i, pr := range producers {
+		prodPark[i] = pr.park
+	}
+
+	out := make(chan *outBatch, nw*outPool)
+	free := make([]chan *outBatch, nw)
+	workers := make([]*worker, nw)
+	for w := range workers {
+		free[w] = make(chan *outBatch, outPool)
+		for range outPool {
+			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize)}
+		}
+		wk := &worker{
+			id:       w,
+			filter:   p.filters[w],
+			rings:    rings[w],
+			prodPark: prodPark,
+			park:     workerPark[w],
+			win:      windowing{d: int64(cfg.Window)},
+			at:       make([]int64, np),
+			out:      out,
+			free:     free[w],
+			stats:    &p.wstats[w],
+		}
+		wk.fill, _ = wk.filter.(fillRatioer)
+		wk.ready = wk.anyReady
+		for i := range wk.at {
+			wk.at[i] = start
+		}
+		wk.acc.reset()
+		wk.enter(start)
+		workers[w] = wk
+	}
+	rep := newReporter(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows)
+	p.run.Store(&runState{producers: producers, rings: rings})
+
+	var cpus []int
+	var pinErr error
+	var pinOnce sync.Once
+	if cfg.Pin {
+		var err error
+		if cpus, err = affinity.Allowed(); err != nil || len(cpus) == 0 {
+			cpus, pinErr = nil, fmt.Errorf("pipeline: pin: %w", err)
+		}
+	}
+	pin := func(i int) {
+		if cpus == nil {
+			return
+		}
+		if err := affinity.Pin(cpus[i%len(cpus)]); err != nil {
+			pinOnce.Do(func() { pinErr = fmt.Errorf("pipeline: %w", err) })
+		}
+	}
+
+	var wg sync.WaitGroup
+	var sinkErr error
+	srcErr := make([]error, np)
+	wg.Go(func() { sinkErr = rep.run() })
+	for w, wk := range workers {
+		wg.Go(func() {
+			pin(w)
+			wk.run()
+		})
+	}
+	for i, pr := range producers {
+		wg.Go(func() {
+			pin(nw + i)
+			srcErr[i] = pr.run()
+		})
+	}
+	wg.Wait()
+	p.finished.Store(true)
+
+	if sinkErr != nil {
+		return sinkErr
+	}
+	for _, err := range srcErr {
+		if err != nil {
+			return err
+		}
+	}
+	return pinErr
+}
+
+// Stats returns the counters since Run started. Safe from any goroutine.
+//
+// Producer counters are published every thousand packets and at window
+// boundaries, worker counters once per batch, so a snapshot lags the
+// packets by that much while running and is exact after Run returns. The
+// fill ratio of a filter scans the whole filter, so its worker computes it
+// only when asked: each Stats call during Run asks, and gets the value
+// computed after the previous call (0 for the first). After Run, the
+// ratios of the filters as the run left them are computed once, by the
+// first Stats call.
+func (p *Pipeline) Stats() Stats {
+	if p.finished.Load() {
+		p.finalFill.Do(func() {
+			for i, f := range p.filters {
+				if fr, ok := f.(fillRatioer); ok {
+					p.wstats[i].fill.Store(math.Float64bits(fr.FillRatio()))
+				}
+			}
+		})
+	}
+	s := Stats{Workers: make([]WorkerStats, len(p.wstats)), Windows: p.windows.Load()}
+	var malformed, skipped [maxReasons]uint64
+	var dropped [numDrops]uint64
+	rs := p.run.Load()
+	if rs != nil {
+		for _, pr := range rs.producers {
+			st := pr.stats
+			s.Packets += st.packets.Load()
+			for i := range malformed {
+				malformed[i] += st.malformed[i].Load()
+				skipped[i] += st.skipped[i].Load()
+			}
+			for i := range dropped {
+				dropped[i] += st.dropped[i].Load()
+			}
+		}
+	}
+	s.MalformedBy, s.Malformed = byLabel(malformed[:len(reasonLabels)], reasonLabels)
+	s.SkippedBy, s.Skipped = byLabel(skipped[:len(reasonLabels)], reasonLabels)
+	s.DroppedBy, s.Dropped = byLabel(dropped[:], dropLabels[:])
+	for w := range s.Workers {
+		st := &p.wstats[w]
+		ws := WorkerStats{
+			Keys:      st.keys.Load(),
+			Distinct:  st.distinct.Load(),
+			FillRatio: math.Float64frombits(st.fill.Load()),
+		}
+		st.fillWanted.Store(true)
+		if rs != nil {
+			for _, r := range rs.rings[w] {
+				ws.RingLen += r.len()
+				ws.RingCap += r.cap()
+			}
+		}
+		s.Keys += ws.Keys
+		s.Distinct += ws.Distinct
+		s.Workers[w] = ws
+	}
+	return s
+}
