@@ -26,6 +26,8 @@ bench:
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./flow/
+	$(GO) test -run '^$$' -fuzz '^FuzzFileSource$$' -fuzztime $(FUZZTIME) ./capture/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompileBPF$$' -fuzztime $(FUZZTIME) ./capture/
 
 lint:
 	$(GO) vet $(PKGS)

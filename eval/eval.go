@@ -43,8 +43,12 @@ type counts struct {
 }
 
 // RunSeed is the seed of run r: runs are independent but reproducible from
-// the base seed.
+// the base seed. Run 0 uses the base seed itself, so a single-run eval sees
+// exactly the hashes and filter seed that `flowdedup replay --seed` uses.
 func RunSeed(base uint64, r int) uint64 {
+	if r == 0 {
+		return base
+	}
 	x := base + uint64(r)*0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb

@@ -22,8 +22,10 @@ func TestParseStreamErrors(t *testing.T) {
 			t.Errorf("ParseStream(%q) = %v, want ErrStreamSpec", spec, err)
 		}
 	}
-	if _, err := ParseStream("pcap:x.pcap"); !errors.Is(err, ErrNotAvailable) {
-		t.Errorf("pcap stream: %v, want ErrNotAvailable until capture exists", err)
+	for _, spec := range []string{"pcap:", "pcap:x.pcap,key=mac", "pcap:,key=src"} {
+		if _, err := ParseStream(spec); !errors.Is(err, ErrStreamSpec) {
+			t.Errorf("ParseStream(%q) = %v, want ErrStreamSpec", spec, err)
+		}
 	}
 }
 

@@ -19,9 +19,6 @@ import (
 // ErrStreamSpec is wrapped by every stream spec error.
 var ErrStreamSpec = errors.New("bad stream spec")
 
-// ErrNotAvailable is returned for stream kinds this build cannot read yet.
-var ErrNotAvailable = errors.New("stream kind not available")
-
 // Elements is one run's materialised stream.
 type Elements struct {
 	Hashes []uint64 // keyed hash of each element, in stream order
@@ -42,7 +39,8 @@ type Stream interface {
 const maxElements = 1 << 31
 
 // ParseStream parses a stream spec: distinct:n=N, uniform:n=N,universe=U,
-// zipf:n=N,universe=U,s=S, file:PATH or pcap:PATH[,key=KIND].
+// zipf:n=N,universe=U,s=S, file:PATH or pcap:PATH[,key=KIND] (key src by
+// default, as replay).
 func ParseStream(spec string) (Stream, error) {
 	kind, rest, _ := strings.Cut(strings.TrimSpace(spec), ":")
 	switch strings.ToLower(kind) {
@@ -52,7 +50,7 @@ func ParseStream(spec string) (Stream, error) {
 		}
 		return fileStream{path: rest}, nil
 	case "pcap":
-		return nil, fmt.Errorf("eval: %q: %w: pcap streams need the capture package, which is not built yet; convert the capture to one key per line and use file:PATH", spec, ErrNotAvailable)
+		return parsePcapStream(spec, rest)
 	}
 	kv, err := parseKV(spec, rest)
 	if err != nil {

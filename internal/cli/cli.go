@@ -38,14 +38,8 @@ func commands() []command {
 		{"eval", "compare filters' error rates and speed on a synthetic or recorded stream", runEval},
 		{"filters", "list the filters and their parameters", runFilters},
 		{"replay", "pcap/pcapng files -> distinct flows and window summaries", runReplay},
-		{"run", "live capture (xdp, afpacket) -> distinct flows (not built yet)", notYet("run")},
+		{"run", "live capture from an interface (afpacket) -> distinct flows and window summaries", runLive},
 		{"gen", "write a synthetic pcap/pcapng: N packets over F distinct flows", runGen},
-	}
-}
-
-func notYet(name string) func(context.Context, []string, io.Writer, io.Writer) error {
-	return func(context.Context, []string, io.Writer, io.Writer) error {
-		return fmt.Errorf("%s: not implemented in this version; `flowdedup eval` and `flowdedup filters` are", name)
 	}
 }
 

@@ -65,7 +65,15 @@ func TestUsageErrors(t *testing.T) {
 		{"eval", "--filter", "exact", "--stream", "distinct:n=10", "--seed", "-1"},
 		{"eval", "--filter", "exact", "--stream", "distinct:n=10", "--bogus"},
 		{"eval", "--filter", "exact", "--stream", "distinct:n=10", "stray"},
-		{"eval", "--filter", "exact", "--stream", "pcap:x.pcap"},
+		{"eval", "--filter", "exact", "--stream", "pcap:x.pcap,key=mac"},
+		{"replay"},
+		{"replay", "--key", "mac", "x.pcap"},
+		{"replay", "--filter", "nosuch", "x.pcap"},
+		{"replay", "--workers", "0", "x.pcap"},
+		{"replay", "--format", "xml", "x.pcap"},
+		{"run"},
+		{"run", "--iface", "lo", "--mode", "teleport"},
+		{"run", "--iface", "lo", "--mode", "xdp"},
 		{"filters", "extra"},
 	}
 	for _, args := range cases {

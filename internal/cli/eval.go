@@ -76,7 +76,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func isSpecError(err error) bool {
 	for _, e := range []error{filters.ErrSyntax, filters.ErrUnknownFilter, filters.ErrUnknownParam,
-		filters.ErrBadParam, filters.ErrTooSmall, eval.ErrStreamSpec, eval.ErrNotAvailable} {
+		filters.ErrBadParam, filters.ErrTooSmall, eval.ErrStreamSpec} {
 		if errors.Is(err, e) {
 			return true
 		}
