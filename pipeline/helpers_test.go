@@ -64,7 +64,7 @@ type fakeSource struct {
 	step   int64         // cycle: added to the times on each round
 	gateAt int           // with gate: Next blocks before returning pkts[gateAt]
 	gate   chan struct{} // closed to release
-	endErr error         // returned at the end instead of io.EOF
+	endErr error         // returned once at the end, before io.EOF
 	eof    chan struct{} // closed when the end is returned
 	ended  bool
 	read   atomic.Int64  // frames returned
@@ -85,10 +85,12 @@ func (s *fakeSource) Next(p *capture.Packet) error {
 			if !s.ended {
 				close(s.eof)
 				s.ended = true
+				if s.endErr != nil {
+					return s.endErr
+				}
 			}
-			if s.endErr != nil {
-				return s.endErr
-			}
+			// As capture.Source requires: after a corrupt file, a source
+			// with no further file ends.
 			return io.EOF
 		}
 		s.i = 0

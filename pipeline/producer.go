@@ -102,15 +102,35 @@ func newProducer(id int, src capture.Source, cfg *Config, start int64, stop *ato
 // returns the source's error, if any: io.EOF and capture.ErrClosed are the
 // normal end of input; capture.ErrTimeout is a live source's idle tick; a
 // capture.ErrCorrupt is counted as a malformed frame (reason
-// "corrupt_file") and ends this source without failing the run, since the
-// rest of a damaged file cannot be framed but what was read is good.
+// "corrupt_file") without failing the run: the source has lost the framing
+// of that file and moves on to its next one (or ends), and what was read
+// is good.
+//
+// When the pipeline stops (SIGINT), a live producer first drains the frames
+// its source already holds (the kernel ring), up to the source's first idle
+// tick or drainLimit: frames captured before the signal are reported, not
+// lost uncounted. A replay producer stops at once: the file is still there.
 func (p *producer) run() error {
 	defer p.finish()
 	var pkt capture.Packet
-	for !p.stop.Load() {
+	var drainEnd time.Time
+	for {
+		if p.stop.Load() {
+			if !p.live {
+				return nil
+			}
+			if drainEnd.IsZero() {
+				drainEnd = time.Now().Add(drainLimit)
+			} else if time.Now().After(drainEnd) {
+				return nil
+			}
+		}
 		if err := p.src.Next(&pkt); err != nil {
 			switch {
 			case errors.Is(err, capture.ErrTimeout):
+				if !drainEnd.IsZero() {
+					return nil // drained: the ring is empty
+				}
 				p.idle()
 				continue
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
@@ -118,14 +138,17 @@ func (p *producer) run() error {
 			case errors.Is(err, capture.ErrCorrupt):
 				p.counts.packets++
 				p.counts.malformed[reasonIndex(corruptFile)]++
-				return nil
+				continue
 			}
 			return fmt.Errorf("pipeline: source %d: %w", p.id, err)
 		}
 		p.packet(&pkt)
 	}
-	return nil
 }
+
+// drainLimit bounds how long a live producer keeps reading after a stop,
+// for a link so busy that its ring never runs empty.
+const drainLimit = 500 * time.Millisecond
 
 // packet handles one frame: the hot path.
 func (p *producer) packet(pkt *capture.Packet) {

@@ -180,3 +180,34 @@ func TestReplayMatchesEvalOnOneWorker(t *testing.T) {
 		}
 	}
 }
+
+// A damaged file in the middle of a replay is counted (malformed
+// corrupt_file) and the files after it are still read: an hourly capture
+// cut by a crash must not hide the next hours.
+func TestReplayGoesOnAfterCorruptFile(t *testing.T) {
+	good, err := os.ReadFile(pcapPath("small.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pcap")
+	if err := os.WriteFile(cut, good[:len(good)/2+7], 0o644); err != nil { // cut inside a record
+		t.Fatal(err)
+	}
+	summary := filepath.Join(t.TempDir(), "summary.jsonl")
+	after := replayRecords(t, "--filter", "exact", "--key", "pair", "--summary", summary, cut, pcapPath("windows.pcap"))
+	alone := replayRecords(t, "--filter", "exact", "--key", "pair", pcapPath("windows.pcap"))
+	if len(after) < len(alone) {
+		t.Errorf("%d pairs after a corrupt file, want at least the %d of the good file alone", len(after), len(alone))
+	}
+	var s struct {
+		Malformed   uint64            `json:"malformed"`
+		MalformedBy map[string]uint64 `json:"malformed_by"`
+	}
+	b, _ := os.ReadFile(summary)
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("summary %q: %v", b, err)
+	}
+	if s.MalformedBy["corrupt_file"] != 1 {
+		t.Errorf("summary %s: want one corrupt_file", b)
+	}
+}
