@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/flowdedup
 
-.PHONY: all build test test-race bench fuzz lint generate demo clean
+.PHONY: all build test test-race bench fuzz lint generate demo eval-demo clean
 
 all: lint build test
 
@@ -14,13 +14,14 @@ build:
 test:
 	$(GO) test -count=1 $(PKGS)
 
+# The concurrent packages under the race detector (CI runs this too).
 test-race:
-	$(GO) test -count=1 -race -short $(PKGS)
+	$(GO) test -count=1 -race ./pipeline/ ./report/ ./capture/
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
 # packet parsing and key hashing, and the BoomFilters comparison.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./filters/ ./flow/
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./filters/ ./flow/ ./pipeline/ ./capture/
 
 # A short fuzzing pass over every parser (longer: FUZZTIME=10m make fuzz).
 FUZZTIME ?= 20s
@@ -37,8 +38,13 @@ lint:
 generate:
 	$(GO) generate $(PKGS)
 
-# The main job on input shipped in the repo (see README).
+# The main job on input shipped in the repo (see README): distinct sources
+# of a 5-minute capture, with a summary per 1-minute window on stderr.
 demo:
+	$(GO) run ./cmd/flowdedup replay --key src --window 1m --format text --summary - testdata/pcaps/zipf.pcap.gz
+
+# Filters compared on a synthetic stream.
+eval-demo:
 	$(GO) run ./cmd/flowdedup eval --seed 1 \
 		--filter qht:mem=64KiB --filter sbf:mem=64KiB,fps=0.1 --filter bloom:mem=64KiB --filter lru:mem=64KiB \
 		--stream uniform:n=1000000,universe=1048576
