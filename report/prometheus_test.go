@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -66,20 +68,33 @@ func freeLoopbackPort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestPrometheusScrape runs a real Prometheus server against Serve: it must
-// scrape flowdedup_packets_total and answer a query for it with the value
-// the collector exported.
+// TestPrometheusScrape replays a shipped capture through the real pipeline,
+// then has a real Prometheus server scrape Serve: asked through its HTTP
+// API, it must answer with the replay's packet count (2000 frames in
+// testdata/pcaps/malformed.pcap, README there).
 func TestPrometheusScrape(t *testing.T) {
 	bin := prometheusBinary(t)
 	dir := t.TempDir()
 
-	const packets = 12345
+	const packets = 2000
+	src, err := capture.OpenFiles(filepath.Join("..", "testdata", "pcaps", "malformed.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	sink, err := New(Config{Kind: flow.KeySrc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(pipeline.Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Seed: 1}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(func() pipeline.Stats {
-		s := fakeStats()
-		s.Packets = packets
-		return s
-	}))
+	reg.MustRegister(NewCollector(p.Stats))
 	target, err := Serve(t.Context(), "127.0.0.1:0", reg)
 	if err != nil {
 		t.Fatal(err)

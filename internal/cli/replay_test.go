@@ -211,3 +211,16 @@ func TestReplayGoesOnAfterCorruptFile(t *testing.T) {
 		t.Errorf("summary %s: want one corrupt_file", b)
 	}
 }
+
+// A full disk is not lost silently: the run fails with exit code 1 and says
+// why (records are never split: see report's failure tests).
+func TestReplayFullDiskExitCode(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	var stderr bytes.Buffer
+	code := Main(context.Background(), []string{"replay", "--out", "/dev/full", "--filter", "exact", pcapPath("small.pcap")}, new(bytes.Buffer), &stderr)
+	if code != ExitError || !strings.Contains(stderr.String(), "no space left") {
+		t.Errorf("exit %d, stderr %q; want %d and the write error", code, stderr.String(), ExitError)
+	}
+}
