@@ -48,15 +48,15 @@ type CaptureConfig struct {
 // BindFlags registers the shared flags on fs.
 func (c *CaptureConfig) BindFlags(fs *flag.FlagSet) {
 	c.Key = flow.KeySrc
-	fs.TextVar(&c.Key, "key", flow.KeySrc, "flow key: src | dst | pair | 5tuple")
+	fs.TextVar(&c.Key, "key", flow.KeySrc, "flow `KIND`: src | dst | pair | 5tuple")
 	fs.StringVar(&c.Filter, "filter", DefaultFilter, "duplicate filter `SPEC` of each worker's shard (see 'flowdedup filters'); mem= is per shard")
-	fs.IntVar(&c.Workers, "workers", runtime.NumCPU(), "worker shards, each owning one filter (default: the number of CPUs)")
+	fs.IntVar(&c.Workers, "workers", runtime.NumCPU(), "worker shards, each owning one filter; the default is the number of CPUs")
 	fs.DurationVar(&c.Window, "window", 0, "landmark window, e.g. 1h: each key is reported at most once per window and filters are cleared at its end (0: one window for the whole run)")
 	fs.StringVar(&c.Out, "out", "-", "distinct-flow records `PATH` (- = stdout)")
 	fs.StringVar(&c.Format, "format", "jsonl", "record format: jsonl | csv | text")
 	fs.StringVar(&c.Summary, "summary", "", "write one JSON summary per closed window to `PATH` (- = stderr)")
 	fs.StringVar(&c.Metrics, "metrics", "", "serve Prometheus metrics on `ADDR`, e.g. 127.0.0.1:9100 (default off)")
-	fs.Var(&c.Seed, "seed", "hash key (default: random per run, so nobody can craft colliding keys; set it to reproduce a run)")
+	fs.Var(&c.Seed, "seed", "hash key `N` (default: random per run, so nobody can craft colliding keys; set it to reproduce a run)")
 	fs.BoolVar(&c.Pin, "pin", false, "pin each worker and reader to its own CPU")
 }
 

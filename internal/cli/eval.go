@@ -30,7 +30,7 @@ func (c *EvalConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Stream, "stream", "", "stream `SPEC`: distinct:n=N | uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | file:PATH (one key per line)")
 	fs.IntVar(&c.Runs, "runs", 1, "independent runs to average, each with its own seed derived from --seed")
 	fs.IntVar(&c.Warmup, "warmup", 0, "leading elements observed but not counted (lets filters reach their stable state)")
-	fs.Var(&c.Seed, "seed", "base seed for hashing and random streams (default: random, printed with the results)")
+	fs.Var(&c.Seed, "seed", "base `seed` for hashing and random streams (default: random, printed with the results)")
 	fs.StringVar(&c.Format, "format", "text", "output format: text | json (one object per line) | csv")
 }
 
