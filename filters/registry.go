@@ -46,7 +46,7 @@ func (f *Family) paramNames() string {
 var memParam = Param{Name: "mem", Default: "auto", Help: "state size: N bit|B|KiB|MiB|GiB, or auto (this CPU's L2 cache)"}
 
 // families is the registry. Each family's build function lives in the file
-// of its filter.
+// of its filter; the later families keep their whole Family value there.
 var families = []*Family{
 	{
 		Name: "sbf", Paper: "Deng & Rafiei, SIGMOD 2006 (Stable Bloom Filter)",
@@ -102,6 +102,10 @@ var families = []*Family{
 		},
 		build: buildLRU,
 	},
+	sqfFamily, isqfFamily,
+	fpsbfFamily,
+	rsbfFamily, bsbfFamily, bsbfsdFamily, rlbsbfFamily,
+	fpbufferFamily, cuckooFamily, a2Family, bdbfFamily,
 	{
 		Name: "exact", Paper: "ground truth",
 		About: "exact set of every hash seen: no errors but hash collisions, unbounded memory",
