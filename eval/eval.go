@@ -12,6 +12,7 @@ import (
 // Config is one evaluation: every filter observes the same stream.
 type Config struct {
 	Filters []string // filter specs, as filters.New takes them
+	Mems    []string // memory sizes to sweep each filter over (see Sweep); none: as given
 	Stream  string   // stream spec, as ParseStream takes it
 	Runs    int      // independent runs averaged (different seeds); >= 1
 	Warmup  int      // leading elements observed but not counted
@@ -55,12 +56,19 @@ func RunSeed(base uint64, r int) uint64 {
 	return x ^ (x >> 31)
 }
 
-// Run evaluates every filter of cfg on its stream. It checks every spec
-// before materialising anything, so a typo fails at once.
+// Run evaluates every filter of cfg on its stream, each once per size of
+// cfg.Mems when given; every filter and size of a run sees the same
+// materialised stream. It checks every spec before materialising anything,
+// so a typo fails at once.
 func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if len(cfg.Filters) == 0 {
 		return nil, errors.New("eval: no filter given")
 	}
+	specs, err := Sweep(cfg.Filters, cfg.Mems)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Filters = specs
 	if cfg.Runs < 1 {
 		return nil, fmt.Errorf("eval: runs must be at least 1, not %d", cfg.Runs)
 	}

@@ -6,9 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/flowdedup/flowdedup/eval"
 	"github.com/flowdedup/flowdedup/filters"
@@ -22,6 +25,8 @@ type EvalConfig struct {
 	Warmup  int
 	Seed    seedFlag
 	Format  string
+	Mems    string // comma-separated sizes to sweep every filter over
+	Plot    string // figure path (.svg or .png); FPR goes to eval.FPRPath
 }
 
 // BindFlags registers the eval flags on fs.
@@ -32,12 +37,16 @@ func (c *EvalConfig) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Warmup, "warmup", 0, "leading elements observed but not counted (lets filters reach their stable state)")
 	fs.Var(&c.Seed, "seed", "base `seed` for hashing and random streams (default: random, printed with the results)")
 	fs.StringVar(&c.Format, "format", "text", "output format: text | json (one object per line) | csv")
+	fs.StringVar(&c.Mems, "mem", "", "sweep every filter over memory `LIST`, comma-separated sizes (8KiB,16KiB,...,1MiB): each spec's mem= is replaced once per size; filters without mem (exact) run once")
+	fs.StringVar(&c.Plot, "plot", "", "draw FNR against memory, one line per filter family, to `PATH` (.svg or .png), and FPR to PATH with -fpr before the extension")
 }
 
 const evalExamples = `  flowdedup eval --filter qht:mem=64KiB --filter sbf:mem=64KiB,fps=0.1 \
       --stream uniform:n=1000000,universe=1048576
   flowdedup eval --filter lru:mem=1MiB --stream zipf:n=1e6,universe=1e7,s=0.9 --runs 5 --format json
   flowdedup eval --filter exact --filter bloom:mem=8KiB,k=3 --stream file:keys.txt --seed 1
+  flowdedup eval --filter qht --filter sbf --mem 8KiB,64KiB,512KiB \
+      --stream uniform:n=1000000,universe=1048576 --seed 1 --plot fnr-vs-memory.svg
 `
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -59,11 +68,33 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !slices.Contains(eval.Formats, cfg.Format) {
 		return usagef("--format %q: want one of text, json, csv", cfg.Format)
 	}
+	var mems []string
+	memSet := false
+	fs.Visit(func(f *flag.Flag) { memSet = memSet || f.Name == "mem" })
+	if memSet { // --mem "" is a mistake, not "no sweep"
+		var err error
+		if mems, err = eval.ParseMems(cfg.Mems); err != nil {
+			return usagef("--mem: %v", err)
+		}
+		for _, spec := range cfg.Filters {
+			if ok, err := eval.TakesMem(spec); err == nil && !ok {
+				fmt.Fprintf(stderr, "flowdedup eval: note: %s has no mem=; evaluated once, not swept\n", spec)
+			}
+		}
+	}
+	if cfg.Plot != "" {
+		if len(mems) == 0 {
+			return usagef("--plot draws a memory sweep: give --mem too")
+		}
+		if ext := strings.ToLower(filepath.Ext(cfg.Plot)); ext != ".svg" && ext != ".png" {
+			return usagef("--plot %q: want a .svg or .png path", cfg.Plot)
+		}
+	}
 	if !cfg.Seed.set {
 		cfg.Seed.v = randomSeed()
 	}
 	results, err := eval.Run(ctx, eval.Config{
-		Filters: cfg.Filters, Stream: cfg.Stream, Runs: cfg.Runs, Warmup: cfg.Warmup, Seed: cfg.Seed.v,
+		Filters: cfg.Filters, Mems: mems, Stream: cfg.Stream, Runs: cfg.Runs, Warmup: cfg.Warmup, Seed: cfg.Seed.v,
 	})
 	if err != nil {
 		if isSpecError(err) {
@@ -71,7 +102,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return err
 	}
-	return eval.Write(stdout, cfg.Format, results)
+	if err := eval.Write(stdout, cfg.Format, results); err != nil {
+		return err
+	}
+	if cfg.Plot != "" {
+		return eval.Plot(results, cfg.Plot)
+	}
+	return nil
 }
 
 func isSpecError(err error) bool {
