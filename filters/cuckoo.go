@@ -99,12 +99,8 @@ func buildCuckoo(p *params, seed uint64) (Filter, error) {
 	}
 	// As QHT's k <= S: a bucket of distinct fingerprints cannot use more
 	// than S slots.
-	if maxB := 1<<f - 1; b > maxB {
-		key := "buckets"
-		if !p.has(key) {
-			key = "fpbits"
-		}
-		return nil, p.errorf(key, "buckets=%d exceed the %d usable fingerprints of fpbits=%d (need b <= 2^f-1)", b, maxB, f)
+	if err := p.fingerprintSlots(b, f); err != nil {
+		return nil, err
 	}
 	if memBits < b*f {
 		return nil, p.tooSmall(memBits, b*f, fmt.Sprintf("one bucket of %d fingerprints of %d bits", b, f))
@@ -127,28 +123,6 @@ func newCuckoo(memBits, b, f int, seed uint64) *Cuckoo {
 		seed:    seed,
 		memBits: memBits,
 	}
-}
-
-// cuckooFingerprint is the f low bits of h, re-derived while zero (QHT's
-// option (3)): uniform over [1, 2^f-1]. The same rule as QHT's, kept here so
-// that the cuckoo filter does not depend on QHT's internals.
-func cuckooFingerprint(h, mask uint64) uint64 {
-	if fp := h & mask; fp != 0 {
-		return fp
-	}
-	return cuckooRefingerprint(h, mask)
-}
-
-//go:noinline
-func cuckooRefingerprint(h, mask uint64) uint64 {
-	x := h
-	for range 64 {
-		x = mix64(x + 0x9e3779b97f4a7c15)
-		if fp := x & mask; fp != 0 {
-			return fp
-		}
-	}
-	return 1
 }
 
 // alt is what partial-key cuckoo hashing XORs into a bucket index to find a
@@ -188,7 +162,7 @@ func (c *Cuckoo) put(i int, fp uint64) bool {
 // Observe reports whether h's fingerprint is in one of its two buckets, and
 // inserts it if not.
 func (c *Cuckoo) Observe(h uint64) bool {
-	fp := cuckooFingerprint(h, c.fpMask)
+	fp := nonZeroFingerprint(h, c.fpMask)
 	i1 := int(h >> c.shift) // shift 64 (one bucket) gives 0
 	i2 := i1 ^ c.alt(fp)
 	if c.holds(i1, fp) || c.holds(i2, fp) {

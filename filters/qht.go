@@ -95,12 +95,8 @@ func buildQHTVariant(p *params, seed uint64, v qhtVariant) (Filter, error) {
 	// more than S buckets, and k = S already answers DUPLICATE to everything
 	// once full. S = 2^s - 1 here, the paper's count without a spare empty
 	// symbol (Sec. 4.4.1, footnote 16).
-	if maxK := 1<<s - 1; k > maxK {
-		key := "buckets"
-		if !p.has(key) {
-			key = "fpbits"
-		}
-		return nil, p.errorf(key, "buckets=%d exceed the %d usable fingerprints of fpbits=%d (need k <= 2^s-1)", k, maxK, s)
+	if err := p.fingerprintSlots(k, s); err != nil {
+		return nil, err
 	}
 	if memBits < k*s {
 		return nil, p.tooSmall(memBits, k*s, fmt.Sprintf("one row of %d buckets of %d bits", k, s))
@@ -121,28 +117,28 @@ func newQHT(v qhtVariant, memBits, k, s int, seed uint64) *QHT {
 	return &QHT{qhtTable: newQHTTable(v, memBits/(k*s), k, s, seed), memBits: memBits}
 }
 
-// qhtFingerprint derives the s-bit fingerprint, in [1, 2^s-1], from the low
-// bits of h; the row comes from its high bits. It branches on a zero
+// nonZeroFingerprint derives the s-bit fingerprint, in [1, 2^s-1], from the low
+// bits of h; the row (QHT) or bucket (cuckoo) comes from its high bits. It branches on a zero
 // fingerprint, which mispredicts on up to 1/S of the hashes: selecting a
 // precomputed remix with a conditional move measured no faster.
-func qhtFingerprint(h, mask uint64) uint64 {
+func nonZeroFingerprint(h, mask uint64) uint64 {
 	if fp := h & mask; fp != 0 {
 		return fp
 	}
-	return qhtRefingerprint(h, mask)
+	return refingerprint(h, mask)
 }
 
 // qhtRemix is added before each remix so that 0 is not a fixed point.
 const qhtRemix = 0x9e3779b97f4a7c15
 
-// qhtRefingerprint is option (3) of Sec. 3.2 for a zero fingerprint: derive
+// refingerprint is option (3) of Sec. 3.2 for a zero fingerprint: derive
 // new ones deterministically from h until one is non-zero. Each draw is an
 // independent-looking remix, so the result is uniform over the non-zero
 // values. The bound only guards termination: 64 zero draws in a row have
 // probability 2^-64 even for s = 1. Out of line: 1/S of the hashes come here.
 //
 //go:noinline
-func qhtRefingerprint(h, mask uint64) uint64 {
+func refingerprint(h, mask uint64) uint64 {
 	x := h
 	for range 64 {
 		x = mix64(x + qhtRemix)

@@ -174,7 +174,7 @@ func (t *qhtTable) Observe(h uint64) bool {
 	var r int
 	var fp uint64
 	if t.sig.remMask == 0 { // QHT: row from the high bits, fingerprint from the low s
-		r, fp = reduce(h, t.rows), qhtFingerprint(h, t.fpMask)
+		r, fp = reduce(h, t.rows), nonZeroFingerprint(h, t.fpMask)
 	} else { // SQF: row from the quotient, signature from the remainder
 		r, fp = reduce(h&^t.sig.remMask, t.rows), t.sig.code(h)
 	}

@@ -256,7 +256,7 @@ func TestQHTLoadStore(t *testing.T) {
 func TestQHTFingerprint(t *testing.T) {
 	for _, s := range []int{1, 2, 3} {
 		mask := uint64(1)<<s - 1
-		fingerprint := func(h uint64) uint64 { return qhtFingerprint(h, mask) }
+		fingerprint := func(h uint64) uint64 { return nonZeroFingerprint(h, mask) }
 		S := 1<<s - 1
 		// Any hashes, and hashes whose low bits are 0, for which only the
 		// remix gives a fingerprint.

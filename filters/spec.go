@@ -257,3 +257,18 @@ func parseSysfsSize(s string) (int, bool) {
 	}
 	return n * mult, true
 }
+
+// fingerprintSlots checks the buckets (b) and fpbits (f) of a table of
+// non-zero fingerprints (QHT family, cuckoo): a row or bucket of distinct
+// fingerprints cannot use more than the 2^f - 1 usable values (QHT's Setup,
+// 0 < k <= S). The error names the parameter the user gave.
+func (p *params) fingerprintSlots(b, f int) error {
+	if maxB := 1<<f - 1; b > maxB {
+		key := "buckets"
+		if !p.has(key) {
+			key = "fpbits"
+		}
+		return p.errorf(key, "buckets=%d exceed the %d usable fingerprints of fpbits=%d (need buckets <= 2^fpbits-1)", b, maxB, f)
+	}
+	return nil
+}
