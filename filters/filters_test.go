@@ -6,6 +6,10 @@ import (
 	"testing"
 )
 
+// testHash is the i-th hash of a test stream: distinct i give distinct,
+// uniform-looking hashes (mix64 is a bijection); salt picks the stream.
+func testHash(i, salt uint64) uint64 { return mix64(i*0x9e3779b97f4a7c15 + salt) }
+
 // mustNew builds the filter spec names and asserts its concrete type.
 func mustNew[T Filter](t testing.TB, spec string, seed uint64) T {
 	t.Helper()

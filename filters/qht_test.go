@@ -17,10 +17,6 @@ func qhtSpec(name string, rows, k, s, extra int) string {
 	return fmt.Sprintf("%s:mem=%dbit,buckets=%d,fpbits=%d", name, rows*k*s+extra, k, s)
 }
 
-// qhtHash is element i of a stream's universe: a hash keyed by salt, as the
-// pipeline's keyed flow hashes are.
-func qhtHash(i, salt uint64) uint64 { return mix64(i*0x9e3779b97f4a7c15 + salt) }
-
 // qhtRef is a reference model of the three variants written straight from
 // the paper's pseudo-code: rows as slices, loops over buckets. It draws from
 // its own copy of the filter's random source as the filter does: one bucket
@@ -132,7 +128,7 @@ func TestQHTMatchesReferenceModel(t *testing.T) {
 				universe := uint64(3 * rows * sh.k)
 				x := newRNG(99)
 				for i := range 20 * rows * sh.k {
-					h := qhtHash(x.next()%universe, 1)
+					h := testHash(x.next()%universe, 1)
 					if got, want := q.Observe(h), ref.observe(h); got != want {
 						t.Fatalf("observation %d (h=%#x): got %v, reference %v", i, h, got, want)
 					}
@@ -264,7 +260,7 @@ func TestQHTFingerprint(t *testing.T) {
 			counts := make([]int, S+1)
 			const n = 1 << 16
 			for i := range uint64(n) {
-				h := qhtHash(i, 3)
+				h := testHash(i, 3)
 				if lowZero {
 					h &^= mask
 				}
@@ -291,11 +287,11 @@ func TestQHTFingerprint(t *testing.T) {
 func qhtDistinctFPR(q *QHT, warm, n int, salt uint64) float64 {
 	i := uint64(0)
 	for ; i < uint64(warm); i++ {
-		q.Observe(qhtHash(i, salt))
+		q.Observe(testHash(i, salt))
 	}
 	fp := 0
 	for end := i + uint64(n); i < end; i++ {
-		if q.Observe(qhtHash(i, salt)) {
+		if q.Observe(testHash(i, salt)) {
 			fp++
 		}
 	}
@@ -410,7 +406,7 @@ func TestQHTFiniteFPm(t *testing.T) {
 			windows := []window{{0, nk / 2}, {3 * nk / 4, 5 * nk / 4}, {11 * nk / 4, 13 * nk / 4}}
 			fps := make([]bool, windows[len(windows)-1].hi)
 			for m := range fps {
-				fps[m] = q.Observe(qhtHash(uint64(m), 21))
+				fps[m] = q.Observe(testHash(uint64(m), 21))
 			}
 			for _, w := range windows {
 				var got, exact, approx float64
@@ -478,7 +474,7 @@ func TestQHTSaturatedFNR(t *testing.T) {
 			// often than Theorem 4.2's limit says (see the bias below).
 			for i := range 7 * U {
 				e := x.intn(U)
-				dup := q.Observe(qhtHash(uint64(e), 23))
+				dup := q.Observe(testHash(uint64(e), 23))
 				switch {
 				case seen[e] && i >= 3*U:
 					dups++
@@ -539,7 +535,7 @@ func TestQHTNoFalseNegativeBeforeFull(t *testing.T) {
 	q := qhtNew(t, qhtSpec("qht", rows, k, 6, 0), 1)
 	perRow := make(map[int]int)
 	for e := range uint64(distinct) {
-		perRow[reduce(qhtHash(e, 31), rows)]++
+		perRow[reduce(testHash(e, 31), rows)]++
 	}
 	for r, n := range perRow {
 		if n > k {
@@ -551,7 +547,7 @@ func TestQHTNoFalseNegativeBeforeFull(t *testing.T) {
 	fn, dups := 0, 0
 	for range 50 * distinct {
 		e := x.intn(distinct)
-		dup := q.Observe(qhtHash(uint64(e), 31))
+		dup := q.Observe(testHash(uint64(e), 31))
 		if seen[e] {
 			dups++
 			if !dup {
@@ -578,7 +574,7 @@ func TestQQHTDOneBucketIsQHT(t *testing.T) {
 		rb := newQHTRef(qhtQueue, rows, 1, s, 42)
 		x := newRNG(5)
 		for i := range 20000 {
-			h := qhtHash(uint64(x.intn(2000)), 37)
+			h := testHash(uint64(x.intn(2000)), 37)
 			ga, gb, gra, grb := a.Observe(h), b.Observe(h), ra.observe(h), rb.observe(h)
 			if gra != grb || ga != gra || gb != grb {
 				t.Fatalf("s=%d observation %d: qht %v, qqhtd %v, Algorithm 1 %v, Algorithm 2 %v", s, i, ga, gb, gra, grb)
@@ -614,7 +610,7 @@ func TestQQHTDFIFO(t *testing.T) {
 		checked := 0
 		for i := range 50 * universe {
 			e := x.intn(universe)
-			h := qhtHash(uint64(e), 41)
+			h := testHash(uint64(e), 41)
 			r := reduce(h, rows)
 			dup := q.Observe(h)
 			if last[e] >= 0 && inserts[r]-last[e] < sh.k {
@@ -651,7 +647,7 @@ func TestQHTSpec(t *testing.T) {
 		}
 		// Identical: same answers on the same stream.
 		for i := range uint64(5000) {
-			h := qhtHash(i%1500, 43)
+			h := testHash(i%1500, 43)
 			if q.Observe(h) != again.Observe(h) {
 				t.Fatalf("%q: rebuilt filter answers differently at %d", c.spec, i)
 			}
@@ -695,7 +691,7 @@ func TestQHTResetAndFillRatio(t *testing.T) {
 			// fills unless fewer than k of them had distinct fingerprints.
 			answers := make([]bool, 6000)
 			for i := range answers {
-				answers[i] = q.Observe(qhtHash(uint64(i), 47))
+				answers[i] = q.Observe(testHash(uint64(i), 47))
 			}
 			if r := q.FillRatio(); r != 1 {
 				t.Fatalf("%s: fill ratio %v after saturation, want 1", spec, r)
@@ -705,12 +701,12 @@ func TestQHTResetAndFillRatio(t *testing.T) {
 				t.Fatalf("%s: fill ratio %v after Reset", spec, r)
 			}
 			for i, want := range answers {
-				if got := q.Observe(qhtHash(uint64(i), 47)); got != want {
+				if got := q.Observe(testHash(uint64(i), 47)); got != want {
 					t.Fatalf("%s: after Reset observation %d = %v, new filter said %v", spec, i, got, want)
 				}
 			}
 			q.Reset()
-			q.Observe(qhtHash(1, 49))
+			q.Observe(testHash(1, 49))
 			if got, want := q.FillRatio(), 1/float64(100*sh.k); got != want {
 				t.Fatalf("%s: fill ratio %v after one element, want %v", spec, got, want)
 			}
@@ -725,7 +721,7 @@ func TestQHTObserveAllocs(t *testing.T) {
 	} {
 		q := qhtNew(t, spec, 1)
 		i := uint64(0)
-		if n := testing.AllocsPerRun(1000, func() { i++; q.Observe(qhtHash(i, 53)) }); n != 0 {
+		if n := testing.AllocsPerRun(1000, func() { i++; q.Observe(testHash(i, 53)) }); n != 0 {
 			t.Errorf("%s: %v allocs per Observe", spec, n)
 		}
 	}
@@ -740,7 +736,7 @@ func BenchmarkQHTObserve(b *testing.B) {
 	const n = 1 << 16
 	hashes := make([]uint64, n)
 	for i := range hashes {
-		hashes[i] = qhtHash(uint64(i), 59)
+		hashes[i] = testHash(uint64(i), 59)
 	}
 	for _, name := range []string{"qht", "qhtd", "qqhtd"} {
 		for _, mem := range []string{"64KiB", "1MiB"} {

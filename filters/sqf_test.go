@@ -9,9 +9,6 @@ import (
 	"testing"
 )
 
-// sqfHash is element i of a stream's universe: a hash keyed by salt.
-func sqfHash(i, salt uint64) uint64 { return mix64(i*0x9e3779b97f4a7c15 + salt) }
-
 // sqfSpec names an SQF (tables = 0) or ISQF of exactly rows rows per table
 // (plus extra bits, less than a row of every table, that must be dropped).
 func sqfSpec(tables, rows, k, r, rprime, extra int) string {
@@ -186,7 +183,7 @@ func TestSQFSignature(t *testing.T) {
 	const n = 1 << 16
 	counts := map[uint64]float64{}
 	for i := range uint64(n) {
-		counts[g.signature(sqfHash(i, 1))]++
+		counts[g.signature(testHash(i, 1))]++
 	}
 	for s, want := range map[uint64]float64{0b000: 1. / 8, 0b001: 2. / 8, 0b010: 1. / 8, 0b101: 1. / 8, 0b110: 2. / 8, 0b111: 1. / 8} {
 		got := counts[s] / n
@@ -250,7 +247,7 @@ func TestSQFEmptyNeverMatches(t *testing.T) {
 		used := map[int]bool{}
 	next:
 		for i := uint64(0); len(hs) < 200; i++ {
-			h := sqfHash(i, 2) &^ (1<<12 - 1) // remainder 0 for every r <= 12
+			h := testHash(i, 2) &^ (1<<12 - 1) // remainder 0 for every r <= 12
 			for _, row := range rowsOf(h) {
 				if used[row] {
 					continue next
@@ -408,7 +405,7 @@ func TestSQFMatchesReferenceModel(t *testing.T) {
 				universe := uint64(3 * rows * sh.k)
 				x := newRNG(99)
 				for i := range 20 * rows * sh.k {
-					h := sqfHash(x.next()%universe, 1)
+					h := testHash(x.next()%universe, 1)
 					if got, want := f.Observe(h), ref.observe(h); got != want {
 						t.Fatalf("observation %d (h=%#x): got %v, reference %v", i, h, got, want)
 					}
@@ -431,7 +428,7 @@ func TestSQFMatchesReferenceModel(t *testing.T) {
 func sqfDistinctFPR(f Filter, warm, n int, salt uint64) float64 {
 	fp := 0
 	for i := range uint64(warm + n) {
-		if f.Observe(sqfHash(i, salt)) && i >= uint64(warm) {
+		if f.Observe(testHash(i, salt)) && i >= uint64(warm) {
 			fp++
 		}
 	}
@@ -530,7 +527,7 @@ func sqfRates(f Filter, U, steps int, salt uint64) float64 {
 	var fn, dups float64
 	for i := range steps {
 		e := x.intn(U)
-		dup := f.Observe(sqfHash(uint64(e), salt))
+		dup := f.Observe(testHash(uint64(e), salt))
 		if seen[e] && i >= steps/3 {
 			dups++
 			if !dup {
@@ -555,7 +552,7 @@ func sqfSmallUniverseFNR(f *SQF, U int, salt uint64) float64 {
 	}
 	perRow, perSig := map[int]int{}, map[cell]int{}
 	key := func(e int) cell {
-		h := sqfHash(uint64(e), salt)
+		h := testHash(uint64(e), salt)
 		return cell{reduce(h&^f.sig.remMask, f.rows), f.sig.code(h)}
 	}
 	for e := range U {
@@ -610,7 +607,7 @@ func TestISQFAnyTableHolds(t *testing.T) {
 			if i >= f.Tables() {
 				continue
 			}
-			h := sqfHash(uint64(i), 3)
+			h := testHash(uint64(i), 3)
 			sig := f.t.sig.code(h)
 			at := make([]int, f.Tables())
 			for j := range at {
@@ -628,7 +625,7 @@ func TestISQFAnyTableHolds(t *testing.T) {
 				t.Fatalf("%s: a duplicate found in table %d changed the state", spec, i)
 			}
 			// A distinct element: unseen, then held by all tables.
-			g := sqfHash(uint64(i)+100, 3)
+			g := testHash(uint64(i)+100, 3)
 			if f.Observe(g) {
 				t.Fatalf("%s: a new element in an almost empty filter reported duplicate", spec)
 			}
@@ -649,7 +646,7 @@ func TestISQFOneTableIsSQF(t *testing.T) {
 		b := mustNew[*ISQF](t, sqfSpec(1, 500, 1, sh.r, sh.rp, 0), 9)
 		x := newRNG(4)
 		for i := range 20000 {
-			h := sqfHash(uint64(x.intn(2000)), 5)
+			h := testHash(uint64(x.intn(2000)), 5)
 			if ga, gb := a.Observe(h), b.Observe(h); ga != gb {
 				t.Fatalf("r=%d r'=%d observation %d: sqf %v, isqf:tables=1 %v", sh.r, sh.rp, i, ga, gb)
 			}
@@ -778,7 +775,7 @@ func TestSQFSpec(t *testing.T) {
 			continue
 		}
 		for i := range uint64(5000) {
-			h := sqfHash(i%1500, 43)
+			h := testHash(i%1500, 43)
 			if f.Observe(h) != again.Observe(h) {
 				t.Fatalf("%q: rebuilt filter answers differently at %d", c.spec, i)
 			}
@@ -863,7 +860,7 @@ func TestSQFResetAndFillRatio(t *testing.T) {
 		}
 		answers := make([]bool, 20000)
 		for i := range answers {
-			answers[i] = f.Observe(sqfHash(uint64(i), 47))
+			answers[i] = f.Observe(testHash(uint64(i), 47))
 		}
 		if r := fill(); r != 1 {
 			t.Fatalf("%s: fill ratio %v after saturation, want 1", spec, r)
@@ -873,7 +870,7 @@ func TestSQFResetAndFillRatio(t *testing.T) {
 			t.Fatalf("%s: fill ratio %v after Reset", spec, r)
 		}
 		for i, want := range answers {
-			if got := f.Observe(sqfHash(uint64(i), 47)); got != want {
+			if got := f.Observe(testHash(uint64(i), 47)); got != want {
 				t.Fatalf("%s: after Reset observation %d = %v, new filter said %v", spec, i, got, want)
 			}
 		}
@@ -890,7 +887,7 @@ func TestSQFObserveAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := uint64(0)
-		if n := testing.AllocsPerRun(1000, func() { i++; f.Observe(sqfHash(i%20000, 53)) }); n != 0 {
+		if n := testing.AllocsPerRun(1000, func() { i++; f.Observe(testHash(i%20000, 53)) }); n != 0 {
 			t.Errorf("%s: %v allocs per Observe", spec, n)
 		}
 	}
@@ -906,7 +903,7 @@ func BenchmarkSQFObserve(b *testing.B) {
 	const n = 1 << 16
 	hashes := make([]uint64, n)
 	for i := range hashes {
-		hashes[i] = sqfHash(uint64(i), 59)
+		hashes[i] = testHash(uint64(i), 59)
 	}
 	for _, mem := range []string{"64KiB", "1MiB"} {
 		for _, spec := range []string{
