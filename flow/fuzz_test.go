@@ -123,6 +123,7 @@ func checkParse(t *testing.T, lt LinkType, frame []byte) compared {
 		}
 		_ = k.String()
 		_ = k.Hash(1)
+		checkBinaryRoundTrip(t, k)
 	}
 	if !bytes.Equal(frame, orig) {
 		t.Fatal("Parse modified the frame")

@@ -1,6 +1,8 @@
 package flow
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -281,4 +283,83 @@ func appendProto(b []byte, proto uint8) []byte {
 		return append(b, "icmp6"...)
 	}
 	return strconv.AppendUint(b, uint64(proto), 10)
+}
+
+// KeySize is the length in bytes of a Key's binary form.
+const KeySize = 40
+
+// ErrBadKey: a binary key (Key.UnmarshalBinary) is not the encoding of a key
+// Parse or MakeKey could return.
+var ErrBadKey = errors.New("flow: invalid binary key")
+
+// AppendBinary implements [encoding.BinaryAppender]. The binary form is
+// KeySize bytes, the layout the XDP program in bpf/ writes into its ring
+// buffers, so that a key built in the kernel crosses to user space without
+// translation:
+//
+//	offset  size  field
+//	0       16    source address (IPv4: the first 4 bytes, the rest zero)
+//	16      16    destination address (likewise)
+//	32      2     source port, network byte order
+//	34      2     destination port, network byte order
+//	36      1     IP protocol (5-tuple keys)
+//	37      1     KeyKind
+//	38      1     flags: bit 0 IPv6 addresses, bit 1 ports present
+//	39      1     zero
+//
+// Fields the kind does not hold are zero. The zero Key encodes as 40 zero
+// bytes, which UnmarshalBinary rejects.
+func (k Key) AppendBinary(b []byte) ([]byte, error) {
+	b = append(b, k.src[:]...)
+	b = append(b, k.dst[:]...)
+	b = binary.BigEndian.AppendUint16(b, k.sport)
+	b = binary.BigEndian.AppendUint16(b, k.dport)
+	return append(b, k.proto, byte(k.kind), k.flags, 0), nil
+}
+
+// MarshalBinary implements [encoding.BinaryMarshaler] (see AppendBinary).
+func (k Key) MarshalBinary() ([]byte, error) {
+	return k.AppendBinary(make([]byte, 0, KeySize))
+}
+
+// UnmarshalBinary implements [encoding.BinaryUnmarshaler]. It accepts exactly
+// the encodings of valid keys (see AppendBinary): a kind, only the fields of
+// that kind, IPv4 addresses padded with zeros, ports only in a 5-tuple flagged
+// as having them and of a protocol that has them. Anything else, which a
+// correct kernel program never writes, fails with ErrBadKey, unwrapped, and
+// leaves k unchanged. It does not allocate.
+func (k *Key) UnmarshalBinary(b []byte) error {
+	if len(b) != KeySize {
+		return ErrBadKey
+	}
+	n := Key{
+		src:   [16]byte(b[0:16]),
+		dst:   [16]byte(b[16:32]),
+		sport: binary.BigEndian.Uint16(b[32:34]),
+		dport: binary.BigEndian.Uint16(b[34:36]),
+		proto: b[36],
+		kind:  KeyKind(b[37]),
+		flags: b[38],
+	}
+	if b[39] != 0 || !n.kind.IsValid() || n.flags&^(flagV6|flagPorts) != 0 {
+		return ErrBadKey
+	}
+	var zero [16]byte
+	if n.flags&flagV6 == 0 && ([12]byte(n.src[4:]) != [12]byte{} || [12]byte(n.dst[4:]) != [12]byte{}) {
+		return ErrBadKey
+	}
+	if (n.kind == KeyDst && n.src != zero) || (n.kind == KeySrc && n.dst != zero) {
+		return ErrBadKey
+	}
+	if n.kind != Key5Tuple && (n.proto != 0 || n.flags&flagPorts != 0) {
+		return ErrBadKey
+	}
+	if n.flags&flagPorts != 0 && !hasPorts(n.proto) {
+		return ErrBadKey
+	}
+	if n.flags&flagPorts == 0 && (n.sport != 0 || n.dport != 0) {
+		return ErrBadKey
+	}
+	*k = n
+	return nil
 }
