@@ -16,6 +16,12 @@ type Packet struct {
 	WireLen  int           // the frame's length on the wire (>= len(Data))
 	TimeNs   int64         // capture time, Unix nanoseconds (packet time for files)
 	LinkType flow.LinkType // how to parse Data
+
+	// Key, when valid, is the frame's flow key, already extracted by a
+	// source that parses in the kernel (the XDP fast path). Data is then
+	// empty and the frame is counted by the source's KernelCounter, not
+	// per Packet. Sources of frames leave it zero.
+	Key flow.Key
 }
 
 // Source yields frames in capture order. A Source is used by one goroutine.
@@ -40,6 +46,30 @@ type Source interface {
 type DropCounter interface {
 	// KernelDrops is the number of frames dropped since the source opened.
 	KernelDrops() (uint64, error)
+}
+
+// KernelCounter is implemented by sources whose frames are parsed and partly
+// filtered in the kernel (the XDP fast path): Next returns only the keys the
+// kernel's prefilter had not seen, with Packet.Key set, and the frames behind
+// them are counted here instead of one Packet each.
+type KernelCounter interface {
+	// KernelCounts fills c with the source's counts since it opened.
+	KernelCounts(c *KernelCounts) error
+}
+
+// KernelCounts are the cumulative counts of a KernelCounter. Packets =
+// Keyed + the frames in Errors; Keyed = Prefiltered + keys delivered by
+// Next + RingFull.
+type KernelCounts struct {
+	Packets     uint64 // frames the kernel program saw
+	Keyed       uint64 // frames that gave a key
+	Prefiltered uint64 // keys the kernel's prefilter had seen in the window: not delivered
+	RingFull    uint64 // keys lost because the kernel-to-user ring was full
+	// Errors counts the frames without a key by flow.Reason label:
+	// malformed ones (flow.IsMalformed) and skipped ones ("not_ip") alike.
+	// KernelCounts makes the map when it is nil and refills it otherwise,
+	// so that polling allocates nothing.
+	Errors map[string]uint64
 }
 
 // Errors.

@@ -312,6 +312,7 @@ func (p *Pipeline) Stats() Stats {
 		for _, pr := range rs.producers {
 			st := pr.stats
 			s.Packets += st.packets.Load()
+			s.Prefiltered += st.prefilter.Load()
 			for i := range malformed {
 				malformed[i] += st.malformed[i].Load()
 				skipped[i] += st.skipped[i].Load()
@@ -324,6 +325,7 @@ func (p *Pipeline) Stats() Stats {
 	s.MalformedBy, s.Malformed = byLabel(malformed[:len(reasonLabels)], reasonLabels)
 	s.SkippedBy, s.Skipped = byLabel(skipped[:len(reasonLabels)], reasonLabels)
 	s.DroppedBy, s.Dropped = byLabel(dropped[:], dropLabels[:])
+	s.Keys = s.Prefiltered
 	for w := range s.Workers {
 		st := &p.wstats[w]
 		ws := WorkerStats{

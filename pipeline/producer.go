@@ -52,10 +52,12 @@ type producer struct {
 	window int64 // current window index, or winUnknown before the first packet
 	endNs  int64 // the current window ends at this time
 	counts counts
-	total  counts // earlier windows, for Stats
-	kdrops uint64 // kernel drops accounted so far
-	n      uint64 // packets read, for the periodic checks
-	full   *ring  // the ring a blocked producer waits on
+	total  counts               // earlier windows, for Stats
+	kdrops uint64               // kernel drops accounted so far
+	kc     capture.KernelCounts // a KernelCounter's counts accounted so far
+	kcNew  capture.KernelCounts // the latest poll
+	n      uint64               // packets read, for the periodic checks
+	full   *ring                // the ring a blocked producer waits on
 
 	stats *producerStats
 }
@@ -65,6 +67,7 @@ type producer struct {
 type producerStats struct {
 	_         cacheLinePad
 	packets   atomic.Uint64
+	prefilter atomic.Uint64
 	malformed [maxReasons]atomic.Uint64
 	skipped   [maxReasons]atomic.Uint64
 	dropped   [numDrops]atomic.Uint64
@@ -160,16 +163,21 @@ func (p *producer) packet(pkt *capture.Packet) {
 		p.advance(t)
 	}
 	c := &p.counts
-	c.packets++
 	c.firstNs = min(c.firstNs, t)
 	c.lastNs = max(c.lastNs, t)
 	if p.live && p.old != math.MaxInt64 && t-p.old > int64(liveFlushDelay) {
 		p.flushStale(t)
 	}
-	key, err := flow.Parse(pkt.Data, pkt.LinkType, p.kind)
-	if err != nil {
-		p.parseError(err)
-		return
+	key := pkt.Key
+	if !key.IsValid() {
+		// A frame. (A key parsed in the kernel was counted there, as a
+		// packet, with the frames its KernelCounter reports.)
+		c.packets++
+		var err error
+		if key, err = flow.Parse(pkt.Data, pkt.LinkType, p.kind); err != nil {
+			p.parseError(err)
+			return
+		}
 	}
 	h := key.Hash(p.seed)
 	s := flow.ShardOf(h, len(p.rings))
@@ -337,14 +345,56 @@ func (p *producer) closeWindow(next int64) {
 	p.publishStats()
 }
 
-// pollDrops counts the kernel's drops since the last poll in the current
-// window.
+// pollDrops counts in the current window what the kernel did since the
+// last poll: its drops (DropCounter) and, for a source that keys frames in
+// the kernel (KernelCounter), the frames it handled without handing them to
+// us. Kernel counts are cumulative, so a window gets what happened between
+// two polls: the polls at window boundaries place the kernel's work in its
+// window within the time it takes to flush the batches.
 func (p *producer) pollDrops() {
 	if dc, ok := p.src.(capture.DropCounter); ok {
 		if n, err := dc.KernelDrops(); err == nil && n > p.kdrops {
 			p.counts.dropped[dropKernel] += n - p.kdrops
 			p.kdrops = n
 		}
+	}
+	if kc, ok := p.src.(capture.KernelCounter); ok {
+		if err := kc.KernelCounts(&p.kcNew); err == nil {
+			p.addKernelCounts()
+		}
+	}
+}
+
+// addKernelCounts adds the difference between the latest kernel counts
+// (kcNew) and the ones already accounted (kc) to the window.
+func (p *producer) addKernelCounts() {
+	c, old, cur := &p.counts, &p.kc, &p.kcNew
+	delta := func(now, before uint64) uint64 {
+		if now < before {
+			return 0 // a counter never goes back; be safe if one did
+		}
+		return now - before
+	}
+	c.packets += delta(cur.Packets, old.Packets)
+	c.prefilter += delta(cur.Prefiltered, old.Prefiltered)
+	c.dropped[dropXDPRingFull] += delta(cur.RingFull, old.RingFull)
+	for label, n := range cur.Errors {
+		d := delta(n, old.Errors[label])
+		if d == 0 {
+			continue
+		}
+		if malformedLabel[label] {
+			c.malformed[reasonIndex(label)] += d
+		} else {
+			c.skipped[reasonIndex(label)] += d
+		}
+	}
+	old.Packets, old.Keyed, old.Prefiltered, old.RingFull = cur.Packets, cur.Keyed, cur.Prefiltered, cur.RingFull
+	if old.Errors == nil {
+		old.Errors = make(map[string]uint64, len(cur.Errors))
+	}
+	for label, n := range cur.Errors {
+		old.Errors[label] = n
 	}
 }
 
@@ -355,6 +405,7 @@ func (p *producer) finish() { p.closeWindow(winDone) }
 func (p *producer) publishStats() {
 	st := p.stats
 	st.packets.Store(p.total.packets + p.counts.packets)
+	st.prefilter.Store(p.total.prefilter + p.counts.prefilter)
 	for i := range st.malformed {
 		st.malformed[i].Store(p.total.malformed[i] + p.counts.malformed[i])
 		st.skipped[i].Store(p.total.skipped[i] + p.counts.skipped[i])

@@ -184,7 +184,7 @@ func (r *reporter) emit(s *WindowSummary) {
 // its wall-clock span.
 func (r *reporter) summary(final bool) *WindowSummary {
 	c := &r.counts
-	s := &WindowSummary{Packets: c.packets, Keys: r.keys, Distinct: r.distinct, Final: final}
+	s := &WindowSummary{Packets: c.packets, Keys: r.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: r.distinct, Final: final}
 	s.MalformedBy, s.Malformed = byLabel(c.malformed[:len(reasonLabels)], reasonLabels)
 	s.SkippedBy, s.Skipped = byLabel(c.skipped[:len(reasonLabels)], reasonLabels)
 	s.DroppedBy, s.Dropped = byLabel(c.dropped[:], dropLabels[:])

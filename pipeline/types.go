@@ -19,19 +19,27 @@ type WindowSummary struct {
 	StartNs, EndNs int64
 	Packets        uint64            // frames read in the window
 	Malformed      uint64            // frames flow.Parse rejected as corrupt (flow.IsMalformed), and damaged capture files
-	Keys           uint64            // keys given to the filters
+	Keys           uint64            // keys given to the filters, the kernel's prefilter included
 	Distinct       uint64            // keys the filters reported unseen
 	Dropped        uint64            // keys or frames lost (live only; replay never drops)
 	MalformedBy    map[string]uint64 // by flow.Reason, plus "corrupt_file"
-	DroppedBy      map[string]uint64 // by reason: "ring_full", "kernel", ...
+	DroppedBy      map[string]uint64 // by reason: "ring_full", "kernel", "xdp_ring_full"
 	Final          bool              // the last window, closed at end of input or on a signal
 
 	// Skipped counts frames that are well formed but carry no IP key (ARP,
 	// LLDP, an unknown link type: flow.ErrNotIP, flow.ErrUnsupportedLink),
 	// which flow's documentation asks to count apart from the malformed
-	// ones. Packets = Malformed + Skipped + Keys + DroppedBy["ring_full"].
+	// ones. Packets = Malformed + Skipped + Keys + DroppedBy["ring_full"]
+	// + DroppedBy["xdp_ring_full"].
 	Skipped   uint64
 	SkippedBy map[string]uint64 // by flow.Reason
+
+	// Prefiltered counts the keys of sources that key frames in the
+	// kernel (capture.KernelCounter, the XDP fast path) which the kernel's
+	// prefilter found already seen in the window, so never handed to the
+	// filters: duplicates by the prefilter's judgement. They are part of
+	// Keys. 0 for other sources.
+	Prefiltered uint64
 }
 
 // Sink receives the pipeline's output. All calls come from one goroutine,
@@ -72,6 +80,8 @@ type Stats struct {
 	Skipped   uint64            // frames with no IP key, as in WindowSummary
 	SkippedBy map[string]uint64 // by flow.Reason
 	Windows   uint64            // windows closed so far (summaries written, empty ones included)
+
+	Prefiltered uint64 // as in WindowSummary; part of Keys
 }
 
 // WorkerStats are one shard's counters.

@@ -78,14 +78,26 @@ const (
 	corruptFile = "corrupt_file"
 	maxReasons  = 12
 
-	dropRingFull = 0 // live: a worker's ring was full
-	dropKernel   = 1 // DropCounter: the kernel's capture ring was full
-	numDrops     = 2
+	dropRingFull    = 0 // live: a worker's ring was full
+	dropKernel      = 1 // DropCounter: the kernel's capture ring was full
+	dropXDPRingFull = 2 // KernelCounter: the XDP program's ring buffer to user space was full
+	numDrops        = 3
 )
 
 var (
 	reasonLabels = append(flow.Reasons(), corruptFile)
-	dropLabels   = [numDrops]string{dropRingFull: "ring_full", dropKernel: "kernel"}
+	dropLabels   = [numDrops]string{dropRingFull: "ring_full", dropKernel: "kernel", dropXDPRingFull: "xdp_ring_full"}
+
+	// malformedLabel says which flow.Reason labels are malformed frames
+	// (flow.IsMalformed) rather than skipped ones, for the error counts a
+	// KernelCounter reports by label.
+	malformedLabel = func() map[string]bool {
+		m := map[string]bool{}
+		for _, err := range []error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrUnsupportedLink, flow.ErrTooManyHeaders, flow.ErrBadKind} {
+			m[flow.Reason(err)] = flow.IsMalformed(err)
+		}
+		return m
+	}()
 )
 
 func init() {
@@ -111,6 +123,7 @@ func reasonIndex(label string) int {
 // hands them to the reporter with its window close.
 type counts struct {
 	packets   uint64
+	prefilter uint64             // keys a KernelCounter's prefilter found already seen (part of the window's keys)
 	malformed [maxReasons]uint64 // flow.IsMalformed errors and corrupt files, by reason
 	skipped   [maxReasons]uint64 // frames with no IP key, by reason
 	dropped   [numDrops]uint64
@@ -124,6 +137,7 @@ func (c *counts) reset() {
 
 func (c *counts) add(o *counts) {
 	c.packets += o.packets
+	c.prefilter += o.prefilter
 	for i := range c.malformed {
 		c.malformed[i] += o.malformed[i]
 		c.skipped[i] += o.skipped[i]

@@ -23,7 +23,7 @@ import (
 var (
 	malformedReasons = []string{"truncated", "bad_header", "too_many_headers", "corrupt_file"}
 	skippedReasons   = []string{"not_ip", "unsupported_link"}
-	droppedReasons   = []string{"ring_full", "kernel"}
+	droppedReasons   = []string{"ring_full", "kernel", "xdp_ring_full"}
 )
 
 // NewCollector returns a Prometheus collector of the pipeline counters that
@@ -32,6 +32,7 @@ var (
 //
 //	flowdedup_packets_total                  frames read
 //	flowdedup_keys_total                     keys given to the filters
+//	flowdedup_prefiltered_total              keys the XDP prefilter found seen (part of keys)
 //	flowdedup_distinct_total                 keys the filters reported unseen
 //	flowdedup_malformed_total{reason}        corrupt frames and capture files
 //	flowdedup_skipped_total{reason}          frames without an IP key
@@ -63,6 +64,7 @@ func newDesc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	descPackets        = newDesc("packets_total", "Frames read from the capture source.")
 	descKeys           = newDesc("keys_total", "Flow keys given to the duplicate filters.")
+	descPrefiltered    = newDesc("prefiltered_total", "Flow keys the XDP program's in-kernel prefilter found already seen in the window (part of keys_total).")
 	descDistinct       = newDesc("distinct_total", "Flow keys the filters reported unseen (distinct-flow records).")
 	descMalformed      = newDesc("malformed_total", "Corrupt frames and capture files, by reason.", "reason")
 	descSkipped        = newDesc("skipped_total", "Well-formed frames without an IP flow key, by reason.", "reason")
@@ -75,7 +77,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPackets, descKeys, descDistinct, descMalformed, descSkipped,
+	for _, d := range []*prometheus.Desc{descPackets, descKeys, descPrefiltered, descDistinct, descMalformed, descSkipped,
 		descDropped, descWindows, descWorkerKeys, descWorkerDistinct, descRing, descFill} {
 		ch <- d
 	}
@@ -91,6 +93,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descPackets, s.Packets)
 	counter(descKeys, s.Keys)
+	counter(descPrefiltered, s.Prefiltered)
 	counter(descDistinct, s.Distinct)
 	for reason, n := range byReason(s.Malformed, s.MalformedBy, malformedReasons) {
 		counter(descMalformed, n, reason)

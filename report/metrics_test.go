@@ -30,6 +30,7 @@ func fakeStats() pipeline.Stats {
 		MalformedBy: map[string]uint64{"truncated": 4, "bad_header": 2},
 		SkippedBy:   map[string]uint64{"not_ip": 2},
 		DroppedBy:   map[string]uint64{"ring_full": 5},
+		Prefiltered: 2500,
 		Workers: []pipeline.WorkerStats{
 			{Keys: 7000, Distinct: 500, RingLen: 16, RingCap: 64, FillRatio: 0.25},
 			{Keys: 5000, Distinct: 300, RingLen: 0, RingCap: 64, FillRatio: -1},
@@ -47,6 +48,9 @@ flowdedup_packets_total 12345
 # HELP flowdedup_keys_total Flow keys given to the duplicate filters.
 # TYPE flowdedup_keys_total counter
 flowdedup_keys_total 12000
+# HELP flowdedup_prefiltered_total Flow keys the XDP program's in-kernel prefilter found already seen in the window (part of keys_total).
+# TYPE flowdedup_prefiltered_total counter
+flowdedup_prefiltered_total 2500
 # HELP flowdedup_distinct_total Flow keys the filters reported unseen (distinct-flow records).
 # TYPE flowdedup_distinct_total counter
 flowdedup_distinct_total 800
@@ -65,6 +69,7 @@ flowdedup_skipped_total{reason="unsupported_link"} 0
 # TYPE flowdedup_dropped_total counter
 flowdedup_dropped_total{reason="kernel"} 0
 flowdedup_dropped_total{reason="ring_full"} 5
+flowdedup_dropped_total{reason="xdp_ring_full"} 0
 # HELP flowdedup_windows_closed_total Windows closed and summarised.
 # TYPE flowdedup_windows_closed_total counter
 flowdedup_windows_closed_total 3
@@ -119,8 +124,8 @@ flowdedup_packets_total `+itoa(n)+"\n"), "flowdedup_packets_total"); err != nil 
 	}
 	// Without workers, the run counters and the zeros of the usual
 	// reasons are exported.
-	if n := testutil.CollectAndCount(c); n != 4+4+2+2 {
-		t.Errorf("%d metrics from empty Stats, want 4 counters and 4+2+2 reasons", n)
+	if n := testutil.CollectAndCount(c); n != 5+4+2+3 {
+		t.Errorf("%d metrics from empty Stats, want 5 counters and 4+2+3 reasons", n)
 	}
 	if n := testutil.CollectAndCount(c, "flowdedup_worker_keys_total"); n != 0 {
 		t.Errorf("%d worker series without workers, want 0", n)

@@ -129,6 +129,7 @@ func (r *Reporter) add(s *pipeline.WindowSummary) {
 	t.Malformed += s.Malformed
 	t.Skipped += s.Skipped
 	t.Keys += s.Keys
+	t.Prefiltered += s.Prefiltered
 	t.Distinct += s.Distinct
 	t.Dropped += s.Dropped
 	for reason, n := range s.MalformedBy {
@@ -155,6 +156,11 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 	b = appendCountBy(b, t.Skipped, t.SkippedBy)
 	b = append(b, ", keys "...)
 	b = strconv.AppendUint(b, t.Keys, 10)
+	if t.Prefiltered != 0 {
+		b = append(b, " (prefiltered in the kernel "...)
+		b = strconv.AppendUint(b, t.Prefiltered, 10)
+		b = append(b, ')')
+	}
 	b = append(b, ", distinct "...)
 	b = strconv.AppendUint(b, t.Distinct, 10)
 	b = append(b, ", dropped "...)

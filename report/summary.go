@@ -10,7 +10,7 @@ import (
 // A SummaryWriter writes one JSON line per closed window (the --summary
 // file of DESIGN.md section 6):
 //
-//	{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":2,"keys":995,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":2},"dropped_by":{},"final":false}
+//	{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":2,"keys":995,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":2},"dropped_by":{},"final":false}
 //
 // Times are RFC 3339 in UTC as in records. skipped counts frames without an
 // IP key (pipeline.WindowSummary.Skipped). malformed_by, skipped_by and
@@ -39,6 +39,7 @@ type summaryLine struct {
 	Malformed   uint64            `json:"malformed"`
 	Skipped     uint64            `json:"skipped"`
 	Keys        uint64            `json:"keys"`
+	Prefiltered uint64            `json:"prefiltered"`
 	Distinct    uint64            `json:"distinct"`
 	Dropped     uint64            `json:"dropped"`
 	MalformedBy map[string]uint64 `json:"malformed_by"`
@@ -67,6 +68,7 @@ func (sw *SummaryWriter) Window(s *pipeline.WindowSummary) error {
 		Malformed:   s.Malformed,
 		Skipped:     s.Skipped,
 		Keys:        s.Keys,
+		Prefiltered: s.Prefiltered,
 		Distinct:    s.Distinct,
 		Dropped:     s.Dropped,
 		MalformedBy: orEmpty(s.MalformedBy),
