@@ -3,6 +3,7 @@ module github.com/flowdedup/flowdedup
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/klauspost/cpuid/v2 v2.2.10
 	github.com/prometheus/client_golang v1.25.0
@@ -34,3 +35,5 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,0 +1,289 @@
+//go:build linux
+
+// Package bpf holds flowdedup's XDP program and loads it.
+//
+// xdp.c parses each frame by the rules of flow.Parse, builds the flow key of
+// the configured kind, asks a per-CPU prefilter (a QHT row table in a per-CPU
+// array map) whether the key was seen on this CPU in the current window, and
+// writes unseen keys to the ring buffer of its CPU (a map of ring buffers
+// indexed by CPU, so no two CPUs contend for a ring). It always returns
+// XDP_PASS: it observes traffic and never drops or alters it. flowdedup.h is
+// the contract between the C program and this package.
+//
+// The object files are built by bpf2go (go generate, `make generate`) and
+// committed with the generated Go; CI regenerates them and fails when they
+// differ. Only a little-endian object is built, and this file is for Linux
+// only. The program needs Linux 5.8 or later (BPF ring buffers,
+// bpf_ktime_get_boot_ns) and the privileges to load an XDP program
+// (CAP_BPF and CAP_NET_ADMIN, or root). Load wraps the kernel's errors, so
+// that errors.Is(err, ebpf.ErrNotSupported) and errors.Is(err,
+// os.ErrPermission) still work; a program the verifier rejects is an
+// *ebpf.VerifierError, which wraps EACCES (os.ErrPermission) too.
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// Sizes and defaults.
+const (
+	// EventSize is the length of a ring buffer record (struct fd_event).
+	EventSize = 48
+	// RowBytes is the size of one prefilter row (struct fd_row).
+	RowBytes = 32
+	// DefaultRingBytes is each CPU's ring buffer size when Config.RingBytes is 0.
+	DefaultRingBytes = 4 << 20
+	// DefaultPrefilterBytes is each CPU's prefilter size when Config.PrefilterBytes is 0.
+	DefaultPrefilterBytes = 256 << 10
+)
+
+// Config configures Load.
+type Config struct {
+	// Kind is the key kind the program builds.
+	Kind flow.KeyKind
+	// Seed keys the prefilter's hash; it should be random per run.
+	Seed uint64
+	// Window is the window length: the prefilter forgets every key at
+	// each multiple of Window in Unix time (as pipeline windows do).
+	// 0: one window for the whole run.
+	Window time.Duration
+	// PrefilterBytes is the size of each CPU's prefilter, rounded down to
+	// whole rows; 0 means DefaultPrefilterBytes, a negative value turns
+	// the prefilter off (every key is emitted: the parity tests use this).
+	PrefilterBytes int
+	// RingBytes is the size of each CPU's ring buffer: a power of two
+	// and a multiple of the page size. 0 means DefaultRingBytes.
+	RingBytes int
+}
+
+// Counters are one CPU's counters (struct fd_counters), cumulative since
+// Load. Packets = Keyed + the sum of Errors; Keyed = PrefilterHits + Emitted
+// + RingFull.
+type Counters struct {
+	Packets       uint64
+	Keyed         uint64
+	PrefilterHits uint64
+	Emitted       uint64
+	RingFull      uint64
+	Errors        [NumErrs]uint64 // by ErrIndex
+}
+
+// NumErrs is the number of error classes the program counts (FD_NUM_ERRS).
+const NumErrs = 4
+
+// Errs maps the error indexes of Counters.Errors (enum fd_err) to flow's
+// sentinel errors.
+var Errs = [NumErrs]error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrTooManyHeaders}
+
+// Objects is a loaded XDP program with its maps. Attaching it is the
+// caller's business (fastpath/ uses a BPF link).
+type Objects struct {
+	// Program is the XDP program.
+	Program *ebpf.Program
+	// Rings are the per-CPU ring buffers, indexed by CPU number: Rings[i]
+	// holds the keys CPU i emitted.
+	Rings []*ebpf.Map
+
+	outer     *ebpf.Map // fd_rings: Rings by CPU
+	counters  *ebpf.Map // fd_counters
+	prefilter *ebpf.Map // fd_prefilter
+	config    *ebpf.Map // fd_config
+}
+
+// settings are a Config checked, with its defaults applied.
+type settings struct {
+	kind      flow.KeyKind
+	seed      uint64
+	windowNs  uint64
+	rows      uint32 // 0: prefilter off
+	ringBytes uint32
+}
+
+func (cfg Config) check() (settings, error) {
+	s := settings{kind: cfg.Kind, seed: cfg.Seed}
+	if !cfg.Kind.IsValid() {
+		return s, fmt.Errorf("bpf: invalid key kind %d", uint8(cfg.Kind))
+	}
+	if cfg.Window < 0 {
+		return s, fmt.Errorf("bpf: negative window %v", cfg.Window)
+	}
+	s.windowNs = uint64(cfg.Window)
+
+	if pb := cfg.PrefilterBytes; pb >= 0 { // else off: rows 0
+		if pb == 0 {
+			pb = DefaultPrefilterBytes
+		}
+		rows := pb / RowBytes
+		if rows == 0 {
+			return s, fmt.Errorf("bpf: prefilter of %d bytes holds no %d-byte row (a negative size turns the prefilter off)", pb, RowBytes)
+		}
+		if uint64(rows) > math.MaxUint32 {
+			return s, fmt.Errorf("bpf: prefilter of %d bytes has more than 2^32 rows", pb)
+		}
+		s.rows = uint32(rows)
+	}
+
+	rb := cfg.RingBytes
+	if rb == 0 {
+		rb = DefaultRingBytes
+	}
+	page := os.Getpagesize()
+	if rb <= 0 || rb&(rb-1) != 0 || rb%page != 0 || uint64(rb) > math.MaxUint32 {
+		return s, fmt.Errorf("bpf: ring buffer size %d is not a power of two multiple of the page size (%d bytes) below 4 GiB", rb, page)
+	}
+	s.ringBytes = uint32(rb)
+	return s, nil
+}
+
+// Load checks cfg, loads the program and creates its maps: one ring buffer
+// and one prefilter per possible CPU. It sets the clock offset to the
+// current difference of the Unix clock and CLOCK_BOOTTIME.
+func Load(cfg Config) (*Objects, error) {
+	s, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("bpf: counting possible CPUs: %w", err)
+	}
+	spec, err := loadXdp()
+	if err != nil {
+		return nil, fmt.Errorf("bpf: reading the XDP object: %w", err)
+	}
+	for name, v := range map[string]any{
+		xdpVarFdKeyKind:       uint8(s.kind),
+		xdpVarFdHashSeed:      s.seed,
+		xdpVarFdWindowNs:      s.windowNs,
+		xdpVarFdPrefilterRows: s.rows,
+	} {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("bpf: the XDP object has no variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return nil, fmt.Errorf("bpf: setting %s: %w", name, err)
+		}
+	}
+	spec.Maps[xdpMapFdPrefilter].MaxEntries = max(s.rows, 1)
+
+	outer := spec.Maps[xdpMapFdRings]
+	outer.MaxEntries = uint32(cpus)
+	outer.InnerMap.MaxEntries = s.ringBytes
+	o := &Objects{Rings: make([]*ebpf.Map, 0, cpus)}
+	for cpu := range cpus {
+		ring, err := ebpf.NewMap(outer.InnerMap.Copy())
+		if err != nil {
+			o.Close()
+			return nil, fmt.Errorf("bpf: creating the ring buffer of CPU %d (%d bytes): %w", cpu, s.ringBytes, err)
+		}
+		o.Rings = append(o.Rings, ring)
+		outer.Contents = append(outer.Contents, ebpf.MapKV{Key: uint32(cpu), Value: ring})
+	}
+
+	var objs struct {
+		xdpPrograms
+		xdpMaps
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		o.Close()
+		return nil, fmt.Errorf("bpf: loading the XDP program: %w", err)
+	}
+	o.Program, o.outer, o.counters, o.prefilter, o.config = objs.FdXdp, objs.FdRings, objs.FdCounters, objs.FdPrefilter, objs.FdConfig
+	if err := o.SyncClock(); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// Close releases the program and its maps (a program still attached
+// through a link stays loaded until the link is closed).
+func (o *Objects) Close() error {
+	// (Close methods of nil Programs and Maps do nothing.)
+	errs := []error{o.Program.Close(), o.outer.Close(), o.counters.Close(), o.prefilter.Close(), o.config.Close()}
+	for _, r := range o.Rings {
+		errs = append(errs, r.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Counters reads every CPU's counters into dst, resized to the number of
+// possible CPUs, and returns it.
+func (o *Objects) Counters(dst []Counters) ([]Counters, error) {
+	var vals []xdpFdCounters
+	if err := o.counters.Lookup(uint32(0), &vals); err != nil {
+		return dst, fmt.Errorf("bpf: reading the counters: %w", err)
+	}
+	dst = slices.Grow(dst[:0], len(vals))[:len(vals)]
+	for i, v := range vals {
+		dst[i] = Counters{
+			Packets:       v.Packets,
+			Keyed:         v.Keyed,
+			PrefilterHits: v.PrefilterHits,
+			Emitted:       v.Emitted,
+			RingFull:      v.RingFull,
+			Errors:        v.Errors,
+		}
+	}
+	return dst, nil
+}
+
+// SyncClock sets the offset the program adds to CLOCK_BOOTTIME to get Unix
+// time to its current value. Call it now and then (at window boundaries):
+// the wall clock is slewed and stepped, the boot clock is not.
+func (o *Objects) SyncClock() error {
+	off, err := clockOffset()
+	if err != nil {
+		return err
+	}
+	return o.setClockOffset(off)
+}
+
+func (o *Objects) setClockOffset(ns int64) error {
+	if err := o.config.Update(uint32(0), xdpFdConfig{ClockOffsetNs: ns}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("bpf: setting the clock offset: %w", err)
+	}
+	return nil
+}
+
+// clockOffset returns Unix time minus CLOCK_BOOTTIME, in ns: the boot clock is
+// read on both sides of the wall clock, and the mean taken.
+func clockOffset() (int64, error) {
+	var b0, wall, b1 unix.Timespec
+	for _, c := range []struct {
+		id int32
+		ts *unix.Timespec
+	}{{unix.CLOCK_BOOTTIME, &b0}, {unix.CLOCK_REALTIME, &wall}, {unix.CLOCK_BOOTTIME, &b1}} {
+		if err := unix.ClockGettime(c.id, c.ts); err != nil {
+			return 0, fmt.Errorf("bpf: reading clock %d: %w", c.id, err)
+		}
+	}
+	boot := b0.Nano() + (b1.Nano()-b0.Nano())/2
+	return wall.Nano() - boot, nil
+}
+
+// DecodeEvent decodes a ring buffer record: the key and its time in Unix ns.
+// A record of the wrong size or holding an invalid key is an error.
+func DecodeEvent(b []byte) (flow.Key, int64, error) {
+	if len(b) != EventSize {
+		return flow.Key{}, 0, fmt.Errorf("bpf: ring buffer record of %d bytes, want %d", len(b), EventSize)
+	}
+	var k flow.Key
+	if err := k.UnmarshalBinary(b[8:EventSize]); err != nil {
+		return flow.Key{}, 0, fmt.Errorf("bpf: ring buffer record: %w", err)
+	}
+	// struct fd_event: the time (native byte order), then the key.
+	return k, int64(binary.NativeEndian.Uint64(b[:8])), nil
+}

@@ -1,0 +1,117 @@
+//go:build linux
+
+package bpf_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/flowdedup/flowdedup/bpf"
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// member is a struct member as the Go side expects it: name, byte offset,
+// byte size.
+type member struct {
+	name      string
+	off, size uint32
+}
+
+// checkStruct compares the BTF of struct name with want and its size.
+func checkStruct(t *testing.T, spec *ebpf.CollectionSpec, name string, size uint32, want []member) {
+	t.Helper()
+	var s *btf.Struct
+	if err := spec.Types.TypeByName(name, &s); err != nil {
+		t.Errorf("struct %s: %v", name, err)
+		return
+	}
+	if s.Size != size {
+		t.Errorf("struct %s: %d bytes, want %d", name, s.Size, size)
+	}
+	if len(s.Members) != len(want) {
+		t.Errorf("struct %s: %d members, want %d", name, len(s.Members), len(want))
+		return
+	}
+	for i, m := range s.Members {
+		sz, err := btf.Sizeof(m.Type)
+		if err != nil {
+			t.Errorf("struct %s member %s: %v", name, m.Name, err)
+			continue
+		}
+		got := member{m.Name, m.Offset.Bytes(), uint32(sz)}
+		if got != want[i] {
+			t.Errorf("struct %s member %d: %+v, want %+v", name, i, got, want[i])
+		}
+	}
+}
+
+// TestLayout checks the structs of flowdedup.h in the compiled object's BTF
+// against the sizes and layouts the Go side decodes.
+func TestLayout(t *testing.T) {
+	spec, err := bpf.LoadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStruct(t, spec, "fd_key", flow.KeySize, []member{
+		// flow.Key.AppendBinary's layout.
+		{"src", 0, 16}, {"dst", 16, 16}, {"sport", 32, 2}, {"dport", 34, 2},
+		{"proto", 36, 1}, {"kind", 37, 1}, {"flags", 38, 1}, {"zero", 39, 1},
+	})
+	checkStruct(t, spec, "fd_event", bpf.EventSize, []member{
+		// DecodeEvent: the time, then the key.
+		{"time_ns", 0, 8}, {"key", 8, flow.KeySize},
+	})
+	checkStruct(t, spec, "fd_row", bpf.RowBytes, []member{{"epoch", 0, 4}, {"fp", 4, 28}})
+	checkStruct(t, spec, "fd_config", 8, []member{{"clock_offset_ns", 0, 8}})
+
+	// Counters: the uint64 fields of bpf.Counters in order, Errors last.
+	var cm []member
+	ct := reflect.TypeFor[bpf.Counters]()
+	names := map[string]string{"Packets": "packets", "Keyed": "keyed", "PrefilterHits": "prefilter_hits",
+		"Emitted": "emitted", "RingFull": "ring_full", "Errors": "errors"}
+	for i := range ct.NumField() {
+		f := ct.Field(i)
+		cm = append(cm, member{names[f.Name], uint32(f.Offset), uint32(f.Type.Size())})
+	}
+	checkStruct(t, spec, "fd_counters", uint32(ct.Size()), cm)
+	if n := len(bpf.Errs); n != bpf.NumErrs {
+		t.Errorf("%d Errs, want NumErrs = %d", n, bpf.NumErrs)
+	}
+
+	// The maps the loader and fastpath rely on.
+	for name, want := range map[string]struct {
+		typ        ebpf.MapType
+		value      uint32
+		valueBytes uint32
+	}{
+		"fd_rings":     {ebpf.ArrayOfMaps, 4, 4},
+		"fd_counters":  {ebpf.PerCPUArray, 72, 72},
+		"fd_prefilter": {ebpf.PerCPUArray, bpf.RowBytes, bpf.RowBytes},
+		"fd_config":    {ebpf.Array, 8, 8},
+	} {
+		m, ok := spec.Maps[name]
+		if !ok {
+			t.Errorf("no map %s", name)
+			continue
+		}
+		if m.Type != want.typ || m.KeySize != 4 || m.ValueSize != want.value {
+			t.Errorf("map %s: %v, key %d bytes, value %d bytes; want %v, 4, %d", name, m.Type, m.KeySize, m.ValueSize, want.typ, want.value)
+		}
+	}
+	if in := spec.Maps["fd_rings"].InnerMap; in == nil || in.Type != ebpf.RingBuf {
+		t.Errorf("fd_rings' inner map: %+v, want a ring buffer", in)
+	}
+	for name, size := range map[string]uint32{"fd_key_kind": 1, "fd_hash_seed": 8, "fd_window_ns": 8, "fd_prefilter_rows": 4} {
+		v, ok := spec.Variables[name]
+		if !ok {
+			t.Errorf("no variable %s", name)
+			continue
+		}
+		if v.Size() != size || !v.Constant() {
+			t.Errorf("variable %s: %d bytes, constant %v; want %d bytes, constant", name, v.Size(), v.Constant(), size)
+		}
+	}
+}
