@@ -1,0 +1,353 @@
+//go:build linux
+
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/flowdedup/flowdedup/bpf"
+	"github.com/flowdedup/flowdedup/capture"
+)
+
+// Defaults and limits of AFXDPConfig.
+const (
+	// DefaultAFXDPFrameSize is the size of a UMEM frame: one frame holds
+	// one received frame of up to 2048 bytes less the kernel's 256-byte
+	// XDP headroom, so 1792 bytes (an MTU of 1500 with room for tags).
+	DefaultAFXDPFrameSize = 2048
+	// DefaultAFXDPNumFrames is the number of UMEM frames per queue
+	// (8 MiB of UMEM at the default frame size). The fill and RX rings
+	// have as many entries.
+	DefaultAFXDPNumFrames = 4096
+	// DefaultAFXDPPollTimeout is how long Next waits for a frame before
+	// it returns capture.ErrTimeout.
+	DefaultAFXDPPollTimeout = 100 * time.Millisecond
+	// AFXDPMaxNumFrames bounds NumFrames.
+	AFXDPMaxNumFrames = 1 << 20
+	// afxdpMinNumFrames is the least NumFrames: two reader batches and
+	// room for the kernel.
+	afxdpMinNumFrames = 4 * xskBatch
+)
+
+// ErrNoQueue: the interface has no receive queue with the id asked for.
+var ErrNoQueue = errors.New("fastpath: no such receive queue")
+
+// XSKBindMode says whether AF_XDP sockets share the driver's buffers
+// (zero-copy) or get a copy of each frame.
+type XSKBindMode string
+
+// Bind modes.
+const (
+	// XSKBindAuto lets the kernel choose: zero-copy where the driver
+	// supports it in native XDP mode, else copy.
+	XSKBindAuto XSKBindMode = "auto"
+	// XSKBindCopy makes the kernel copy each frame into the socket's
+	// UMEM (XDP_COPY): every driver, native and generic XDP.
+	XSKBindCopy XSKBindMode = "copy"
+	// XSKBindZeroCopy has the driver receive straight into the UMEM
+	// (XDP_ZEROCOPY): it needs driver support and native XDP, and fails
+	// without them.
+	XSKBindZeroCopy XSKBindMode = "zerocopy"
+)
+
+// ParseXSKBindMode returns the XSKBindMode named s ("" is XSKBindAuto).
+func ParseXSKBindMode(s string) (XSKBindMode, error) {
+	switch m := XSKBindMode(s); m {
+	case "":
+		return XSKBindAuto, nil
+	case XSKBindAuto, XSKBindCopy, XSKBindZeroCopy:
+		return m, nil
+	}
+	return "", fmt.Errorf("fastpath: unknown AF_XDP bind mode %q: valid modes are auto, copy, zerocopy", s)
+}
+
+// String returns the mode's name.
+func (m XSKBindMode) String() string { return string(m) }
+
+// Set implements flag.Value.
+func (m *XSKBindMode) Set(s string) error {
+	v, err := ParseXSKBindMode(s)
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// ParseQueues parses a list of receive queue ids such as "0,2,4-7" (for a
+// --queues flag). The empty string gives nil: every queue.
+func ParseQueues(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var qs []int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b-a >= 1<<16 {
+			return nil, fmt.Errorf("fastpath: queue list %q: %q is not a queue id or a range such as 4-7", s, part)
+		}
+		for q := a; q <= b; q++ {
+			qs = append(qs, q)
+		}
+	}
+	return qs, nil
+}
+
+// AFXDPConfig describes an AF_XDP capture on one interface.
+type AFXDPConfig struct {
+	// Iface is the interface to capture on (required).
+	Iface string
+	// Queues are the receive queues to capture, one AF_XDP socket (one
+	// Source) each; nil means every receive queue of the interface.
+	// Frames arriving on other queues go to the kernel's stack as usual.
+	Queues []int
+	// Attach is the XDP hook of the redirect program (default AttachAuto).
+	Attach AttachMode
+	// Bind chooses copy or zero-copy sockets (default XSKBindAuto).
+	Bind XSKBindMode
+	// FrameSize is the size of a UMEM frame: a power of two from 2048 to
+	// the page size (default DefaultAFXDPFrameSize). A frame holds a
+	// received frame of up to FrameSize-256 bytes; longer ones are
+	// dropped and counted in KernelDrops.
+	FrameSize int
+	// NumFrames is the number of UMEM frames of each queue's socket, a
+	// power of two (default DefaultAFXDPNumFrames); the fill and RX
+	// rings have as many entries.
+	NumFrames int
+	// PollTimeout is how long Next waits for a frame before returning
+	// capture.ErrTimeout (default DefaultAFXDPPollTimeout; negative:
+	// forever).
+	PollTimeout time.Duration
+}
+
+// withDefaults fills in zero fields and checks the rest.
+func (c AFXDPConfig) withDefaults() (AFXDPConfig, error) {
+	if c.Attach == "" {
+		c.Attach = AttachAuto
+	}
+	if c.Bind == "" {
+		c.Bind = XSKBindAuto
+	}
+	if c.FrameSize == 0 {
+		c.FrameSize = DefaultAFXDPFrameSize
+	}
+	if c.NumFrames == 0 {
+		c.NumFrames = DefaultAFXDPNumFrames
+	}
+	if c.PollTimeout == 0 {
+		c.PollTimeout = DefaultAFXDPPollTimeout
+	}
+	page := os.Getpagesize()
+	isPow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
+	if _, err := ParseAttachMode(string(c.Attach)); err != nil {
+		return c, err
+	}
+	if _, err := ParseXSKBindMode(string(c.Bind)); err != nil {
+		return c, err
+	}
+	switch {
+	case c.Attach == AttachGeneric && c.Bind == XSKBindZeroCopy:
+		return c, fmt.Errorf("%w: zero-copy AF_XDP needs the native XDP hook, not generic", ErrUnsupported)
+	case !isPow2(c.FrameSize) || c.FrameSize < 2048 || c.FrameSize > page:
+		return c, fmt.Errorf("fastpath: afxdp: frame size %d: want a power of two from 2048 to the page size %d", c.FrameSize, page)
+	case !isPow2(c.NumFrames) || c.NumFrames < afxdpMinNumFrames || c.NumFrames > AFXDPMaxNumFrames:
+		return c, fmt.Errorf("fastpath: afxdp: %d frames: want a power of two from %d to %d", c.NumFrames, afxdpMinNumFrames, AFXDPMaxNumFrames)
+	}
+	return c, nil
+}
+
+// AFXDP is an AF_XDP capture: the redirect program attached to an
+// interface and one socket per captured receive queue.
+type AFXDP struct {
+	iface   string
+	mode    string
+	srcs    []*AFXDPSource
+	closing sync.Once
+
+	mu   sync.Mutex // guards objs and lnk against the sources' Close
+	objs *bpf.XSKObjects
+	lnk  link.Link
+}
+
+// OpenAFXDP opens an AF_XDP capture of cfg.Iface, for mirror and SPAN
+// ports: it attaches an XDP program (through a BPF link) that redirects
+// every frame of each captured receive queue into an AF_XDP socket bound to
+// that queue. Those frames are taken away from the kernel's network stack:
+// while the capture is open the host does not receive them (no ARP, no IP,
+// no sockets, no tcpdump), so use it only on an interface that carries
+// copied traffic. Frames of queues not captured still go to the stack.
+//
+// Each socket is a capture.Source (Sources), read by one goroutine, whose
+// Packet.Data is a zero-copy view of the socket's UMEM valid until the next
+// Next. Close detaches the program and closes the sockets; if the process
+// dies first, the kernel detaches the program when the link's last file
+// descriptor goes, and nothing is left on the interface.
+//
+// Errors wrap ErrNoInterface (no such interface in the caller's network
+// namespace), ErrNoQueue (a queue the interface does not have),
+// ErrPermission (it needs CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW, or root)
+// or ErrUnsupported (a kernel without AF_XDP sockets or XDP links, a driver
+// without native XDP when Attach is AttachNative, or without zero-copy when
+// Bind is XSKBindZeroCopy).
+func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ifindex, err := interfaceIndex(cfg.Iface)
+	if err != nil {
+		return nil, err
+	}
+	nq, err := rxQueueCount(cfg.Iface, ifindex)
+	if err != nil {
+		if len(cfg.Queues) == 0 {
+			return nil, err
+		}
+		// Queues given: trust them, the bind checks each.
+		nq = slices.Max(cfg.Queues) + 1
+	}
+	queues := cfg.Queues
+	if queues == nil {
+		for q := range nq {
+			queues = append(queues, q)
+		}
+	}
+	if len(queues) == 0 {
+		return nil, fmt.Errorf("%w: afxdp %s: an empty list of queues", ErrNoQueue, cfg.Iface)
+	}
+	seen := make(map[int]bool, len(queues))
+	for _, q := range queues {
+		if q < 0 || q >= nq {
+			return nil, fmt.Errorf("%w: afxdp %s: queue %d: the interface's receive queues are 0 to %d", ErrNoQueue, cfg.Iface, q, nq-1)
+		}
+		if seen[q] {
+			return nil, fmt.Errorf("fastpath: afxdp %s: queue %d is listed twice", cfg.Iface, q)
+		}
+		seen[q] = true
+	}
+	queues = slices.Clone(queues)
+
+	objs, err := bpf.LoadXSK(nq)
+	if err != nil {
+		return nil, loadError(err)
+	}
+	a := &AFXDP{iface: cfg.Iface, objs: objs}
+	fail := func(err error) (*AFXDP, error) {
+		a.Close()
+		return nil, err
+	}
+	// Zero-copy sockets need the native hook: with auto, insist on it.
+	attachMode := cfg.Attach
+	if cfg.Bind == XSKBindZeroCopy && attachMode == AttachAuto {
+		attachMode = AttachNative
+	}
+	// Until a queue's socket is in the map, the program passes its frames
+	// to the stack: attaching first loses nothing and tells which hook
+	// the sockets get.
+	lnk, hook, err := attach(objs.Program, ifindex, attachMode)
+	if err != nil {
+		return fail(err)
+	}
+	a.lnk = lnk
+	bind := cfg.Bind
+	if hook == AttachGeneric && bind == XSKBindAuto {
+		bind = XSKBindCopy // the generic hook copies anyway
+	}
+	for _, q := range queues {
+		s, err := openXSK(cfg, ifindex, q, bind)
+		if err != nil {
+			return fail(err)
+		}
+		s.detach = a.deleteSocket
+		a.srcs = append(a.srcs, s)
+		if err := objs.SetSocket(q, s.res.fd); err != nil {
+			return fail(fmt.Errorf("fastpath: afxdp %s: adding queue %d's socket to the XSKMAP: %w", cfg.Iface, q, err))
+		}
+	}
+	zc := 0
+	for _, s := range a.srcs {
+		if s.zeroCopy {
+			zc++
+		}
+	}
+	switch zc {
+	case 0:
+		a.mode = string(hook) + "/copy"
+	case len(a.srcs):
+		a.mode = string(hook) + "/zerocopy"
+	default:
+		a.mode = fmt.Sprintf("%s/zerocopy on %d of %d queues, copy on the others", hook, zc, len(a.srcs))
+	}
+	return a, nil
+}
+
+// deleteSocket takes queue's socket out of the XSKMAP, so that the
+// program passes the queue's frames to the stack again.
+func (a *AFXDP) deleteSocket(queue int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.objs != nil {
+		a.objs.DeleteSocket(queue)
+	}
+}
+
+// Sources returns the capture's sources, one per queue in the order of
+// AFXDPConfig.Queues (or of the queue ids): each is an *AFXDPSource, which
+// also implements capture.DropCounter, for one reader goroutine.
+func (a *AFXDP) Sources() []capture.Source {
+	srcs := make([]capture.Source, len(a.srcs))
+	for i, s := range a.srcs {
+		srcs[i] = s
+	}
+	return srcs
+}
+
+// Iface returns the interface captured on.
+func (a *AFXDP) Iface() string { return a.iface }
+
+// Mode says how the capture runs: the XDP hook and whether the sockets
+// copy frames, e.g. "native/copy", "generic/copy", "native/zerocopy".
+func (a *AFXDP) Mode() string { return a.mode }
+
+// Close detaches the program, closes every source (a Next waiting in the
+// kernel returns capture.ErrClosed at once) and releases the program. It
+// may be called from any goroutine and more than once.
+func (a *AFXDP) Close() error {
+	var errs []error
+	a.closing.Do(func() {
+		a.mu.Lock()
+		lnk := a.lnk
+		a.lnk = nil
+		a.mu.Unlock()
+		if lnk != nil {
+			if err := lnk.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("fastpath: afxdp %s: detaching: %w", a.iface, err))
+			}
+		}
+		for _, s := range a.srcs {
+			errs = append(errs, s.Close())
+		}
+		a.mu.Lock()
+		if a.objs != nil {
+			errs = append(errs, a.objs.Close())
+			a.objs = nil
+		}
+		a.mu.Unlock()
+	})
+	return errors.Join(errs...)
+}

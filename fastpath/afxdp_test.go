@@ -1,0 +1,862 @@
+//go:build linux
+
+package fastpath
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
+)
+
+// afxFrame returns the i-th test frame: Ethernet/IPv4/UDP from 10.1.x.y
+// (distinct for each i below 65536) with i in the payload, 60 to 250 bytes
+// long depending on i.
+func afxFrame(i int) []byte {
+	f := make([]byte, 60+i%191)
+	copy(f[0:6], []byte{0x02, 0, 0, 0, 0, 1})
+	copy(f[6:12], []byte{0x02, 0, 0, 0, 0, 2})
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+	ip[8], ip[9] = 64, 17
+	copy(ip[12:16], []byte{10, 1, byte(i >> 8), byte(i)})
+	copy(ip[16:20], []byte{192, 0, 2, 1})
+	var sum uint32
+	for j := 0; j < 20; j += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[j:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	u := ip[20:]
+	binary.BigEndian.PutUint16(u[0:], 40000)
+	binary.BigEndian.PutUint16(u[2:], 53)
+	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
+	binary.BigEndian.PutUint32(u[8:], uint32(i))
+	return f
+}
+
+// afxSender writes frames into one end of the veth pair, to arrive on the
+// other, through an AF_PACKET socket opened in the namespace.
+type afxSender struct{ fd int }
+
+func afxNewSender(t testing.TB, ns *testutil.Namespace, iface string) *afxSender {
+	t.Helper()
+	s := &afxSender{fd: -1}
+	err := ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: receives nothing
+		if err != nil {
+			return err
+		}
+		s.fd = fd
+		ifi, err := interfaceIndex(iface)
+		if err != nil {
+			return err
+		}
+		// Straight to the driver: no qdisc to drop or reorder frames.
+		unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1)
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifi})
+	})
+	if s.fd >= 0 {
+		t.Cleanup(func() { unix.Close(s.fd) })
+	}
+	if err != nil {
+		t.Fatalf("AF_PACKET sender on %s: %v", iface, err)
+	}
+	return s
+}
+
+func (s *afxSender) send(t testing.TB, frame []byte) {
+	t.Helper()
+	for {
+		_, err := unix.Write(s.fd, frame)
+		if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN) {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("sending a frame: %v", err)
+		}
+		return
+	}
+}
+
+// afxOpen opens an AF_XDP capture inside the namespace and closes it with
+// the test.
+func afxOpen(t testing.TB, ns *testutil.Namespace, cfg AFXDPConfig) *AFXDP {
+	t.Helper()
+	var a *AFXDP
+	err := ns.Do(func() (err error) {
+		a, err = OpenAFXDP(cfg)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrPermission) {
+			testutil.SkipOrFail(t, "AF_XDP capture unavailable here: %v", err)
+		}
+		t.Fatalf("OpenAFXDP(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// afxXDP returns the XDP state of a link of the namespace.
+func afxXDP(t testing.TB, ns *testutil.Namespace, iface string) *netlink.LinkXdp {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(iface)
+	if err != nil {
+		t.Fatalf("link %s: %v", iface, err)
+	}
+	return l.Attrs().Xdp
+}
+
+func afxAttached(t testing.TB, ns *testutil.Namespace, iface string) bool {
+	x := afxXDP(t, ns, iface)
+	return x != nil && x.Attached
+}
+
+// afxRead reads frames from src until it has want of them or the source
+// stayed idle for idle, and returns copies of them.
+func afxRead(t testing.TB, src capture.Source, want int, idle time.Duration) [][]byte {
+	t.Helper()
+	var got [][]byte
+	var p capture.Packet
+	last := time.Now()
+	for len(got) < want {
+		err := src.Next(&p)
+		if errors.Is(err, capture.ErrTimeout) {
+			if time.Since(last) > idle {
+				break
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Next: %v", err)
+			break
+		}
+		last = time.Now()
+		if p.LinkType != flow.LinkEthernet || p.WireLen != len(p.Data) || p.TimeNs == 0 {
+			t.Errorf("packet %d: link type %v, wire length %d for %d bytes, time %d", len(got), p.LinkType, p.WireLen, len(p.Data), p.TimeNs)
+		}
+		got = append(got, bytes.Clone(p.Data))
+	}
+	return got
+}
+
+func TestAFXDPReceivesFrames(t *testing.T) {
+	for _, mode := range []AttachMode{AttachNative, AttachGeneric} {
+		t.Run(string(mode), func(t *testing.T) {
+			ns := testutil.NetNS(t)
+			a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: mode, NumFrames: 512})
+			t.Logf("mode %s", a.Mode())
+			if want := string(mode) + "/copy"; a.Mode() != want { // veth has no zero-copy AF_XDP
+				t.Errorf("Mode() = %q, want %q", a.Mode(), want)
+			}
+			srcs := a.Sources()
+			if len(srcs) != 1 { // a veth has one receive queue in use
+				t.Fatalf("%d sources, want 1", len(srcs))
+			}
+			x := afxXDP(t, ns, ns.Veth[0])
+			if x == nil || !x.Attached {
+				t.Fatalf("no XDP program on %s while capturing", ns.Veth[0])
+			}
+			if wantMode := map[AttachMode]uint32{AttachNative: 1, AttachGeneric: 2}[mode]; x.AttachMode != wantMode {
+				t.Errorf("%s: XDP attach mode %d, want %d", ns.Veth[0], x.AttachMode, wantMode)
+			}
+
+			// More frames than the UMEM has, so that frames are recycled,
+			// in bursts the reader keeps up with.
+			const n = 3000
+			var got [][]byte
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				got = afxRead(t, srcs[0], n+1, time.Second) // one more: nothing extra may come
+			}()
+			snd := afxNewSender(t, ns, ns.Veth[1])
+			for i := range n {
+				snd.send(t, afxFrame(i))
+				if i%50 == 49 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			<-done
+			if len(got) != n {
+				t.Errorf("received %d frames, sent %d", len(got), n)
+			}
+			for i := range min(len(got), n) {
+				if want := afxFrame(i); !bytes.Equal(got[i], want) {
+					t.Fatalf("frame %d:\n got %x\nwant %x", i, got[i], want)
+				}
+			}
+			drops, err := srcs[0].(capture.DropCounter).KernelDrops()
+			if err != nil || drops != 0 {
+				t.Errorf("KernelDrops() = %d, %v; want 0", drops, err)
+			}
+
+			if err := a.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if afxAttached(t, ns, ns.Veth[0]) {
+				t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
+			}
+			var p capture.Packet
+			if err := srcs[0].Next(&p); !errors.Is(err, capture.ErrClosed) {
+				t.Errorf("Next after Close: %v, want ErrClosed", err)
+			}
+			if err := a.Close(); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+		})
+	}
+}
+
+// TestAFXDPFramesPassWhenClosed checks that closing a source hands its
+// queue's frames back to the stack while the program stays attached.
+func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
+	ns := testutil.NetNS(t)
+	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachGeneric})
+	src := a.Sources()[0]
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// An AF_PACKET socket on the capture end sees what reaches the stack.
+	var afp []capture.Source
+	err := ns.Do(func() (err error) {
+		afp, err = capture.OpenAFPacket(capture.AFPacketConfig{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("AF_PACKET on %s: %v", ns.Veth[0], err)
+	}
+	defer afp[0].Close()
+	snd := afxNewSender(t, ns, ns.Veth[1])
+	for i := range 10 {
+		snd.send(t, afxFrame(i))
+	}
+	got := afxRead(t, afp[0], 10, 500*time.Millisecond)
+	if len(got) != 10 {
+		t.Errorf("the stack got %d of 10 frames after the AF_XDP source closed", len(got))
+	}
+	if !afxAttached(t, ns, ns.Veth[0]) {
+		t.Errorf("closing a source detached the program: only AFXDP.Close should")
+	}
+}
+
+func TestAFXDPCloseWakesNext(t *testing.T) {
+	ns := testutil.NetNS(t)
+	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], PollTimeout: -1})
+	src := a.Sources()[0]
+	errc := make(chan error, 1)
+	go func() {
+		var p capture.Packet
+		errc <- src.Next(&p)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-errc:
+		t.Fatalf("Next returned %v with no frame and no timeout", err)
+	default:
+	}
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, capture.ErrClosed) {
+			t.Errorf("blocked Next returned %v, want ErrClosed", err)
+		}
+		t.Logf("Next returned %v after Close", time.Since(start))
+	case <-time.After(2 * time.Second):
+		t.Fatal("Next still blocked 2s after Close")
+	}
+	if afxAttached(t, ns, ns.Veth[0]) {
+		t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
+	}
+}
+
+// TestAFXDPCloseKeepsHeldFrame checks that a frame returned by Next stays
+// readable after Close until the next Next, which returns ErrClosed.
+func TestAFXDPCloseKeepsHeldFrame(t *testing.T) {
+	ns := testutil.NetNS(t)
+	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], PollTimeout: time.Second})
+	src := a.Sources()[0]
+	afxNewSender(t, ns, ns.Veth[1]).send(t, afxFrame(7))
+	var p capture.Packet
+	if err := src.Next(&p); err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if !bytes.Equal(p.Data, afxFrame(7)) { // would fault if unmapped
+		t.Errorf("held frame changed after Close")
+	}
+	if err := src.Next(&p); !errors.Is(err, capture.ErrClosed) {
+		t.Errorf("Next after Close: %v, want ErrClosed", err)
+	}
+	if drops, err := src.(capture.DropCounter).KernelDrops(); err != nil || drops != 0 {
+		t.Errorf("KernelDrops after Close = %d, %v", drops, err)
+	}
+}
+
+func TestAFXDPNextAllocs(t *testing.T) {
+	ns := testutil.NetNS(t)
+	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachNative, NumFrames: 1024})
+	src := a.Sources()[0]
+	const runs = 500
+	snd := afxNewSender(t, ns, ns.Veth[1])
+	for i := range runs + 1 {
+		snd.send(t, afxFrame(i))
+	}
+	var p capture.Packet
+	var errs int
+	allocs := testing.AllocsPerRun(runs, func() {
+		if src.Next(&p) != nil {
+			errs++
+		}
+	})
+	if errs != 0 {
+		t.Errorf("%d of %d Next calls failed", errs, runs+1)
+	}
+	if allocs != 0 {
+		t.Errorf("Next allocates %.2f times per frame, want 0", allocs)
+	}
+}
+
+// TestAFXDPDetachedWhenKilled kills a process capturing with AF_XDP and
+// checks that the interface is left without XDP program.
+func TestAFXDPDetachedWhenKilled(t *testing.T) {
+	ns := testutil.NetNS(t)
+	if ns.Name == "" {
+		testutil.SkipOrFail(t, "the test namespace has no name for `ip netns exec`")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, exe, "-test.run=^TestAFXDPHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), afxHelperEnv+"="+ns.Veth[0], testutil.RequirePrivilegedEnv+"=")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		testutil.SkipOrFail(t, "cannot run ip netns exec: %v", err)
+	}
+	defer cmd.Process.Kill()
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if line, ok := strings.CutPrefix(sc.Text(), "afxdp-helper: "); ok {
+				ready <- line
+				return
+			}
+		}
+		ready <- "no output"
+	}()
+	select {
+	case line := <-ready:
+		if !strings.HasPrefix(line, "ready") {
+			t.Fatalf("helper: %s", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("helper not ready after 10s")
+	}
+	if !afxAttached(t, ns, ns.Veth[0]) {
+		t.Fatalf("helper capturing but no XDP program on %s", ns.Veth[0])
+	}
+	// ip netns exec execs the test binary: the pid is the capturing one.
+	if err := cmd.Process.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for afxAttached(t, ns, ns.Veth[0]) {
+		if time.Now().After(deadline) {
+			t.Fatalf("an XDP program is still attached to %s 5s after its process was killed", ns.Veth[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+const afxHelperEnv = "FLOWDEDUP_AFXDP_HELPER_IFACE"
+
+// TestAFXDPHelperProcess is the process TestAFXDPDetachedWhenKilled kills:
+// it captures on the interface named in the environment until killed.
+func TestAFXDPHelperProcess(t *testing.T) {
+	iface := os.Getenv(afxHelperEnv)
+	if iface == "" {
+		t.Skip("helper process of TestAFXDPDetachedWhenKilled")
+	}
+	a, err := OpenAFXDP(AFXDPConfig{Iface: iface})
+	if err != nil {
+		fmt.Printf("afxdp-helper: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("afxdp-helper: ready, %s\n", a.Mode())
+	for _, s := range a.Sources() {
+		go func() {
+			var p capture.Packet
+			for s.Next(&p) != capture.ErrClosed {
+			}
+		}()
+	}
+	time.Sleep(time.Minute)
+	os.Exit(2)
+}
+
+func TestOpenAFXDPErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  AFXDPConfig
+		want error
+	}{
+		{"no interface given", AFXDPConfig{}, ErrNoInterface},
+		{"missing interface", AFXDPConfig{Iface: "fdnosuchif0"}, ErrNoInterface},
+		{"zero-copy on the generic hook", AFXDPConfig{Iface: "lo", Attach: AttachGeneric, Bind: XSKBindZeroCopy}, ErrUnsupported},
+		{"frame size", AFXDPConfig{Iface: "lo", FrameSize: 3000}, nil},
+		{"frame count", AFXDPConfig{Iface: "lo", NumFrames: 1000}, nil},
+		{"attach mode", AFXDPConfig{Iface: "lo", Attach: "hardware"}, nil},
+		{"bind mode", AFXDPConfig{Iface: "lo", Bind: "fast"}, nil},
+	} {
+		a, err := OpenAFXDP(c.cfg)
+		if err == nil {
+			a.Close()
+			t.Errorf("%s: OpenAFXDP(%+v) succeeded", c.name, c.cfg)
+			continue
+		}
+		if c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want an error wrapping %v", c.name, err, c.want)
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+
+	ns := testutil.NetNS(t)
+	for _, c := range []struct {
+		name string
+		cfg  AFXDPConfig
+		want error
+	}{
+		{"queue out of range", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{1}}, ErrNoQueue},
+		{"negative queue", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{-1}}, ErrNoQueue},
+		{"no queues", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{}}, ErrNoQueue},
+		{"queue twice", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{0, 0}}, nil},
+		{"zero-copy on veth", AFXDPConfig{Iface: ns.Veth[0], Bind: XSKBindZeroCopy}, ErrUnsupported},
+		{"missing interface in the namespace", AFXDPConfig{Iface: "fdnosuchif0"}, ErrNoInterface},
+	} {
+		err := ns.Do(func() error {
+			a, err := OpenAFXDP(c.cfg)
+			if err == nil {
+				a.Close()
+			}
+			return err
+		})
+		if err == nil {
+			t.Errorf("%s: OpenAFXDP(%+v) succeeded", c.name, c.cfg)
+			continue
+		}
+		if c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want an error wrapping %v", c.name, err, c.want)
+		}
+		t.Logf("%s: %v", c.name, err)
+		if afxAttached(t, ns, ns.Veth[0]) {
+			t.Fatalf("%s: the failed open left an XDP program on %s", c.name, ns.Veth[0])
+		}
+	}
+
+	// One capture per interface: a second one fails and leaves the
+	// first working.
+	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0]})
+	err := ns.Do(func() error {
+		b, err := OpenAFXDP(AFXDPConfig{Iface: ns.Veth[0]})
+		if err == nil {
+			b.Close()
+		}
+		return err
+	})
+	if err == nil {
+		t.Errorf("a second capture on %s opened", ns.Veth[0])
+	} else {
+		t.Logf("second capture: %v", err)
+	}
+	afxNewSender(t, ns, ns.Veth[1]).send(t, afxFrame(1))
+	if got := afxRead(t, a.Sources()[0], 1, 500*time.Millisecond); len(got) != 1 {
+		t.Errorf("the first capture got %d frames after a second one failed, want 1", len(got))
+	}
+}
+
+func TestParseQueues(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"", nil, true},
+		{"0", []int{0}, true},
+		{"0,2, 4-6", []int{0, 2, 4, 5, 6}, true},
+		{"3-3", []int{3}, true},
+		{"-1", nil, false},
+		{"4-2", nil, false},
+		{"a", nil, false},
+		{"1,,2", nil, false},
+	} {
+		got, err := ParseQueues(c.in)
+		if (err == nil) != c.ok || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("ParseQueues(%q) = %v, %v; want %v (ok %v)", c.in, got, err, c.want, c.ok)
+		}
+	}
+	var m XSKBindMode
+	if err := m.Set("zerocopy"); err != nil || m != XSKBindZeroCopy {
+		t.Errorf("Set(zerocopy): %v, %v", m, err)
+	}
+	if err := m.Set("fast"); err == nil {
+		t.Errorf("Set(fast) succeeded")
+	}
+	if m, err := ParseXSKBindMode(""); err != nil || m != XSKBindAuto {
+		t.Errorf(`ParseXSKBindMode("") = %v, %v`, m, err)
+	}
+}
+
+// BenchmarkAFXDPVeth measures the frames per second an AF_XDP source reads
+// from a veth pair, sent by an AF_PACKET socket on the other end as fast as
+// it goes (-benchtime sets the frames sent; frames lost are reported).
+func BenchmarkAFXDPVeth(b *testing.B) {
+	for _, mode := range []AttachMode{AttachNative, AttachGeneric} {
+		b.Run(string(mode), func(b *testing.B) {
+			ns := testutil.NetNS(b)
+			a := afxOpen(b, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: mode})
+			src := a.Sources()[0]
+			snd := afxNewSender(b, ns, ns.Veth[1])
+			frame := afxFrame(1)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			wg.Go(func() {
+				for range b.N {
+					snd.send(b, frame)
+				}
+			})
+			var p capture.Packet
+			got := 0
+			for got < b.N {
+				err := src.Next(&p)
+				if errors.Is(err, capture.ErrTimeout) {
+					break // the sender is done and the rest is lost
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				got++
+			}
+			elapsed := time.Since(start)
+			wg.Wait()
+			b.StopTimer()
+			drops, _ := src.(capture.DropCounter).KernelDrops()
+			b.ReportMetric(float64(got)/elapsed.Seconds(), "frames/s")
+			b.ReportMetric(float64(b.N-got), "lost")
+			b.ReportMetric(float64(drops), "socket-drops")
+		})
+	}
+}
+
+// afxSetQueues gives the veth pair n queues from end 1 to end 0 (ethtool -L
+// END0 rx n; ethtool -L END1 tx n), so that a frame sent on end 1 from CPU
+// c arrives on end 0's receive queue c%n. It skips the test when the pair
+// cannot have that many (veth allocates as many queues as possible CPUs).
+func afxSetQueues(t *testing.T, ns *testutil.Namespace, n int) {
+	t.Helper()
+	err := ns.Do(func() error {
+		for i, rx := range []bool{true, false} {
+			var ch ethtoolChannels
+			if err := ethtoolChannelsIoctl(ns.Veth[i], unix.ETHTOOL_GCHANNELS, &ch); err != nil {
+				return err
+			}
+			if rx && int(ch.MaxRx) < n || !rx && int(ch.MaxTx) < n {
+				return fmt.Errorf("%s has at most %d rx and %d tx queues: %w", ns.Veth[i], ch.MaxRx, ch.MaxTx, unix.ERANGE)
+			}
+			if rx {
+				ch.RxCount = uint32(n)
+			} else {
+				ch.TxCount = uint32(n)
+			}
+			if err := ethtoolChannelsIoctl(ns.Veth[i], unix.ETHTOOL_SCHANNELS, &ch); err != nil {
+				return fmt.Errorf("%s: setting channels: %w", ns.Veth[i], err)
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, unix.ERANGE) {
+		t.Skipf("no %d-queue veth here: %v", n, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// afxSendFromCPU sends frames from a thread pinned to cpu.
+func afxSendFromCPU(t *testing.T, snd *afxSender, cpu int, frames [][]byte) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the thread dies with the goroutine: its affinity goes with it
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			errc <- err
+			return
+		}
+		for _, f := range frames {
+			if _, err := unix.Write(snd.fd, f); err != nil {
+				errc <- err
+				return
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("sending from CPU %d: %v", cpu, err)
+	}
+}
+
+func TestAFXDPMultiQueue(t *testing.T) {
+	const queues = 2
+	if runtime.NumCPU() < queues {
+		t.Skipf("needs %d CPUs to send on %d queues", queues, queues)
+	}
+	ns := testutil.NetNS(t)
+	afxSetQueues(t, ns, queues)
+	frames := func(cpu int) [][]byte {
+		var fs [][]byte
+		for i := range 200 {
+			fs = append(fs, afxFrame(cpu*1000+i))
+		}
+		return fs
+	}
+
+	t.Run("all", func(t *testing.T) {
+		a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachNative})
+		srcs := a.Sources()
+		if len(srcs) != queues {
+			t.Fatalf("%d sources, want one per queue: %d", len(srcs), queues)
+		}
+		snd := afxNewSender(t, ns, ns.Veth[1])
+		for q := range queues {
+			if got := srcs[q].(*AFXDPSource).Queue(); got != q {
+				t.Errorf("source %d captures queue %d", q, got)
+			}
+			afxSendFromCPU(t, snd, q, frames(q))
+		}
+		for q := range queues {
+			want := frames(q)
+			got := afxRead(t, srcs[q], len(want)+1, 300*time.Millisecond)
+			if len(got) != len(want) {
+				t.Errorf("queue %d: %d frames, want %d", q, len(got), len(want))
+				continue
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Errorf("queue %d frame %d:\n got %x\nwant %x", q, i, got[i], want[i])
+					break
+				}
+			}
+		}
+	})
+
+	t.Run("one", func(t *testing.T) {
+		a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachNative, Queues: []int{1}})
+		srcs := a.Sources()
+		if len(srcs) != 1 || srcs[0].(*AFXDPSource).Queue() != 1 {
+			t.Fatalf("sources for queues [1]: %d", len(srcs))
+		}
+		// Queue 0's frames go to the stack: an AF_PACKET socket sees them.
+		var afp []capture.Source
+		err := ns.Do(func() (err error) {
+			afp, err = capture.OpenAFPacket(capture.AFPacketConfig{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer afp[0].Close()
+		snd := afxNewSender(t, ns, ns.Veth[1])
+		afxSendFromCPU(t, snd, 0, frames(0))
+		afxSendFromCPU(t, snd, 1, frames(1))
+		if got := afxRead(t, srcs[0], 201, 300*time.Millisecond); len(got) != 200 || !bytes.Equal(got[0], frames(1)[0]) {
+			t.Errorf("queue 1's source got %d frames, want its 200", len(got))
+		}
+		if got := afxRead(t, afp[0], 201, 300*time.Millisecond); len(got) != 200 || !bytes.Equal(got[0], frames(0)[0]) {
+			t.Errorf("the stack got %d frames, want queue 0's 200", len(got))
+		}
+	})
+}
+
+// TestAFXDPCloseWhileReading closes captures under a busy reader, which
+// reads every byte of each frame: a frame unmapped under it would crash.
+func TestAFXDPCloseWhileReading(t *testing.T) {
+	ns := testutil.NetNS(t)
+	snd := afxNewSender(t, ns, ns.Veth[1])
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		f := afxFrame(3)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			unix.Write(snd.fd, f)
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	for round := range 20 {
+		a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], NumFrames: 256})
+		src := a.Sources()[0]
+		done := make(chan error, 1)
+		var frames atomic.Int64
+		go func() {
+			var p capture.Packet
+			var sum byte
+			for {
+				err := src.Next(&p)
+				if errors.Is(err, capture.ErrClosed) {
+					done <- nil
+					return
+				}
+				if errors.Is(err, capture.ErrTimeout) {
+					continue
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+				for _, b := range p.Data {
+					sum += b
+				}
+				frames.Add(1)
+			}
+		}()
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		if round == 19 {
+			// The last round closes under a reader that is surely
+			// reading: on two busy cores it may take a while to start.
+			for deadline := time.Now().Add(2 * time.Second); frames.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: Next: %v", round, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("round %d: reader not done 2s after Close", round)
+		}
+		if round == 19 && frames.Load() == 0 {
+			t.Errorf("no frame read in the last round")
+		}
+	}
+}
+
+// TestAFXDPCountsDrops overflows a socket nobody reads: every frame sent is
+// either read or counted by KernelDrops.
+func TestAFXDPCountsDrops(t *testing.T) {
+	ns := testutil.NetNS(t)
+	const frames = 256 // the least NumFrames: the UMEM, fill and RX rings hold that many
+	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], NumFrames: frames, PollTimeout: 50 * time.Millisecond})
+	src := a.Sources()[0]
+	snd := afxNewSender(t, ns, ns.Veth[1])
+	const sent = 1000
+	for i := range sent {
+		snd.send(t, afxFrame(i))
+		if i%50 == 49 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	got := afxRead(t, src, sent, 200*time.Millisecond)
+	drops, err := src.(capture.DropCounter).KernelDrops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := src.(*AFXDPSource).Stats()
+	t.Logf("read %d, dropped %d: %+v", len(got), drops, st)
+	if len(got) != frames || uint64(len(got))+drops != sent {
+		t.Errorf("read %d frames and the kernel dropped %d: want %d read and %d in all", len(got), drops, frames, sent)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], afxFrame(i)) {
+			t.Fatalf("frame %d is not the %dth sent", i, i)
+		}
+	}
+	// Now the reader keeps up again: nothing more is lost.
+	for i := range 100 {
+		snd.send(t, afxFrame(i))
+	}
+	if got := afxRead(t, src, 101, 200*time.Millisecond); len(got) != 100 {
+		t.Errorf("read %d frames after the overflow, want 100", len(got))
+	}
+	if d, _ := src.(capture.DropCounter).KernelDrops(); d != drops {
+		t.Errorf("drops went from %d to %d with a reader keeping up", drops, d)
+	}
+}
+
+// TestAFXDPInterfaceGone deletes the interface under a waiting reader: Next
+// reports ENETDOWN, and Close still works.
+func TestAFXDPInterfaceGone(t *testing.T) {
+	ns := testutil.NetNS(t)
+	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
+	src := a.Sources()[0]
+	errc := make(chan error, 1)
+	go func() {
+		var p capture.Packet
+		for {
+			if err := src.Next(&p); !errors.Is(err, capture.ErrTimeout) {
+				errc <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := ns.Netlink().LinkDel(ns.Link(t, ns.Veth[0])); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, unix.ENETDOWN) {
+			t.Errorf("Next after the interface went: %v, want ENETDOWN", err)
+		}
+		t.Logf("Next: %v", err)
+	case <-time.After(2 * time.Second):
+		t.Fatal("Next did not notice the interface going for 2s")
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
