@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -73,7 +74,12 @@ func TestUsageErrors(t *testing.T) {
 		{"replay", "--format", "xml", "x.pcap"},
 		{"run"},
 		{"run", "--iface", "lo", "--mode", "teleport"},
-		{"run", "--iface", "lo", "--mode", "xdp"},
+		{"run", "--iface", "lo", "--mode", "xdp", "--bpf", "tcp"},
+		{"run", "--iface", "lo", "--mode", "xdp", "--xdp-ring", "3MiB"},
+		{"run", "--iface", "lo", "--mode", "xdp", "--xdp-prefilter", "lots"},
+		{"run", "--iface", "lo", "--mode", "afpacket", "--afxdp-queues", "0"},
+		{"run", "--iface", "lo", "--mode", "afxdp", "--afxdp-queues", "x"},
+		{"run", "--iface", "lo", "--mode", "afxdp", "--xdp-attach", "fast"},
 		{"filters", "extra"},
 	}
 	for _, args := range cases {
@@ -91,6 +97,18 @@ func TestRuntimeErrorExitCode(t *testing.T) {
 	code, _, errs := run("eval", "--filter", "exact", "--stream", "file:/nonexistent/keys.txt")
 	if code != ExitError || !strings.Contains(errs, "nonexistent") {
 		t.Errorf("exit %d, stderr %q; want %d and the path", code, errs, ExitError)
+	}
+}
+
+func TestRunMissingInterface(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("live capture is Linux-only")
+	}
+	for _, mode := range []string{"xdp", "afxdp", "afpacket", "auto"} {
+		code, _, errs := run("run", "--iface", "nosuchif0", "--mode", mode)
+		if code != ExitError || !strings.Contains(errs, `"nosuchif0"`) {
+			t.Errorf("--mode %s: exit %d, stderr %q; want %d and the interface", mode, code, errs, ExitError)
+		}
 	}
 }
 

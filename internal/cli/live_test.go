@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,12 +36,13 @@ func lineCount(path string) int {
 	return bytes.Count(b, []byte("\n"))
 }
 
-// Live capture end to end: `flowdedup run --mode afpacket` on one end of a
-// veth pair in a namespace the test makes, a testdata capture sent into the
-// other end with tcpreplay, then SIGINT. The distinct keys reported equal
-// those of an exact replay of the same file, and SIGINT closes and writes
-// the last window.
-func TestRunAFPacketMatchesReplay(t *testing.T) {
+// Live capture end to end, in every mode: `flowdedup run --mode M` on one
+// end of a veth pair in a namespace the test makes, a testdata capture sent
+// into the other end with tcpreplay, then SIGINT. The distinct keys reported
+// equal those of an exact replay of the same file, SIGINT closes and writes
+// the last window, every frame is counted and none dropped, and nothing is
+// left attached to the interface.
+func TestRunLiveMatchesReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live capture test: skipped in -short mode")
 	}
@@ -52,90 +54,193 @@ func TestRunAFPacketMatchesReplay(t *testing.T) {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}
 	bin := buildBinary(t)
-	for _, name := range []string{"small.pcap", "ipv6.pcap", "vlan.pcap"} {
-		t.Run(name, func(t *testing.T) {
-			file := pcapPath(name)
-			want := map[string]bool{}
-			for _, r := range replayRecords(t, "--filter", "exact", "--key", "pair", file) {
-				want[r["src"].(string)+" > "+r["dst"].(string)] = true
-			}
-
-			dir := t.TempDir()
-			out, summary := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "summary.jsonl")
-			cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "run", "--mode", "afpacket",
-				"--iface", ns.Veth[0], "--key", "pair", "--filter", "exact", "--workers", "2",
-				"--window", "1h", "--out", out, "--summary", summary)
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			// The run says it is capturing once its sockets are open and bound.
-			sc := bufio.NewScanner(stderr)
-			var log strings.Builder
-			for sc.Scan() {
-				log.WriteString(sc.Text() + "\n")
-				if strings.Contains(sc.Text(), "capturing on") {
-					break
+	for _, mode := range []string{"afpacket", "xdp", "afxdp"} {
+		for _, name := range []string{"small.pcap", "ipv6.pcap", "vlan.pcap"} {
+			t.Run(mode+"/"+name, func(t *testing.T) {
+				file := pcapPath(name)
+				want := map[string]bool{}
+				for _, r := range replayRecords(t, "--filter", "exact", "--key", "pair", file) {
+					want[r["src"].(string)+" > "+r["dst"].(string)] = true
 				}
-			}
-			go func() {
-				for sc.Scan() {
-					log.WriteString(sc.Text() + "\n")
+				lr := startLive(t, ns, bin, "--mode", mode, "--key", "pair", "--filter", "exact", "--workers", "2", "--window", "1h")
+				if mode != "afpacket" && !xdpAttached(t, ns) {
+					t.Errorf("no XDP program on %s while running\n%s", ns.Veth[0], lr.log())
 				}
-			}()
+				send := exec.Command("ip", "netns", "exec", ns.Name, "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
+				if b, err := send.CombinedOutput(); err != nil {
+					t.Fatalf("tcpreplay: %v\n%s", err, b)
+				}
+				// Records reach the file as soon as the workers go idle.
+				deadline := time.Now().Add(10 * time.Second)
+				for lineCount(lr.out) < len(want) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				lr.stop(t, syscall.SIGINT)
 
-			send := exec.Command("ip", "netns", "exec", ns.Name, "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
-			if b, err := send.CombinedOutput(); err != nil {
-				t.Fatalf("tcpreplay: %v\n%s", err, b)
+				got := map[string]bool{}
+				data, _ := os.ReadFile(lr.out)
+				for line := range strings.Lines(string(data)) {
+					var r map[string]any
+					if err := json.Unmarshal([]byte(line), &r); err != nil {
+						t.Fatalf("record %q: %v", line, err)
+					}
+					got[r["src"].(string)+" > "+r["dst"].(string)] = true
+				}
+				if d := setDiff(got, want); d != "" || len(got) != len(want) {
+					t.Errorf("live capture and exact replay disagree (%d vs %d pairs):\n%s\n%s", len(got), len(want), d, lr.log())
+				}
+				// SIGINT closed the last (only) window and wrote its summary.
+				s := lr.lastSummary(t)
+				if !s.Final || s.Packets != 2000 || s.Distinct != uint64(len(want)) || s.Dropped != 0 {
+					t.Errorf("last summary %+v: want final, 2000 packets, %d distinct, 0 dropped\n%s", s, len(want), lr.log())
+				}
+				if s.Packets != s.Malformed+s.Skipped+s.Keys+s.Dropped {
+					t.Errorf("last summary %+v: packets != malformed + skipped + keys + dropped", s)
+				}
+				if mode == "xdp" && (s.Prefiltered == 0 || s.Prefiltered+s.Distinct != s.Keys) {
+					// Every capture repeats its pairs, so the kernel
+					// must have kept some of them from user space.
+					t.Errorf("last summary %+v: want prefiltered > 0 and prefiltered + distinct = keys (exact filter)", s)
+				}
+				if xdpAttached(t, ns) {
+					t.Errorf("an XDP program is still attached to %s after SIGINT", ns.Veth[0])
+				}
+			})
+		}
+	}
+}
+
+// After SIGKILL, which gives the process no chance to clean up, the kernel
+// still detaches the XDP program: it hangs on a BPF link owned by the
+// process.
+func TestRunXDPKilledLeavesNoProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live capture test: skipped in -short mode")
+	}
+	ns := testutil.NetNS(t)
+	if ns.Name == "" {
+		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
+	}
+	bin := buildBinary(t)
+	for _, mode := range []string{"xdp", "afxdp"} {
+		t.Run(mode, func(t *testing.T) {
+			lr := startLive(t, ns, bin, "--mode", mode, "--key", "src")
+			if !xdpAttached(t, ns) {
+				t.Fatalf("no XDP program on %s while running\n%s", ns.Veth[0], lr.log())
 			}
-			// Records reach the file as soon as the workers go idle.
-			deadline := time.Now().Add(10 * time.Second)
-			for lineCount(out) < len(want) && time.Now().Before(deadline) {
+			lr.stop(t, syscall.SIGKILL)
+			deadline := time.Now().Add(5 * time.Second)
+			for xdpAttached(t, ns) {
+				if time.Now().After(deadline) {
+					t.Fatalf("an XDP program is still attached to %s 5 s after SIGKILL", ns.Veth[0])
+				}
 				time.Sleep(20 * time.Millisecond)
-			}
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("run exited with %v after SIGINT\n%s", err, log.String())
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("run did not exit within 10 s of SIGINT\n%s", log.String())
-			}
-
-			got := map[string]bool{}
-			data, _ := os.ReadFile(out)
-			for line := range strings.Lines(string(data)) {
-				var r map[string]any
-				if err := json.Unmarshal([]byte(line), &r); err != nil {
-					t.Fatalf("record %q: %v", line, err)
-				}
-				got[r["src"].(string)+" > "+r["dst"].(string)] = true
-			}
-			if d := setDiff(got, want); d != "" || len(got) != len(want) {
-				t.Errorf("live capture and exact replay disagree (%d vs %d pairs):\n%s\n%s", len(got), len(want), d, log.String())
-			}
-			// SIGINT closed the last (only) window and wrote its summary.
-			var s struct {
-				Packets, Keys, Distinct, Dropped uint64
-				Final                            bool
-			}
-			sum, _ := os.ReadFile(summary)
-			lines := strings.Split(strings.TrimSpace(string(sum)), "\n")
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
-				t.Fatalf("summary %q: %v", sum, err)
-			}
-			if !s.Final || s.Packets != 2000 || s.Distinct != uint64(len(want)) || s.Dropped != 0 {
-				t.Errorf("last summary %+v: want final, 2000 packets, %d distinct, 0 dropped", s, len(want))
 			}
 		})
 	}
+}
+
+// xdpAttached reports whether an XDP program is attached to the first veth
+// end of ns.
+func xdpAttached(t *testing.T, ns *testutil.Namespace) bool {
+	t.Helper()
+	x := ns.Link(t, ns.Veth[0]).Attrs().Xdp
+	return x != nil && (x.Attached || x.ProgId != 0)
+}
+
+// liveRun is a `flowdedup run` process inside a test namespace.
+type liveRun struct {
+	cmd     *exec.Cmd
+	out     string
+	summary string
+	mu      sync.Mutex
+	logs    strings.Builder
+	done    chan error
+}
+
+func (lr *liveRun) log() string {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return lr.logs.String()
+}
+
+// startLive starts `flowdedup run` on the first veth end of ns with args,
+// writing records and summaries to temporary files, and returns once it
+// says it is capturing.
+func startLive(t *testing.T, ns *testutil.Namespace, bin string, args ...string) *liveRun {
+	t.Helper()
+	dir := t.TempDir()
+	lr := &liveRun{out: filepath.Join(dir, "out.jsonl"), summary: filepath.Join(dir, "summary.jsonl"), done: make(chan error, 1)}
+	args = append([]string{"netns", "exec", ns.Name, bin, "run", "--iface", ns.Veth[0], "--out", lr.out, "--summary", lr.summary}, args...)
+	lr.cmd = exec.Command("ip", args...)
+	stderr, err := lr.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lr.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lr.cmd.Process.Kill() })
+	capturing := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		said := false
+		for sc.Scan() {
+			lr.mu.Lock()
+			lr.logs.WriteString(sc.Text() + "\n")
+			lr.mu.Unlock()
+			if !said && strings.Contains(sc.Text(), "capturing on") {
+				said = true
+				capturing <- true
+			}
+		}
+		if !said {
+			capturing <- false
+		}
+		lr.done <- lr.cmd.Wait()
+	}()
+	select {
+	case ok := <-capturing:
+		if !ok {
+			t.Fatalf("run exited before capturing:\n%s", lr.log())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("run did not start capturing within 20 s:\n%s", lr.log())
+	}
+	return lr
+}
+
+// stop sends sig and waits for the process; after SIGINT it must exit 0.
+func (lr *liveRun) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := lr.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-lr.done:
+		if err != nil && sig == syscall.SIGINT {
+			t.Fatalf("run exited with %v after SIGINT\n%s", err, lr.log())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("run did not exit within 10 s of %v\n%s", sig, lr.log())
+	}
+}
+
+// liveSummary is the part of a summary line the live tests check.
+type liveSummary struct {
+	Packets, Malformed, Skipped, Keys, Prefiltered, Distinct, Dropped uint64
+	DroppedBy                                                         map[string]uint64 `json:"dropped_by"`
+	Final                                                             bool
+}
+
+// lastSummary returns the last window summary the run wrote.
+func (lr *liveRun) lastSummary(t *testing.T) liveSummary {
+	t.Helper()
+	var s liveSummary
+	sum, _ := os.ReadFile(lr.summary)
+	lines := strings.Split(strings.TrimSpace(string(sum)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("summary %q: %v\n%s", sum, err, lr.log())
+	}
+	return s
 }

@@ -1,0 +1,36 @@
+//go:build linux
+
+package cli
+
+import (
+	"flag"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/fastpath"
+)
+
+// afxdpFlags are the flags of --mode afxdp.
+type afxdpFlags struct {
+	queues string
+	mode   fastpath.XSKBindMode
+	frames int
+}
+
+func (a *afxdpFlags) bind(fs *flag.FlagSet) {
+	a.mode = fastpath.XSKBindAuto
+	fs.StringVar(&a.queues, "afxdp-queues", "", "receive `QUEUES` to capture with --mode afxdp, e.g. 0,2,4-7 (default: all); frames of other queues reach the kernel stack")
+	fs.Var(&a.mode, "afxdp-bind", "AF_XDP socket mode: auto (zero-copy where the driver has it, else copy) | copy | zerocopy")
+	fs.IntVar(&a.frames, "afxdp-frames", fastpath.DefaultAFXDPNumFrames, "UMEM frames (and ring entries) per queue, a power of two")
+}
+
+// openAFXDP opens the AF_XDP sockets of --mode afxdp.
+func openAFXDP(afp capture.AFPacketConfig, xf xdpFlags, af afxdpFlags) (*fastpath.AFXDP, error) {
+	queues, err := fastpath.ParseQueues(af.queues)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return fastpath.OpenAFXDP(fastpath.AFXDPConfig{
+		Iface: afp.Iface, Queues: queues, Attach: xf.attach, Bind: af.mode,
+		NumFrames: af.frames, PollTimeout: afp.PollTimeout,
+	})
+}
