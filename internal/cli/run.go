@@ -96,6 +96,10 @@ func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var mode string
 	fs := newFlagSet("run", runHelp, runExamples, stderr)
 	cfg.BindFlags(fs)
+	// A live capture runs for hours: its window summaries go to stderr
+	// unless sent elsewhere (--summary PATH) or turned off (--summary '').
+	cfg.Summary = "-"
+	fs.Lookup("summary").DefValue = "-"
 	afp.BindFlags(fs)
 	xf.bind(fs)
 	af.bind(fs)
