@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -29,29 +30,8 @@ import (
 // (distinct for each i below 65536) with i in the payload, 60 to 250 bytes
 // long depending on i.
 func afxFrame(i int) []byte {
-	f := make([]byte, 60+i%191)
-	copy(f[0:6], []byte{0x02, 0, 0, 0, 0, 1})
-	copy(f[6:12], []byte{0x02, 0, 0, 0, 0, 2})
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
-	ip[8], ip[9] = 64, 17
-	copy(ip[12:16], []byte{10, 1, byte(i >> 8), byte(i)})
-	copy(ip[16:20], []byte{192, 0, 2, 1})
-	var sum uint32
-	for j := 0; j < 20; j += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[j:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-	u := ip[20:]
-	binary.BigEndian.PutUint16(u[0:], 40000)
-	binary.BigEndian.PutUint16(u[2:], 53)
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	binary.BigEndian.PutUint32(u[8:], uint32(i))
+	f := testutil.UDP4Frame(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), netip.MustParseAddr("192.0.2.1"), 40000, 53, 60+i%191)
+	binary.BigEndian.PutUint32(f[14+20+8:], uint32(i))
 	return f
 }
 

@@ -89,20 +89,7 @@ const (
 // tputFrame is the generator's template: Ethernet, IPv4 (its source and
 // checksum rewritten for each frame), UDP 1000 -> 53, 60 bytes in all.
 func tputFrame() []byte {
-	f := make([]byte, 60)
-	copy(f[0:6], []byte{0x02, 0, 0, 0, 0, 1})
-	copy(f[6:12], []byte{0x02, 0, 0, 0, 0, 2})
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
-	ip[8], ip[9] = 64, 17
-	copy(ip[16:20], []byte{192, 0, 2, 1})
-	u := ip[20:]
-	binary.BigEndian.PutUint16(u[0:], 1000)
-	binary.BigEndian.PutUint16(u[2:], 53)
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	return f
+	return testutil.UDP4Frame(netip.MustParseAddr("10.0.0.0"), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
 }
 
 // tputSink counts the pipeline's records.

@@ -3,7 +3,6 @@
 package fastpath
 
 import (
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"testing"
@@ -16,24 +15,9 @@ import (
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
-// udp4Frame returns an Ethernet/IPv4/UDP frame from src to dst.
+// udp4Frame returns a 60-byte Ethernet/IPv4/UDP frame from src to dst.
 func udp4Frame(src, dst netip.Addr, sport, dport uint16) []byte {
-	f := make([]byte, 14+20+8+18)
-	copy(f[0:6], []byte{0x02, 0, 0, 0, 0, 1})
-	copy(f[6:12], []byte{0x02, 0, 0, 0, 0, 2})
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
-	ip[8], ip[9] = 64, 17
-	s, d := src.As4(), dst.As4()
-	copy(ip[12:16], s[:])
-	copy(ip[16:20], d[:])
-	u := ip[20:]
-	binary.BigEndian.PutUint16(u[0:], sport)
-	binary.BigEndian.PutUint16(u[2:], dport)
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	return f
+	return testutil.UDP4Frame(src, dst, sport, dport, 60)
 }
 
 // srcAddr returns the i-th test source address, 10.x.y.z.

@@ -13,27 +13,12 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // udpFrame returns an Ethernet/IPv4/UDP frame from src to dst.
 func udpFrame(src, dst netip.Addr, sport, dport uint16) []byte {
-	f := make([]byte, 14+20+8+4)
-	copy(f[0:6], []byte{0x02, 0, 0, 0, 0, 1})
-	copy(f[6:12], []byte{0x02, 0, 0, 0, 0, 2})
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
-	ip[8] = 64
-	ip[9] = 17
-	s4, d4 := src.As4(), dst.As4()
-	copy(ip[12:16], s4[:])
-	copy(ip[16:20], d4[:])
-	udp := ip[20:]
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], dport)
-	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
-	return f
+	return testutil.UDP4Frame(src, dst, sport, dport, 46)
 }
 
 // addr returns the i-th test address, 10.0.0.0 + i.
