@@ -38,6 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/sockwait"
 )
 
 // Defaults of AFPacketConfig.
@@ -211,8 +212,6 @@ type AFPacketSource struct {
 	left  uint32 // frames of blk not yet returned
 	off   int    // offset in blk of the next frame's header
 
-	pollFds [2]unix.PollFd // the socket and the eventfd, kept here so polling allocates nothing
-
 	closed  atomic.Bool
 	mu      sync.Mutex // serialises Next's waiting and releasing with Close
 	statsMu sync.Mutex // guards drops and res.fd against KernelDrops
@@ -227,9 +226,9 @@ var (
 // afpResources are the kernel objects of a source, apart from it so that a
 // cleanup can release them if the source is dropped without Close.
 type afpResources struct {
-	fd   int    // the packet socket, -1 once closed
-	efd  int    // eventfd that wakes a waiting Next on Close, -1 once closed
-	ring []byte // the mapped ring, nil once unmapped
+	fd   int              // the packet socket, -1 once closed
+	wait *sockwait.Waiter // Next waits on the socket here; Close wakes it
+	ring []byte           // the mapped ring, nil once unmapped
 }
 
 func (r *afpResources) closeFDs() {
@@ -237,9 +236,8 @@ func (r *afpResources) closeFDs() {
 		unix.Close(r.fd)
 		r.fd = -1
 	}
-	if r.efd >= 0 {
-		unix.Close(r.efd)
-		r.efd = -1
+	if r.wait != nil {
+		r.wait.Close()
 	}
 }
 
@@ -327,7 +325,7 @@ func afpOpenSocket(cfg AFPacketConfig, first bool, ifindex *int, lt *flow.LinkTy
 		}
 		return nil, fmt.Errorf("capture: afpacket: opening a packet socket: %w", err)
 	}
-	res := &afpResources{fd: fd, efd: -1}
+	res := &afpResources{fd: fd}
 	fail := func(format string, args ...any) (*AFPacketSource, error) {
 		res.release()
 		return nil, fmt.Errorf("capture: afpacket %s: "+format, append([]any{cfg.Iface}, args...)...)
@@ -370,7 +368,7 @@ func afpOpenSocket(cfg AFPacketConfig, first bool, ifindex *int, lt *flow.LinkTy
 	if res.ring, err = unix.Mmap(fd, 0, cfg.BlockSize*cfg.NumBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
 		return fail("mapping the ring: %w", err)
 	}
-	if res.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+	if res.wait, err = sockwait.New(fd); err != nil {
 		return fail("eventfd: %w", err)
 	}
 	if *hwtype == unix.ARPHRD_LOOPBACK {
@@ -559,43 +557,16 @@ func (s *AFPacketSource) nextBlock() error {
 			s.off = int(binary.NativeEndian.Uint32(s.blk[afpFirstPktOff:]))
 			return nil
 		}
-		timeout := -1
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return ErrTimeout
-			}
-			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
-		}
-		fds := &s.pollFds
-		*fds = [2]unix.PollFd{
-			{Fd: int32(s.res.fd), Events: unix.POLLIN},
-			{Fd: int32(s.res.efd), Events: unix.POLLIN},
-		}
-		n, err := unix.Poll(fds[:], timeout)
+		r, err := s.res.wait.Wait(deadline)
 		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
 		case err != nil:
-			return fmt.Errorf("capture: afpacket %s: poll: %w", s.iface, err)
-		case fds[1].Revents != 0 || s.closed.Load():
+			return fmt.Errorf("capture: afpacket %s: %w", s.iface, err)
+		case r == sockwait.Woken || s.closed.Load():
 			s.blk = nil
 			s.res.unmap() // holding no block, so Close (waiting for mu) leaves this to us or does it again
 			return ErrClosed
-		case n == 0:
+		case r == sockwait.Timeout:
 			return ErrTimeout
-		case fds[0].Revents&unix.POLLERR != 0:
-			// Reading SO_ERROR clears it, so the next poll waits again.
-			errno, err := unix.GetsockoptInt(s.res.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-			if err == nil && errno != 0 {
-				err = unix.Errno(errno)
-			}
-			if err != nil {
-				return fmt.Errorf("capture: afpacket %s: %w", s.iface, err)
-			}
-			// An error condition with no error to read would make every
-			// poll return at once: report it rather than spin.
-			return fmt.Errorf("capture: afpacket %s: poll reports an error condition the socket does not explain", s.iface)
 		}
 	}
 }
@@ -607,9 +578,7 @@ func (s *AFPacketSource) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(s.res.efd, one[:]) // wakes a poll in progress; it then releases mu
+	s.res.wait.Wake() // wakes a poll in progress; it then releases mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statsMu.Lock()

@@ -30,7 +30,6 @@ package fastpath
 // UMEM may stay mapped after Close, until the reader lets go of its packet.
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +47,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/sockwait"
 )
 
 const (
@@ -97,8 +97,6 @@ type AFXDPSource struct {
 	batchTime int64 // TimeNs of the current batch's packets
 	held      bool  // the reader may use the UMEM without mu; guarded by mu
 
-	pollFds [2]unix.PollFd // the socket and the eventfd, kept here so polling allocates nothing
-
 	closed  atomic.Bool
 	mu      sync.Mutex // serialises Next's slow path with Close
 	statsMu sync.Mutex // guards stats and res.fd against KernelDrops
@@ -113,11 +111,11 @@ var (
 // xskResources are the kernel objects of a source, apart from it so that a
 // cleanup can release them if the source is dropped without Close.
 type xskResources struct {
-	fd   int    // the AF_XDP socket, -1 once closed
-	efd  int    // eventfd that wakes a waiting Next on Close, -1 once closed
-	umem []byte // the UMEM, nil once unmapped
-	rx   []byte // the mapped RX ring, nil once unmapped
-	fill []byte // the mapped fill ring, nil once unmapped
+	fd   int              // the AF_XDP socket, -1 once closed
+	wait *sockwait.Waiter // Next waits on the socket here; Close wakes it
+	umem []byte           // the UMEM, nil once unmapped
+	rx   []byte           // the mapped RX ring, nil once unmapped
+	fill []byte           // the mapped fill ring, nil once unmapped
 }
 
 // unmapRings unmaps the rings: with the fd closed, that releases the socket.
@@ -142,9 +140,8 @@ func (r *xskResources) closeFDs() {
 		unix.Close(r.fd)
 		r.fd = -1
 	}
-	if r.efd >= 0 {
-		unix.Close(r.efd)
-		r.efd = -1
+	if r.wait != nil {
+		r.wait.Close()
 	}
 }
 
@@ -167,7 +164,7 @@ func openXSK(cfg AFXDPConfig, ifindex, queue int, bind XSKBindMode) (*AFXDPSourc
 		}
 		return nil, fmt.Errorf("fastpath: afxdp: opening an AF_XDP socket: %w", err)
 	}
-	res := &xskResources{fd: fd, efd: -1}
+	res := &xskResources{fd: fd}
 	fail := func(format string, args ...any) (*AFXDPSource, error) {
 		res.release()
 		return nil, fmt.Errorf("fastpath: afxdp %s queue %d: "+format, append([]any{cfg.Iface, queue}, args...)...)
@@ -247,7 +244,7 @@ func openXSK(cfg AFXDPConfig, ifindex, queue int, bind XSKBindMode) (*AFXDPSourc
 	}
 	s.refill()
 
-	if res.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+	if res.wait, err = sockwait.New(fd); err != nil {
 		return fail("eventfd: %w", err)
 	}
 	flags := uint16(unix.XDP_USE_NEED_WAKEUP)
@@ -413,37 +410,15 @@ func (s *AFXDPSource) nextBatch() error {
 			s.held = true
 			return nil
 		}
-		timeout := -1
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return s.timeout()
-			}
-			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
-		}
-		fds := &s.pollFds
-		*fds = [2]unix.PollFd{
-			{Fd: int32(s.res.fd), Events: unix.POLLIN},
-			{Fd: int32(s.res.efd), Events: unix.POLLIN},
-		}
-		n, err := unix.Poll(fds[:], timeout)
+		r, err := s.res.wait.Wait(deadline)
 		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
 		case err != nil:
-			return fmt.Errorf("fastpath: afxdp %s queue %d: poll: %w", s.iface, s.queue, err)
-		case fds[1].Revents != 0 || s.closed.Load():
+			return fmt.Errorf("fastpath: afxdp %s queue %d: %w", s.iface, s.queue, err)
+		case r == sockwait.Woken || s.closed.Load():
 			s.res.unmapUMEM() // holding nothing: Close (waiting for mu) leaves this to us or does it again
 			return capture.ErrClosed
-		case n == 0:
+		case r == sockwait.Timeout:
 			return s.timeout()
-		case fds[0].Revents&unix.POLLERR != 0:
-			if err := s.sockError(); err != nil {
-				return err
-			}
-			// An error condition with no error to read would make every
-			// poll return at once: report it rather than spin.
-			return fmt.Errorf("fastpath: afxdp %s queue %d: poll reports an error condition the socket does not explain", s.iface, s.queue)
 		}
 	}
 }
@@ -451,22 +426,10 @@ func (s *AFXDPSource) nextBatch() error {
 // timeout returns the socket's pending error, or capture.ErrTimeout: an
 // idle queue is the moment to notice that the interface went away.
 func (s *AFXDPSource) timeout() error {
-	if err := s.sockError(); err != nil {
-		return err
-	}
-	return capture.ErrTimeout
-}
-
-// sockError reads and clears the socket's pending error.
-func (s *AFXDPSource) sockError() error {
-	errno, err := unix.GetsockoptInt(s.res.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-	if err == nil && errno != 0 {
-		err = unix.Errno(errno)
-	}
-	if err != nil {
+	if err := sockwait.SockError(s.res.fd); err != nil {
 		return fmt.Errorf("fastpath: afxdp %s queue %d: %w", s.iface, s.queue, err)
 	}
-	return nil
+	return capture.ErrTimeout
 }
 
 // Close takes the socket out of the redirect program's map (the queue's
@@ -480,9 +443,7 @@ func (s *AFXDPSource) Close() error {
 	if s.detach != nil {
 		s.detach(s.queue)
 	}
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(s.res.efd, one[:]) // wakes a poll in progress; it then releases mu
+	s.res.wait.Wake() // wakes a poll in progress; it then releases mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statsMu.Lock()
