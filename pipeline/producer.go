@@ -52,14 +52,16 @@ type producer struct {
 	window int64 // current window index, or winUnknown before the first packet
 	endNs  int64 // the current window ends at this time
 	counts counts
-	total  counts               // earlier windows, for Stats
-	kdrops uint64               // kernel drops accounted so far
-	kc     capture.KernelCounts // a KernelCounter's counts accounted so far
-	kcNew  capture.KernelCounts // the latest poll
-	n      uint64               // packets read, for the periodic checks
-	full   *ring                // the ring a blocked producer waits on
+	total  counts // earlier windows, for Stats
+	kdrops uint64 // kernel drops accounted so far
+	n      uint64 // packets read, for the periodic checks
+	full   *ring  // the ring a blocked producer waits on
 
 	stats *producerStats
+
+	// A KernelCounter's counts: accounted so far, and the latest poll.
+	// Off the per-packet path, so last.
+	kc, kcNew capture.KernelCounts
 }
 
 // producerStats are a producer's cumulative counters, published for Stats
@@ -168,10 +170,12 @@ func (p *producer) packet(pkt *capture.Packet) {
 	if p.live && p.old != math.MaxInt64 && t-p.old > int64(liveFlushDelay) {
 		p.flushStale(t)
 	}
-	key := pkt.Key
-	if !key.IsValid() {
-		// A frame. (A key parsed in the kernel was counted there, as a
-		// packet, with the frames its KernelCounter reports.)
+	var key flow.Key
+	if pkt.Key.IsValid() {
+		// Parsed in the kernel, and counted there as a packet with the
+		// frames its KernelCounter reports.
+		key = pkt.Key
+	} else {
 		c.packets++
 		var err error
 		if key, err = flow.Parse(pkt.Data, pkt.LinkType, p.kind); err != nil {
