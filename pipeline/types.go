@@ -40,6 +40,22 @@ type WindowSummary struct {
 	// filters: duplicates by the prefilter's judgement. They are part of
 	// Keys. 0 for other sources.
 	Prefiltered uint64
+
+	// Late counts packets that came after their window had closed: older
+	// than every window still open (Config.Lateness), by reason. They are
+	// neither keyed nor reported, and are counted in the window open when
+	// they came; Packets does not include them.
+	Late   uint64
+	LateBy map[string]uint64
+
+	// DistinctEstimate is a HyperLogLog estimate (package sketch) of the
+	// distinct keys of the window: every key the workers were given, hashed
+	// under Config.SketchSeed, so it is independent of the filters' errors
+	// and mergeable across workers, windows and routers.
+	DistinctEstimate uint64
+	// Sketch is that HyperLogLog in its binary form (sketch.HLL
+	// MarshalBinary), nil unless Config.KeepSketch.
+	Sketch []byte
 }
 
 // Sink receives the pipeline's output. All calls come from one goroutine,

@@ -1,0 +1,60 @@
+package report
+
+import (
+	"github.com/flowdedup/flowdedup/pipeline"
+)
+
+// Sink is one destination of a run's output: the record and summary files
+// of --out and --summary, and each --export destination (IPFIX, ClickHouse).
+// The Reporter feeds every Sink the same stream, from its one goroutine:
+// the records of a window in batches, then that window's summary once all
+// of its records have been given; Flush when the pipeline is idle; Close
+// once at the end.
+//
+// A Sink is called from one goroutine at a time and need not be safe for
+// concurrent use. Pointers it is given (a Batch, its Records, a Summary)
+// are valid only for the call: a Sink that keeps one copies it.
+//
+// The files of --out and --summary are synchronous Sinks: their first error
+// stops the run (a full disk must not lose records silently). Exporters are
+// wrapped in a Queue, which calls them from a goroutine of its own, so that
+// a slow or dead destination never slows the pipeline; what a Queue cannot
+// deliver it counts by reason (ExportDropped) rather than fail the run.
+type Sink interface {
+	// Records writes a batch of distinct-flow records.
+	Records(b *Batch) error
+	// Window writes the summary of a closed window. Every record of that
+	// window was given to Records before.
+	Window(s *Summary) error
+	// Flush pushes buffered output to the destination.
+	Flush() error
+	// Close flushes and releases the destination; called once, last.
+	Close() error
+}
+
+// A Batch is a run of distinct-flow records on its way to a Sink.
+type Batch struct {
+	// ID names the batch for its destination: unique within a run and
+	// across runs (a random base per run, then a sequence), and the same
+	// on every retry, from memory or from the spool, so that a destination
+	// can make a retried write idempotent (ClickHouse).
+	ID      uint64
+	Records []pipeline.Record
+}
+
+// Summary is a closed window's summary as the Reporter writes it: the
+// pipeline's counts and what the Reporter adds to them.
+type Summary struct {
+	pipeline.WindowSummary
+
+	// Observer names this observation point (--observer; default the host
+	// name), so that summaries of many routers can be told apart.
+	Observer string
+	// Filter is the effective filter spec of every shard.
+	Filter string
+	// ExportDropped counts, for this window, what each export destination
+	// could not deliver: by destination (its URL without credentials), then
+	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing
+	// was lost.
+	ExportDropped map[string]map[string]uint64
+}
