@@ -1,8 +1,18 @@
 package report
 
 import (
+	"errors"
+
 	"github.com/flowdedup/flowdedup/pipeline"
 )
+
+// ErrRejected is wrapped by a Sink's error when the destination refused the
+// batch or summary for good (a schema mismatch, a malformed request): a
+// Queue counts it under reason "rejected" and does not retry it. Any other
+// error is taken as transient (an unreachable server, a closed connection,
+// a timeout): the Queue retries with backoff and, with a spool, keeps the
+// batch on disk meanwhile.
+var ErrRejected = errors.New("report: rejected by the destination")
 
 // Sink is one destination of a run's output: the record and summary files
 // of --out and --summary, and each --export destination (IPFIX, ClickHouse).
@@ -40,6 +50,10 @@ type Batch struct {
 	// can make a retried write idempotent (ClickHouse).
 	ID      uint64
 	Records []pipeline.Record
+	// Retry is set when the batch was given to this destination before and
+	// the outcome was not known (a timeout, a broken connection): it may
+	// have landed. A destination that can tell checks before writing again.
+	Retry bool
 }
 
 // Summary is a closed window's summary as the Reporter writes it: the
