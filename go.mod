@@ -6,6 +6,7 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/klauspost/cpuid/v2 v2.2.10
+	github.com/netsampler/goflow2/v2 v2.2.6
 	github.com/prometheus/client_golang v1.25.0
 	github.com/tylertreat/BoomFilters v0.0.0-20251001182300-5b3723cc64ae
 	github.com/vishvananda/netlink v1.3.1

@@ -1,0 +1,327 @@
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Nfcapd is a running nfcapd, the collector of Debian's nfdump package,
+// listening for NetFlow and IPFIX on a loopback UDP port (nfcapd 1.7 does
+// not take TCP) and writing what it collects under Dir.
+//
+// nfcapd writes its flows to a file it renames only when it rotates or
+// exits, so read them with Flows, which stops it first.
+type Nfcapd struct {
+	// Addr is the collector's UDP address, 127.0.0.1:PORT.
+	Addr string
+	// Dir holds nfcapd's files; nfdump -R Dir reads them.
+	Dir string
+
+	port    int
+	cmd     *exec.Cmd
+	out     bytes.Buffer // stdout and stderr, read only after Wait
+	exited  chan struct{}
+	waitErr error
+	stats   *NfcapdStats
+}
+
+// NfcapdStats are the counts nfcapd logs when it exits.
+type NfcapdStats struct {
+	Flows          uint64
+	SequenceErrors uint64 // messages whose sequence number was not the expected one
+	BadPackets     uint64 // datagrams nfcapd could not decode
+	// Dropped counts datagrams the kernel dropped because nfcapd's socket
+	// buffer was full (the drops column of /proc/net/udp), 0 if unknown.
+	Dropped uint64
+}
+
+// NfdumpFlow is one flow as `nfdump -o json` reads it back from nfcapd's
+// files: the fields an IPFIX exporter of flow keys sends. Fields the
+// exporter did not send are zero, as nfdump shows them.
+type NfdumpFlow struct {
+	Src, Dst         netip.Addr // invalid when nfdump shows no address of that side
+	Proto            uint8
+	SrcPort, DstPort uint16
+	ICMPType         uint8 // ICMP and ICMPv6 flows: nfdump shows type and code instead of ports
+	ICMPCode         uint8
+	// First is the flow's start (flowStartMilliseconds), to the
+	// millisecond.
+	First time.Time
+}
+
+// StartNfcapd starts nfcapd on a free UDP port of 127.0.0.1 with a
+// temporary directory, and stops it when tb ends. It skips tb (see
+// SkipOrFail) when nfcapd or nfdump is not installed (Debian: apt-get
+// install nfdump).
+func StartNfcapd(tb testing.TB) *Nfcapd {
+	tb.Helper()
+	bin, err := exec.LookPath("nfcapd")
+	if err != nil {
+		SkipOrFail(tb, "nfcapd is not installed (Debian package nfdump): %v", err)
+	}
+	if _, err := exec.LookPath("nfdump"); err != nil {
+		SkipOrFail(tb, "nfdump is not installed (Debian package nfdump): %v", err)
+	}
+	// A free port cannot be reserved for another process: take one the
+	// kernel hands out, and try again in the rare case another process
+	// took it before nfcapd could bind it.
+	var lastOut string
+	for attempt := 0; attempt < 5; attempt++ {
+		n := &Nfcapd{Dir: tb.TempDir(), exited: make(chan struct{})}
+		n.port = freeUDPPort(tb)
+		n.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+		// -t: rotate once an hour, so that only Stop ends a file; no -D:
+		// it stays in the foreground, a child of the test.
+		n.cmd = exec.Command(bin, "-b", "127.0.0.1", "-p", strconv.Itoa(n.port), "-w", n.Dir, "-t", "3600")
+		n.cmd.Stdout, n.cmd.Stderr = &n.out, &n.out
+		if err := n.cmd.Start(); err != nil {
+			tb.Fatalf("start nfcapd: %v", err)
+		}
+		go func() {
+			n.waitErr = n.cmd.Wait()
+			close(n.exited)
+		}()
+		if n.waitBound(10 * time.Second) {
+			tb.Cleanup(func() { n.kill() })
+			return n
+		}
+		n.kill()
+		lastOut = n.out.String()
+	}
+	tb.Fatalf("nfcapd did not bind a UDP port in 5 attempts; its last output:\n%s", lastOut)
+	return nil
+}
+
+func freeUDPPort(tb testing.TB) int {
+	tb.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatalf("find a free UDP port: %v", err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// waitBound waits until nfcapd's socket is bound, or it exited.
+func (n *Nfcapd) waitBound(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, ok := udpSocket(n.port); ok {
+			return true
+		}
+		select {
+		case <-n.exited:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// udpQueue is a UDP socket's line of /proc/net/udp.
+type udpQueue struct {
+	rx    uint64 // bytes waiting to be read
+	drops uint64
+}
+
+// udpSocket finds the socket bound to 127.0.0.1:port in /proc/net/udp.
+func udpSocket(port int) (udpQueue, bool) {
+	f, err := os.Open("/proc/net/udp")
+	if err != nil {
+		return udpQueue{}, false
+	}
+	defer f.Close()
+	local := fmt.Sprintf("0100007F:%04X", port)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// sl local rem st tx_queue:rx_queue tr:tm retrnsmt uid timeout inode ref pointer drops
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 13 || fs[1] != local {
+			continue
+		}
+		_, rx, _ := strings.Cut(fs[4], ":")
+		var q udpQueue
+		q.rx, _ = strconv.ParseUint(rx, 16, 64)
+		q.drops, _ = strconv.ParseUint(fs[12], 10, 64)
+		return q, true
+	}
+	return udpQueue{}, false
+}
+
+// WaitRead waits until nfcapd has read every datagram sent to it so far,
+// and returns how many datagrams the kernel dropped for want of room in its
+// socket buffer. A test that sends more than that buffer holds (about
+// 200 KiB: nfcapd's -B cannot raise it above net.core.rmem_max) calls it
+// between bursts, since UDP drops what does not fit.
+func (n *Nfcapd) WaitRead(tb testing.TB) (dropped uint64) {
+	tb.Helper()
+	// Loopback delivers a datagram into the socket's queue within the
+	// sender's send call; nfcapd has read them all when the queue is empty.
+	// The queue is looked at twice in a row, 5 ms apart, so that one
+	// momentarily empty between two datagrams of a sender still running
+	// does not count (the tests call this after their sender is done).
+	deadline := time.Now().Add(10 * time.Second)
+	for empty := 0; empty < 2; {
+		q, ok := udpSocket(n.port)
+		if !ok {
+			return dropped // exited: Stop says so
+		}
+		dropped = q.drops
+		if q.rx == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("nfcapd has not read its socket's %d bytes after 10 s", q.rx)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return dropped
+}
+
+// Stop waits until nfcapd has read every datagram sent to it so far (see
+// WaitRead), stops it (SIGTERM: it writes its file and exits) and returns
+// the counts it logged. Later calls return the same counts.
+func (n *Nfcapd) Stop(tb testing.TB) NfcapdStats {
+	tb.Helper()
+	if n.stats != nil {
+		return *n.stats
+	}
+	var st NfcapdStats
+	st.Dropped = n.WaitRead(tb)
+	select {
+	case <-n.exited:
+		tb.Fatalf("nfcapd exited before it was stopped (%v):\n%s", n.waitErr, n.out.String())
+	default:
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(10 * time.Second):
+		n.kill()
+		tb.Fatalf("nfcapd did not exit within 10 s of SIGTERM:\n%s", n.out.String())
+	}
+	out := n.out.String()
+	m := nfcapdStatsLine.FindStringSubmatch(out)
+	if m == nil {
+		tb.Fatalf("nfcapd logged no statistics line on exit (%v):\n%s", n.waitErr, out)
+	}
+	st.Flows, _ = strconv.ParseUint(m[1], 10, 64)
+	st.SequenceErrors, _ = strconv.ParseUint(m[2], 10, 64)
+	st.BadPackets, _ = strconv.ParseUint(m[3], 10, 64)
+	n.stats = &st
+	return st
+}
+
+// nfcapdStatsLine matches the line nfcapd 1.7 logs for its flow source when
+// it closes a file:
+//
+//	Ident: 'none' Flows: 5, Packets: 0, Bytes: 0, Sequence Errors: 0, Bad Packets: 0
+var nfcapdStatsLine = regexp.MustCompile(`Flows: (\d+), Packets: \d+, Bytes: \d+, Sequence Errors: (\d+), Bad Packets: (\d+)`)
+
+// Output returns what nfcapd printed; complete only after Stop.
+func (n *Nfcapd) Output() string {
+	select {
+	case <-n.exited:
+		return n.out.String()
+	default:
+		return "(nfcapd still running)"
+	}
+}
+
+func (n *Nfcapd) kill() {
+	select {
+	case <-n.exited:
+		return
+	default:
+	}
+	n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// Flows stops nfcapd (see Stop) and returns the flows nfdump reads from
+// its directory, in the order nfcapd received them.
+func (n *Nfcapd) Flows(tb testing.TB) []NfdumpFlow {
+	tb.Helper()
+	n.Stop(tb)
+	return ReadNfdump(tb, n.Dir)
+}
+
+// ReadNfdump returns the flows of the nfcapd files in dir, as
+// `nfdump -R dir -o json` shows them in UTC.
+func ReadNfdump(tb testing.TB, dir string) []NfdumpFlow {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "nfcapd.2*")) // closed files: nfcapd.YYYYMMDDhhmm
+	if len(files) == 0 {
+		return nil // nfdump says "Empty file list" and prints no JSON
+	}
+	cmd := exec.Command("nfdump", "-R", dir, "-o", "json")
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("nfdump -R %s: %v\n%s", dir, err, stderr.String())
+	}
+	if bytes.Contains(out, []byte("No matching flows")) {
+		return nil
+	}
+	var raw []struct {
+		Type     string `json:"type"`
+		First    string `json:"first"`
+		Proto    uint8  `json:"proto"`
+		SrcPort  uint16 `json:"src_port"`
+		DstPort  uint16 `json:"dst_port"`
+		ICMPType uint8  `json:"icmp_type"`
+		ICMPCode uint8  `json:"icmp_code"`
+		Src4     string `json:"src4_addr"`
+		Dst4     string `json:"dst4_addr"`
+		Src6     string `json:"src6_addr"`
+		Dst6     string `json:"dst6_addr"`
+	}
+	if err := json.Unmarshal(out, &raw); err != nil {
+		tb.Fatalf("nfdump -R %s -o json: %v\n%s", dir, err, out)
+	}
+	flows := make([]NfdumpFlow, 0, len(raw))
+	for i, r := range raw {
+		if r.Type != "FLOW" {
+			continue
+		}
+		f := NfdumpFlow{Proto: r.Proto, SrcPort: r.SrcPort, DstPort: r.DstPort, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode}
+		var err error
+		if f.Src, err = parseOptAddr(r.Src4 + r.Src6); err == nil {
+			f.Dst, err = parseOptAddr(r.Dst4 + r.Dst6)
+		}
+		if err == nil {
+			// nfdump prints local time with milliseconds and no zone;
+			// TZ=UTC above makes that UTC.
+			f.First, err = time.ParseInLocation("2006-01-02T15:04:05.000", r.First, time.UTC)
+		}
+		if err != nil {
+			tb.Fatalf("nfdump flow %d: %v", i, err)
+		}
+		flows = append(flows, f)
+	}
+	return flows
+}
+
+func parseOptAddr(s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, nil
+	}
+	return netip.ParseAddr(s)
+}

@@ -1,0 +1,182 @@
+package ipfix
+
+import (
+	"encoding/binary"
+
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// IANA Information Element identifiers (https://www.iana.org/assignments/ipfix)
+// of the fields DESIGN.md section 7 exports.
+const (
+	ieProtocolIdentifier       = 4   // unsigned8
+	ieSourceTransportPort      = 7   // unsigned16
+	ieSourceIPv4Address        = 8   // ipv4Address
+	ieDestinationTransportPort = 11  // unsigned16
+	ieDestinationIPv4Address   = 12  // ipv4Address
+	ieSourceIPv6Address        = 27  // ipv6Address
+	ieDestinationIPv6Address   = 28  // ipv6Address
+	ieFlowStartMilliseconds    = 152 // dateTimeMilliseconds
+)
+
+// Set IDs of RFC 7011 section 3.3.2; data sets use their template's ID.
+const (
+	setIDTemplate    = 2
+	firstTemplateID  = 256
+	headerLen        = 16 // message header
+	setHeaderLen     = 4
+	templateHdrLen   = 4 // template record header: ID and field count
+	fieldSpecLen     = 4 // element ID and length, no enterprise number
+	ipfixVersion     = 10
+	maxMessageLength = 65535 // the message header's 16-bit length
+)
+
+// layout says which fields a template's data records hold. Every template
+// ends with flowStartMilliseconds.
+type layout uint8
+
+const (
+	hasSrc   layout = 1 << iota // source address
+	hasDst                      // destination address
+	hasProto                    // protocolIdentifier
+	hasPorts                    // sourceTransportPort and destinationTransportPort
+	isV6                        // addresses are IPv6
+)
+
+// A template is one of the fixed templates of the exporter: one per key
+// kind and address family, and for 5-tuples one more per family for keys
+// without ports (ICMP, other portless protocols, non-first fragments), so
+// that a collector can tell "no port" from port 0.
+type template struct {
+	id     uint16
+	layout layout
+	recLen int    // bytes of one data record
+	set    []byte // the template set announcing it, ready to send
+}
+
+// templateIndex returns the index in templates of the template for keys of
+// kind with the given family and ports, or -1 for an invalid kind.
+func templateIndex(kind flow.KeyKind, v6, ports bool) int {
+	if !kind.IsValid() {
+		return -1
+	}
+	i := int(kind-flow.KeySrc) * 2 // src 0-1, dst 2-3, pair 4-5, 5tuple 6-7
+	if kind == flow.Key5Tuple && !ports {
+		i += 2 // 8-9
+	}
+	if v6 {
+		i++
+	}
+	return i
+}
+
+// numTemplates is the number of fixed templates: src, dst, pair, 5-tuple
+// and portless 5-tuple, each for IPv4 and IPv6.
+const numTemplates = 10
+
+// templates holds the fixed templates, indexed by templateIndex. Their IDs
+// are 256 + index, the same in every run, so a collector's view of an
+// exporter does not change across restarts.
+var templates = func() [numTemplates]template {
+	var ts [numTemplates]template
+	for kind := flow.KeySrc; kind <= flow.Key5Tuple; kind++ {
+		for _, v6 := range []bool{false, true} {
+			for _, ports := range []bool{true, false} {
+				i := templateIndex(kind, v6, ports)
+				var l layout
+				switch kind {
+				case flow.KeySrc:
+					l = hasSrc
+				case flow.KeyDst:
+					l = hasDst
+				case flow.KeyPair:
+					l = hasSrc | hasDst
+				case flow.Key5Tuple:
+					l = hasSrc | hasDst | hasProto
+					if ports {
+						l |= hasPorts
+					}
+				}
+				if v6 {
+					l |= isV6
+				}
+				ts[i] = makeTemplate(uint16(firstTemplateID+i), l)
+			}
+		}
+	}
+	return ts
+}()
+
+type fieldSpec struct{ id, length uint16 }
+
+// fields lists the template's elements in data record order.
+func (l layout) fields() []fieldSpec {
+	var fs []fieldSpec
+	addr := uint16(4)
+	srcID, dstID := uint16(ieSourceIPv4Address), uint16(ieDestinationIPv4Address)
+	if l&isV6 != 0 {
+		addr = 16
+		srcID, dstID = ieSourceIPv6Address, ieDestinationIPv6Address
+	}
+	if l&hasSrc != 0 {
+		fs = append(fs, fieldSpec{srcID, addr})
+	}
+	if l&hasDst != 0 {
+		fs = append(fs, fieldSpec{dstID, addr})
+	}
+	if l&hasProto != 0 {
+		fs = append(fs, fieldSpec{ieProtocolIdentifier, 1})
+	}
+	if l&hasPorts != 0 {
+		fs = append(fs, fieldSpec{ieSourceTransportPort, 2}, fieldSpec{ieDestinationTransportPort, 2})
+	}
+	return append(fs, fieldSpec{ieFlowStartMilliseconds, 8})
+}
+
+func makeTemplate(id uint16, l layout) template {
+	fs := l.fields()
+	t := template{id: id, layout: l}
+	n := setHeaderLen + templateHdrLen + fieldSpecLen*len(fs)
+	b := make([]byte, 0, n)
+	b = binary.BigEndian.AppendUint16(b, setIDTemplate)
+	b = binary.BigEndian.AppendUint16(b, uint16(n))
+	b = binary.BigEndian.AppendUint16(b, id)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(fs)))
+	for _, f := range fs {
+		b = binary.BigEndian.AppendUint16(b, f.id)
+		b = binary.BigEndian.AppendUint16(b, f.length)
+		t.recLen += int(f.length)
+	}
+	t.set = b
+	return t
+}
+
+// appendRecord appends the data record of key k first seen at ms
+// (milliseconds since the Unix epoch) in the layout l. k must be a key of
+// the template's kind, family and ports.
+//
+// The fields are copied from the key's binary form (flow.Key.AppendBinary),
+// whose layout flow documents as stable: addresses at 0 and 16 (IPv4 in
+// their first 4 bytes), the ports at 32 in network byte order, the protocol
+// at 36. That is what IPFIX sends, so a record is a few copies.
+func (l layout) appendRecord(b []byte, k *flow.Key, ms uint64) []byte {
+	var kb [flow.KeySize]byte
+	k.AppendBinary(kb[:0])
+	alen := 4
+	if l&isV6 != 0 {
+		alen = 16
+	}
+	if l&hasSrc != 0 {
+		b = append(b, kb[0:alen]...)
+	}
+	if l&hasDst != 0 {
+		b = append(b, kb[16:16+alen]...)
+	}
+	if l&hasProto != 0 {
+		b = append(b, kb[36])
+	}
+	if l&hasPorts != 0 {
+		b = append(b, kb[32:36]...)
+	}
+	return binary.BigEndian.AppendUint64(b, ms)
+}
