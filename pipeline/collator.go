@@ -6,16 +6,17 @@ import (
 )
 
 // Output batching: each worker owns outPool batches of outBatchSize
-// records, which circulate worker -> reporter -> worker. The reporter
+// records, which circulate worker -> collator -> worker. The collator
 // returns every batch after writing its records, so in steady state no
-// record allocates, and a worker whose batches are all with the reporter
+// record allocates, and a worker whose batches are all with the collator
 // waits: a slow Sink slows the workers instead of growing a queue.
 const (
 	outBatchSize = 256
 	outPool      = 4
 )
 
-// reporter is the one goroutine that calls the Sink. Records arrive in
+// collator is the one goroutine that calls the Sink: it collates the
+// workers' record batches and window closes into the Sink's ordered stream. Records arrive in
 // batches from the workers over one channel; a window's summary is written
 // once every worker has closed it.
 //
@@ -25,7 +26,7 @@ const (
 // most outPool of them: then the worker waits for its free list), so that
 // every Record of a window reaches the Sink before that window's summary
 // and none after it.
-type reporter struct {
+type collator struct {
 	sink     Sink
 	win      windowing
 	out      <-chan *outBatch
@@ -51,8 +52,8 @@ type reporter struct {
 	unflushed bool
 }
 
-func newReporter(sink Sink, win windowing, out <-chan *outBatch, free []chan *outBatch, stop *atomic.Bool, windows *atomic.Uint64) *reporter {
-	r := &reporter{
+func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *outBatch, stop *atomic.Bool, windows *atomic.Uint64) *collator {
+	r := &collator{
 		sink:     sink,
 		win:      win,
 		out:      out,
@@ -71,10 +72,10 @@ func newReporter(sink Sink, win windowing, out <-chan *outBatch, free []chan *ou
 }
 
 // run reports until the last window is written, then closes the Sink. It
-// returns the first Sink error. After an error the reporter goes on
+// returns the first Sink error. After an error the collator goes on
 // receiving, without calling the Sink, so that the workers and producers
 // (told to stop) wind down through the normal end-of-input path.
-func (r *reporter) run() error {
+func (r *collator) run() error {
 	flusher, _ := r.sink.(Flusher)
 	for !r.done {
 		var m *outBatch
@@ -110,7 +111,7 @@ func (r *reporter) run() error {
 
 // consume writes m's records, takes its close if it has one, and returns m
 // to its worker.
-func (r *reporter) consume(m *outBatch) {
+func (r *collator) consume(m *outBatch) {
 	for i := range m.recs {
 		if r.err != nil {
 			break
@@ -137,7 +138,7 @@ func (r *reporter) consume(m *outBatch) {
 
 // replayPending consumes held batches, in order, until each worker has
 // closed the (new) current window again or has nothing held.
-func (r *reporter) replayPending() {
+func (r *collator) replayPending() {
 	for w := range r.pending {
 		q := &r.pending[w]
 		for !r.closed[w] && q.len() > 0 {
@@ -146,14 +147,14 @@ func (r *reporter) replayPending() {
 	}
 }
 
-func (r *reporter) fail(err error) {
+func (r *collator) fail(err error) {
 	r.err = err
 	r.stop.Store(true)
 }
 
 // summarize writes the summary of the window every worker has closed, then
 // the empty windows up to the next one, and starts the next.
-func (r *reporter) summarize() {
+func (r *collator) summarize() {
 	final := r.next == winDone
 	s := r.summary(final)
 	r.emit(s)
@@ -167,7 +168,7 @@ func (r *reporter) summarize() {
 	r.done = final
 }
 
-func (r *reporter) emit(s *WindowSummary) {
+func (r *collator) emit(s *WindowSummary) {
 	r.windows.Add(1)
 	if r.err != nil {
 		return
@@ -182,7 +183,7 @@ func (r *reporter) emit(s *WindowSummary) {
 // (Final says it may be partial). With windows off the one window spans the
 // packets' times, first to last; a run that read no packet at all reports
 // its wall-clock span.
-func (r *reporter) summary(final bool) *WindowSummary {
+func (r *collator) summary(final bool) *WindowSummary {
 	c := &r.counts
 	s := &WindowSummary{Packets: c.packets, Keys: r.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: r.distinct, Final: final}
 	s.MalformedBy, s.Malformed = byLabel(c.malformed[:len(reasonLabels)], reasonLabels)
@@ -201,7 +202,7 @@ func (r *reporter) summary(final bool) *WindowSummary {
 
 // emitGap writes empty summaries for windows [from, to): one per window, or
 // one spanning the gap when it is longer than maxGapWindows.
-func (r *reporter) emitGap(from, to int64) {
+func (r *collator) emitGap(from, to int64) {
 	if to-from > maxGapWindows {
 		r.emit(r.empty(r.win.start(from), r.win.start(to)))
 		return
@@ -211,7 +212,7 @@ func (r *reporter) emitGap(from, to int64) {
 	}
 }
 
-func (r *reporter) empty(start, end int64) *WindowSummary {
+func (r *collator) empty(start, end int64) *WindowSummary {
 	return &WindowSummary{
 		StartNs: start, EndNs: end,
 		MalformedBy: map[string]uint64{}, SkippedBy: map[string]uint64{}, DroppedBy: map[string]uint64{},

@@ -5,7 +5,7 @@
 //
 //	source 0 ─ producer 0 ─┬─ ring[0][0] ─┐
 //	                       └─ ring[0][1] ─┼─ worker 0 (filter 0) ─┐
-//	source 1 ─ producer 1 ─┬─ ring[1][0] ─┘                       ├─ reporter ─ Sink
+//	source 1 ─ producer 1 ─┬─ ring[1][0] ─┘                       ├─ collator ─ Sink
 //	                       └─ ring[1][1] ─── worker 1 (filter 1) ─┘
 //
 // # Data path
@@ -19,7 +19,7 @@
 // BatchSize keys) is published with one atomic store. A key always goes to
 // the same worker, so no filter is shared and nothing on the per-packet
 // path takes a lock, crosses an atomic or allocates: producers and workers
-// exchange batches, the workers and the reporter exchange batches of
+// exchange batches, the workers and the collator exchange batches of
 // records over a channel (one operation per batch) and recycle them.
 //
 // A worker that finds its rings empty yields a few times, then parks on a
@@ -54,9 +54,9 @@
 // A worker reads a ring only while that ring's producer is in the worker's
 // window; after the marker it leaves the ring alone, even if the producer
 // has already filled it with keys of the next window, until every producer
-// has sent its marker. Then it sends its close to the reporter (its key and
+// has sent its marker. Then it sends its close to the collator (its key and
 // distinct counts; worker 0 also the producers' counts), clears its filter
-// and moves to the earliest next window among the producers. The reporter
+// and moves to the earliest next window among the producers. The collator
 // writes a window's summary when every worker has closed it, and holds back
 // records that a worker sends for its next window until then. Windows with
 // no packet between two busy ones get empty summaries, so the summaries

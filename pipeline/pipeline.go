@@ -233,7 +233,7 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 		wk.enter(start)
 		workers[w] = wk
 	}
-	rep := newReporter(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows)
+	col := newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows)
 	p.run.Store(&runState{producers: producers, rings: rings})
 
 	var cpus []int
@@ -257,7 +257,7 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 	var wg sync.WaitGroup
 	var sinkErr error
 	srcErr := make([]error, np)
-	wg.Go(func() { sinkErr = rep.run() })
+	wg.Go(func() { sinkErr = col.run() })
 	for w, wk := range workers {
 		wg.Go(func() {
 			pin(w)

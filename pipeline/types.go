@@ -59,7 +59,7 @@ type WindowSummary struct {
 }
 
 // Sink receives the pipeline's output. All calls come from one goroutine,
-// the reporter, in order: every Record of a window before that window's
+// the pipeline's collator goroutine, in order: every Record of a window before that window's
 // summary. An error from a Sink stops the pipeline and is returned by Run
 // (a full disk must not be lost silently).
 //
@@ -73,7 +73,7 @@ type Sink interface {
 	Close() error
 }
 
-// Flusher is implemented by Sinks that buffer records. The reporter calls
+// Flusher is implemented by Sinks that buffer records. The collator calls
 // Flush whenever it has written records and no more are waiting, so a live
 // capture's records reach their file within moments, not when a window
 // closes or a buffer fills.

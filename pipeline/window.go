@@ -20,7 +20,7 @@ const (
 // maxGapWindows bounds the empty summaries written for a gap in the
 // traffic. A longer gap (a capture paused for a day under one-second
 // windows, or a corrupt timestamp years ahead) gets one empty summary that
-// spans it, so a bad timestamp cannot make the reporter write billions of
+// spans it, so a bad timestamp cannot make the collator write billions of
 // lines.
 const maxGapWindows = 100_000
 
@@ -120,7 +120,7 @@ func reasonIndex(label string) int {
 
 // counts are what a producer counts in one window. They travel to the
 // workers in window markers; worker 0 adds up the producers' counts and
-// hands them to the reporter with its window close.
+// hands them to the collator with its window close.
 type counts struct {
 	packets   uint64
 	prefilter uint64             // keys a KernelCounter's prefilter found already seen (part of the window's keys)

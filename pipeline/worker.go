@@ -26,7 +26,7 @@ type fillRatioer interface{ FillRatio() float64 }
 // (at[p] == win); a marker from p moves at[p] to the marker's next window,
 // after which the ring is left alone, even though it may already hold keys
 // of the next window. When no producer is left in win (every at[p] > win),
-// the window is complete: the worker sends its close to the reporter,
+// the window is complete: the worker sends its close to the collator,
 // clears its filter and moves to the smallest at[p]. Since every producer
 // sends its markers to every worker, all workers go through the same
 // sequence of windows.
@@ -67,7 +67,7 @@ type workerStats struct {
 	_          cacheLinePad
 }
 
-// outBatch carries records from a worker to the reporter, then returns to
+// outBatch carries records from a worker to the collator, then returns to
 // the worker through its free list. A batch with close set ends the
 // worker's window: its records come first, then the close.
 type outBatch struct {
@@ -153,8 +153,8 @@ func (w *worker) emit(k *flow.Key, t int64) {
 	w.distinct++
 }
 
-// send hands the current output batch to the reporter and takes a free
-// one. It blocks while the reporter holds all of this worker's batches:
+// send hands the current output batch to the collator and takes a free
+// one. It blocks while the collator holds all of this worker's batches:
 // that is how a slow sink pushes back on the workers, and through the
 // rings on the producers.
 func (w *worker) send() {
