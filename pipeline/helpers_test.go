@@ -206,6 +206,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// workersParked reports whether every worker of p's run is parked: it
+// found nothing it may read and sleeps until a producer wakes it.
+func workersParked(p *Pipeline) bool {
+	top := p.run.Load()
+	if top == nil {
+		return false
+	}
+	for _, w := range top.workers {
+		if !w.park.waiting.Load() {
+			return false
+		}
+	}
+	return true
+}
+
 // sameSet reports the keys in want and not in got, and the reverse.
 func sameSet(t *testing.T, what string, got, want map[flow.Key]bool) {
 	t.Helper()

@@ -13,7 +13,6 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/affinity"
 )
 
 // Defaults for the zero values of Config's sizes.
@@ -88,16 +87,10 @@ type Pipeline struct {
 	wstats  []workerStats
 	windows atomic.Uint64
 	started atomic.Bool
-	run     atomic.Pointer[runState]
+	run     atomic.Pointer[topology] // set by Run, for Stats
 
 	finished  atomic.Bool // Run has returned: the filters are idle
 	finalFill sync.Once   // computes the fill ratios once after Run
-}
-
-// runState is what Stats reads of a running pipeline.
-type runState struct {
-	producers []*producer
-	rings     [][]*ring // by worker, then producer
 }
 
 // New checks cfg, fills in its defaults and builds the shards' filters.
@@ -171,102 +164,29 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 		return ErrAlreadyRun
 	}
 	cfg := &p.cfg
-	nw, np := cfg.Workers, len(sources)
 	stop := new(atomic.Bool)
 	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
 	if ctx.Err() != nil {
 		stop.Store(true) // AfterFunc would set it, but asynchronously
 	}
 	start := startWindow(cfg, time.Now())
-
-	// rings[w][p] connects producer p to worker w.
-	rings := make([][]*ring, nw)
-	for w := range rings {
-		rings[w] = make([]*ring, np)
-		for i := range rings[w] {
-			rings[w][i] = newRing(cfg.RingBatches, cfg.BatchSize)
-		}
-	}
-	workerPark := make([]*parker, nw)
-	for w := range workerPark {
-		workerPark[w] = newParker()
-	}
-	producers := make([]*producer, np)
-	for i, src := range sources {
-		pr := make([]*ring, nw)
-		for w := range pr {
-			pr[w] = rings[w][i]
-		}
-		producers[i] = newProducer(i, src, cfg, start, stop, pr, workerPark)
-	}
-	prodPark := make([]*parker, np)
-	for i, pr := range producers {
-		prodPark[i] = pr.park
-	}
-
-	out := make(chan *outBatch, nw*outPool)
-	free := make([]chan *outBatch, nw)
-	workers := make([]*worker, nw)
-	for w := range workers {
-		free[w] = make(chan *outBatch, outPool)
-		for range outPool {
-			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize)}
-		}
-		wk := &worker{
-			id:       w,
-			filter:   p.filters[w],
-			rings:    rings[w],
-			prodPark: prodPark,
-			park:     workerPark[w],
-			win:      windowing{d: int64(cfg.Window)},
-			at:       make([]int64, np),
-			out:      out,
-			free:     free[w],
-			stats:    &p.wstats[w],
-		}
-		wk.fill, _ = wk.filter.(fillRatioer)
-		wk.ready = wk.anyReady
-		for i := range wk.at {
-			wk.at[i] = start
-		}
-		wk.acc.reset()
-		wk.enter(start)
-		workers[w] = wk
-	}
-	col := newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows)
-	p.run.Store(&runState{producers: producers, rings: rings})
-
-	var cpus []int
-	var pinErr error
-	var pinOnce sync.Once
-	if cfg.Pin {
-		var err error
-		if cpus, err = affinity.Allowed(); err != nil || len(cpus) == 0 {
-			cpus, pinErr = nil, fmt.Errorf("pipeline: pin: %w", err)
-		}
-	}
-	pin := func(i int) {
-		if cpus == nil {
-			return
-		}
-		if err := affinity.Pin(cpus[i%len(cpus)]); err != nil {
-			pinOnce.Do(func() { pinErr = fmt.Errorf("pipeline: %w", err) })
-		}
-	}
+	top := newTopology(p, sources, start, stop)
+	p.run.Store(top)
+	pin := newPinner(cfg.Pin)
 
 	var wg sync.WaitGroup
 	var sinkErr error
-	srcErr := make([]error, np)
-	wg.Go(func() { sinkErr = col.run() })
-	for w, wk := range workers {
+	srcErr := make([]error, len(sources))
+	wg.Go(func() { sinkErr = top.collator.run() })
+	for w, wk := range top.workers {
 		wg.Go(func() {
-			pin(w)
+			pin.pin(w)
 			wk.run()
 		})
 	}
-	for i, pr := range producers {
+	for i, pr := range top.producers {
 		wg.Go(func() {
-			pin(nw + i)
+			pin.pin(len(top.workers) + i)
 			srcErr[i] = pr.run()
 		})
 	}
@@ -281,7 +201,7 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 			return err
 		}
 	}
-	return pinErr
+	return pin.err()
 }
 
 // Stats returns the counters since Run started. Safe from any goroutine.

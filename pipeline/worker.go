@@ -82,6 +82,29 @@ type outBatch struct {
 	counts   counts // worker 0 only
 }
 
+func newWorker(id int, f filters.Filter, cfg *Config, start int64, rings []*ring, prodPark []*parker, park *parker, out chan<- *outBatch, free <-chan *outBatch, stats *workerStats) *worker {
+	w := &worker{
+		id:       id,
+		filter:   f,
+		rings:    rings,
+		prodPark: prodPark,
+		park:     park,
+		win:      windowing{d: int64(cfg.Window)},
+		at:       make([]int64, len(rings)),
+		out:      out,
+		free:     free,
+		stats:    stats,
+	}
+	w.fill, _ = f.(fillRatioer)
+	w.ready = w.anyReady
+	for i := range w.at {
+		w.at[i] = start
+	}
+	w.acc.reset()
+	w.enter(start)
+	return w
+}
+
 func (w *worker) run() {
 	w.ob = <-w.free
 	for {
