@@ -16,16 +16,15 @@ const (
 )
 
 // collator is the one goroutine that calls the Sink: it collates the
-// workers' record batches and window closes into the Sink's ordered stream. Records arrive in
-// batches from the workers over one channel; a window's summary is written
-// once every worker has closed it.
-//
-// A worker that has closed the current window while others have not may
-// already send records of its next window. Those batches are held, in
-// order, in the worker's pending queue until the summary is written (at
-// most outPool of them: then the worker waits for its free list), so that
-// every Record of a window reaches the Sink before that window's summary
-// and none after it.
+// workers' record batches and window closes into the Sink's ordered stream.
+// Records arrive in batches from the workers over one channel and go to
+// the Sink at once, whatever their window; a window's summary is written
+// once every worker has closed it. A worker sends all its records of a
+// window before its close of that window, and every worker closes the same
+// windows in the same order, so every Record of a window reaches the Sink
+// before that window's summary and none after it, while records of later
+// windows (and of earlier ones still open within the lateness) may come
+// before it.
 type collator struct {
 	sink     Sink
 	win      windowing
@@ -35,25 +34,33 @@ type collator struct {
 	runStart time.Time
 	windows  *atomic.Uint64 // summaries written, for Stats
 
-	closed  []bool // by worker: has closed the current window
-	nclosed int
-	pending []batchQueue // by worker
-
-	// The window being assembled.
-	window   int64
-	next     int64
-	keys     uint64
-	distinct uint64
-	counts   counts
+	// Windows being assembled, oldest first. Workers close the same
+	// windows in the same order, so worker w's next close is of window
+	// pending[seen[w]-done].
+	pending []assembly
+	seen    []int // by worker: closes received
+	done    int   // windows summarised (assemblies popped)
+	last    int64 // the last window summarised (winUnknown: none yet)
+	nw      int
 
 	err  error
-	done bool
+	fin  bool
 	// unflushed: records went to the sink since its last Flush.
 	unflushed bool
 }
 
+// assembly is a window being put together from the workers' closes.
+type assembly struct {
+	window   int64
+	closes   int
+	final    bool
+	keys     uint64
+	distinct uint64
+	counts   counts
+}
+
 func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *outBatch, stop *atomic.Bool, windows *atomic.Uint64) *collator {
-	r := &collator{
+	return &collator{
 		sink:     sink,
 		win:      win,
 		out:      out,
@@ -61,14 +68,10 @@ func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *ou
 		stop:     stop,
 		runStart: time.Now(),
 		windows:  windows,
-		closed:   make([]bool, len(free)),
-		pending:  make([]batchQueue, len(free)),
+		seen:     make([]int, len(free)),
+		last:     winUnknown,
+		nw:       len(free),
 	}
-	for i := range r.pending {
-		r.pending[i] = batchQueue{buf: make([]*outBatch, outPool+1)}
-	}
-	r.counts.reset()
-	return r
 }
 
 // run reports until the last window is written, then closes the Sink. It
@@ -77,7 +80,7 @@ func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *ou
 // (told to stop) wind down through the normal end-of-input path.
 func (r *collator) run() error {
 	flusher, _ := r.sink.(Flusher)
-	for !r.done {
+	for !r.fin {
 		var m *outBatch
 		select {
 		case m = <-r.out:
@@ -93,14 +96,9 @@ func (r *collator) run() error {
 			}
 			m = <-r.out
 		}
-		if r.closed[m.worker] {
-			r.pending[m.worker].push(m)
-			continue
-		}
 		r.consume(m)
-		for r.nclosed == len(r.closed) && !r.done {
+		for len(r.pending) > 0 && r.pending[0].closes == r.nw {
 			r.summarize()
-			r.replayPending()
 		}
 	}
 	if err := r.sink.Close(); err != nil && r.err == nil {
@@ -122,29 +120,27 @@ func (r *collator) consume(m *outBatch) {
 		r.unflushed = true
 	}
 	if m.close {
-		r.closed[m.worker] = true
-		r.nclosed++
-		r.window, r.next = m.window, m.next
-		r.keys += m.keys
-		r.distinct += m.distinct
+		k := r.seen[m.worker] - r.done
+		r.seen[m.worker]++
+		if k == len(r.pending) {
+			r.pending = append(r.pending, assembly{window: m.window})
+			r.pending[k].counts.reset()
+		}
+		a := &r.pending[k]
+		if a.window != m.window {
+			panic("pipeline: workers closed different windows")
+		}
+		a.closes++
+		a.final = a.final || m.final
+		a.keys += m.keys
+		a.distinct += m.distinct
 		if m.worker == 0 {
-			r.counts = m.counts
+			a.counts.add(&m.counts)
 		}
 	}
 	m.recs = m.recs[:0]
-	m.close = false
+	m.close, m.final = false, false
 	r.free[m.worker] <- m // never blocks: the channel holds the worker's whole pool
-}
-
-// replayPending consumes held batches, in order, until each worker has
-// closed the (new) current window again or has nothing held.
-func (r *collator) replayPending() {
-	for w := range r.pending {
-		q := &r.pending[w]
-		for !r.closed[w] && q.len() > 0 {
-			r.consume(q.pop())
-		}
-	}
 }
 
 func (r *collator) fail(err error) {
@@ -152,20 +148,18 @@ func (r *collator) fail(err error) {
 	r.stop.Store(true)
 }
 
-// summarize writes the summary of the window every worker has closed, then
-// the empty windows up to the next one, and starts the next.
+// summarize writes the summary of the oldest assembled window, after the
+// empty windows between it and the one before.
 func (r *collator) summarize() {
-	final := r.next == winDone
-	s := r.summary(final)
-	r.emit(s)
-	if !final && r.window != winUnknown {
-		r.emitGap(r.window+1, r.next)
+	a := r.pending[0]
+	r.pending = r.pending[1:]
+	r.done++
+	if r.last != winUnknown && a.window != winUnknown && r.win.d != 0 {
+		r.emitGap(r.last+1, a.window)
 	}
-	clear(r.closed)
-	r.nclosed = 0
-	r.keys, r.distinct = 0, 0
-	r.counts.reset()
-	r.done = final
+	r.emit(r.summary(&a))
+	r.last = a.window
+	r.fin = a.final
 }
 
 func (r *collator) emit(s *WindowSummary) {
@@ -183,15 +177,16 @@ func (r *collator) emit(s *WindowSummary) {
 // (Final says it may be partial). With windows off the one window spans the
 // packets' times, first to last; a run that read no packet at all reports
 // its wall-clock span.
-func (r *collator) summary(final bool) *WindowSummary {
-	c := &r.counts
-	s := &WindowSummary{Packets: c.packets, Keys: r.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: r.distinct, Final: final}
+func (r *collator) summary(a *assembly) *WindowSummary {
+	c := &a.counts
+	s := &WindowSummary{Packets: c.packets, Keys: a.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: a.distinct, Final: a.final}
 	s.MalformedBy, s.Malformed = byLabel(c.malformed[:len(reasonLabels)], reasonLabels)
 	s.SkippedBy, s.Skipped = byLabel(c.skipped[:len(reasonLabels)], reasonLabels)
 	s.DroppedBy, s.Dropped = byLabel(c.dropped[:], dropLabels[:])
+	s.LateBy, s.Late = byLabel(c.late[:], lateLabels[:])
 	switch {
-	case r.win.d != 0 && r.window != winUnknown:
-		s.StartNs, s.EndNs = r.win.start(r.window), r.win.end(r.window)
+	case r.win.d != 0 && a.window != winUnknown:
+		s.StartNs, s.EndNs = r.win.start(a.window), r.win.end(a.window)
 	case c.firstNs <= c.lastNs:
 		s.StartNs, s.EndNs = c.firstNs, c.lastNs
 	default:
@@ -215,31 +210,6 @@ func (r *collator) emitGap(from, to int64) {
 func (r *collator) empty(start, end int64) *WindowSummary {
 	return &WindowSummary{
 		StartNs: start, EndNs: end,
-		MalformedBy: map[string]uint64{}, SkippedBy: map[string]uint64{}, DroppedBy: map[string]uint64{},
+		MalformedBy: map[string]uint64{}, SkippedBy: map[string]uint64{}, DroppedBy: map[string]uint64{}, LateBy: map[string]uint64{},
 	}
-}
-
-// batchQueue is a FIFO of a worker's held batches, in a fixed buffer: a
-// worker never has more than outPool batches out.
-type batchQueue struct {
-	buf        []*outBatch
-	head, size int
-}
-
-func (q *batchQueue) len() int { return q.size }
-
-func (q *batchQueue) push(m *outBatch) {
-	if q.size == len(q.buf) {
-		panic("pipeline: a worker has more output batches out than its pool")
-	}
-	q.buf[(q.head+q.size)%len(q.buf)] = m
-	q.size++
-}
-
-func (q *batchQueue) pop() *outBatch {
-	m := q.buf[q.head]
-	q.buf[q.head] = nil
-	q.head = (q.head + 1) % len(q.buf)
-	q.size--
-	return m
 }

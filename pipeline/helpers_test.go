@@ -121,20 +121,23 @@ func (s *collectSink) Record(r *Record) error {
 		return s.failErr
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	// No record may follow its window's summary.
+	for _, w := range s.windows {
+		if r.WindowEndNs != 0 && r.WindowNs == w.StartNs {
+			return errors.New("collectSink: record after its window's summary")
+		}
+	}
 	s.records = append(s.records, *r)
-	s.mu.Unlock()
 	return nil
 }
 
 func (s *collectSink) Window(w *WindowSummary) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// A summary must follow all of its window's records: check here that
-	// no record kept so far is of a later window.
-	for _, r := range s.records {
-		if w.EndNs != 0 && r.WindowNs >= w.EndNs && !w.Final {
-			return errors.New("collectSink: record of a later window before a summary")
-		}
+	// Summaries come in window order.
+	if n := len(s.windows); n > 0 && w.StartNs < s.windows[n-1].EndNs && w.EndNs != 0 {
+		return errors.New("collectSink: summaries out of window order")
 	}
 	s.windows = append(s.windows, *w)
 	return nil

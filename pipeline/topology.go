@@ -21,10 +21,10 @@ type topology struct {
 	collator  *collator
 }
 
-// newTopology wires p's workers to one producer per source. start is the
-// window every producer and worker begins in (startWindow); stop is the
-// flag that tells producers to stop reading.
-func newTopology(p *Pipeline, sources []capture.Source, start int64, stop *atomic.Bool) *topology {
+// newTopology wires p's workers to one producer per source. lo..hi are the
+// windows every producer begins with open (startWindows); stop is the flag
+// that tells producers to stop reading.
+func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atomic.Bool) *topology {
 	cfg := &p.cfg
 	nw, np := cfg.Workers, len(sources)
 	t := &topology{
@@ -49,7 +49,7 @@ func newTopology(p *Pipeline, sources []capture.Source, start int64, stop *atomi
 		for w := range out {
 			out[w] = t.rings[w][i]
 		}
-		t.producers[i] = newProducer(i, src, cfg, start, stop, out, workerPark)
+		t.producers[i] = newProducer(i, src, cfg, lo, hi, stop, out, workerPark)
 		prodPark[i] = t.producers[i].park
 	}
 
@@ -60,7 +60,7 @@ func newTopology(p *Pipeline, sources []capture.Source, start int64, stop *atomi
 		for range outPool {
 			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize)}
 		}
-		t.workers[w] = newWorker(w, p.filters[w], cfg, start, t.rings[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
+		t.workers[w] = newWorker(w, p.filters[w], cfg, lo, t.rings[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
 	}
 	t.collator = newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows)
 	return t
