@@ -43,8 +43,8 @@ type collator struct {
 	last    int64 // the last window summarised (winUnknown: none yet)
 	nw      int
 
-	err  error
-	fin  bool
+	err error
+	fin bool
 	// unflushed: records went to the sink since its last Flush.
 	unflushed bool
 }

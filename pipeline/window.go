@@ -181,7 +181,7 @@ type counts struct {
 	dropped   [numDrops]uint64
 	late      [numLate]uint64 // packets that came after their window closed, by reason
 	firstNs   int64           // earliest packet time seen (math.MaxInt64: none)
-	lastNs    int64 // latest packet time seen (math.MinInt64: none)
+	lastNs    int64           // latest packet time seen (math.MinInt64: none)
 }
 
 func (c *counts) reset() {
