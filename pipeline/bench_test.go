@@ -61,7 +61,7 @@ func benchFrames(n, flows int) [][]byte {
 
 // BenchmarkPipeline runs one source of 2^20 packets (65536 frames over
 // 16384 5-tuples, replayed) through the whole pipeline: parse, hash, shard,
-// rings, qht:mem=1MiB per worker, reporter, a Sink that counts. One
+// rings, qht:mem=1MiB per worker, collator, a Sink that counts. One
 // iteration is one Run, setup included; Mpps is packets over wall time.
 func BenchmarkPipeline(b *testing.B) {
 	const packets = 1 << 20

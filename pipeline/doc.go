@@ -5,7 +5,7 @@
 //
 //	source 0 ─ producer 0 ─┬─ ring[0][0] ─┐
 //	                       └─ ring[0][1] ─┼─ worker 0 (filter 0) ─┐
-//	source 1 ─ producer 1 ─┬─ ring[1][0] ─┘                       ├─ reporter ─ Sink
+//	source 1 ─ producer 1 ─┬─ ring[1][0] ─┘                       ├─ collator ─ Sink
 //	                       └─ ring[1][1] ─── worker 1 (filter 1) ─┘
 //
 // # Data path
@@ -19,7 +19,7 @@
 // BatchSize keys) is published with one atomic store. A key always goes to
 // the same worker, so no filter is shared and nothing on the per-packet
 // path takes a lock, crosses an atomic or allocates: producers and workers
-// exchange batches, the workers and the reporter exchange batches of
+// exchange batches, the workers and the collator exchange batches of
 // records over a channel (one operation per batch) and recycle them.
 //
 // A worker that finds its rings empty yields a few times, then parks on a
@@ -37,36 +37,55 @@
 // DroppedBy["kernel"], polled at every window boundary and at the end.
 // Window markers are never dropped, live or not: they wait for a slot.
 //
-// # Windows and the marker protocol
+// # Windows, lateness and the marker protocol
 //
 // With Config.Window, a packet belongs to window floor(t/Window) of its time
-// t (packet time; with WallClockWindows the wall clock also closes windows
-// on idle links). Each key is reported at most once per window: the filters
-// are cleared between windows (landmark windows). Windows never go back: a
-// packet older than its producer's current window counts in the current
-// one.
+// t (packet time; with WallClockWindows the wall clock also moves time on
+// idle links). Each key is reported at most once per window: each window
+// has its own filter, cleared when the window closes (landmark windows).
 //
-// A producer that reads the first packet of a later window flushes its
-// batches and writes a marker into every one of its rings: "I am done with
-// my window; my next one is N", with its counts for the window it leaves
-// (packets, malformed and skipped frames by reason, drops). Rings are FIFO,
-// so a worker sees all of a producer's keys of a window before its marker.
-// A worker reads a ring only while that ring's producer is in the worker's
-// window; after the marker it leaves the ring alone, even if the producer
-// has already filled it with keys of the next window, until every producer
-// has sent its marker. Then it sends its close to the reporter (its key and
-// distinct counts; worker 0 also the producers' counts), clears its filter
-// and moves to the earliest next window among the producers. The reporter
-// writes a window's summary when every worker has closed it, and holds back
-// records that a worker sends for its next window until then. Windows with
-// no packet between two busy ones get empty summaries, so the summaries
-// form a regular time series (a gap of more than 100000 windows gets one
-// summary spanning it).
+// Time may go backwards: interfaces interleaved in one pcapng file, several
+// capture rings, files merged by hand. A window closes only when a producer
+// has seen a time past its end plus Config.Lateness; until then a packet
+// of it is keyed in it, even after the next window has begun. A packet
+// older than every open window is late: counted by reason (Late,
+// LateBy["window_closed"]) in the newest open window, neither keyed nor
+// reported, never put in a window it does not belong to. Up to
+// ceil(Lateness/Window)+1 windows are open at once, and each worker keeps a
+// filter for each of them: the filters take that many times the memory of
+// the spec.
+//
+// Each producer keeps its own open windows lo..hi (hi the window of the
+// newest time it has seen, lo the oldest still open). Keys of hi are
+// written in place into the ring slot of their shard; keys of an older
+// open window go through a small side buffer per shard and are copied into
+// a slot of their own, so that every batch holds keys of one window. When
+// a producer's newest time passes the end of lo plus the lateness, it
+// flushes its batches and writes a marker into every one of its rings: "I
+// close window lo, here are my counts of it (packets, malformed and skipped
+// frames by reason, drops, late packets); I send nothing for windows before
+// N". Rings are FIFO, so a worker sees all of a producer's keys of a window
+// before the marker that closes it.
+//
+// A worker holds the windows from the smallest of its producers' N on, one
+// filter each; an item of a window further ahead than it has filters for
+// waits at the head of its ring until the slowest producer moves on. When
+// every producer has closed a window, the worker sends its close to the
+// collator (its key and distinct counts; worker 0 also the producers'
+// counts) and clears that window's filter. Workers close the same windows
+// in the same order. The collator passes records to the Sink as they come,
+// whatever their window, and writes a window's summary when every worker
+// has closed it: every record of a window comes before its summary, while
+// records of the next window may come before it too. Windows with no
+// packet between two busy ones get empty summaries, so the summaries form a
+// regular time series (a gap of more than 100000 windows gets one summary
+// spanning it).
 //
 // When windows are based on packet time the first window is not known
 // before the first packet, so each producer's first packet sends a start
-// marker saying where it begins; with windows off (one window, index 0) or
-// wall-clock windows, everybody starts in the known window.
+// marker saying where it begins, and workers take no keys before every
+// producer has; with windows off (one window, index 0) or wall-clock
+// windows, everybody starts in the known windows.
 //
 // # Lifecycle
 //

@@ -121,20 +121,23 @@ func (s *collectSink) Record(r *Record) error {
 		return s.failErr
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	// No record may follow its window's summary.
+	for _, w := range s.windows {
+		if r.WindowEndNs != 0 && r.WindowNs == w.StartNs {
+			return errors.New("collectSink: record after its window's summary")
+		}
+	}
 	s.records = append(s.records, *r)
-	s.mu.Unlock()
 	return nil
 }
 
 func (s *collectSink) Window(w *WindowSummary) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// A summary must follow all of its window's records: check here that
-	// no record kept so far is of a later window.
-	for _, r := range s.records {
-		if w.EndNs != 0 && r.WindowNs >= w.EndNs && !w.Final {
-			return errors.New("collectSink: record of a later window before a summary")
-		}
+	// Summaries come in window order.
+	if n := len(s.windows); n > 0 && w.StartNs < s.windows[n-1].EndNs && w.EndNs != 0 {
+		return errors.New("collectSink: summaries out of window order")
 	}
 	s.windows = append(s.windows, *w)
 	return nil
@@ -204,6 +207,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// workersParked reports whether every worker of p's run is parked: it
+// found nothing it may read and sleeps until a producer wakes it.
+func workersParked(p *Pipeline) bool {
+	top := p.run.Load()
+	if top == nil {
+		return false
+	}
+	for _, w := range top.workers {
+		if !w.park.waiting.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // sameSet reports the keys in want and not in got, and the reverse.

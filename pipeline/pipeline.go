@@ -13,7 +13,6 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/affinity"
 )
 
 // Defaults for the zero values of Config's sizes.
@@ -48,6 +47,17 @@ type Config struct {
 	// once per window, and the filters are cleared between windows. 0
 	// turns windows off: the whole run is one window.
 	Window time.Duration
+	// Lateness is how long a window stays open after its end: a window
+	// closes only when a producer has seen a time past its end plus the
+	// lateness, so a packet whose timestamp goes back by up to Lateness
+	// (interfaces interleaved in a pcapng file, several capture rings) is
+	// still counted and keyed in its own window. A packet older than every
+	// open window is late: counted (WindowSummary.Late) in the newest
+	// window, neither keyed nor reported. Each worker keeps a filter for
+	// every window that can be open at once, ceil(Lateness/Window)+1 of
+	// them (at most 64), so the filters take that many times the spec's
+	// memory. Ignored when Window is 0.
+	Lateness time.Duration
 	// Live selects the live-capture backpressure policy: a producer whose
 	// ring to a worker is full drops the key and counts it (DroppedBy
 	// "ring_full") rather than stall the capture. Without Live (replay) the
@@ -84,20 +94,14 @@ var (
 type Pipeline struct {
 	cfg     Config
 	sink    Sink
-	filters []filters.Filter
+	filters [][]filters.Filter // by worker, then window slot
 	wstats  []workerStats
 	windows atomic.Uint64
 	started atomic.Bool
-	run     atomic.Pointer[runState]
+	run     atomic.Pointer[topology] // set by Run, for Stats
 
 	finished  atomic.Bool // Run has returned: the filters are idle
 	finalFill sync.Once   // computes the fill ratios once after Run
-}
-
-// runState is what Stats reads of a running pipeline.
-type runState struct {
-	producers []*producer
-	rings     [][]*ring // by worker, then producer
 }
 
 // New checks cfg, fills in its defaults and builds the shards' filters.
@@ -121,6 +125,10 @@ func New(cfg Config, sink Sink) (*Pipeline, error) {
 		return nil, fmt.Errorf("%w: key kind %v", ErrConfig, cfg.Key)
 	case cfg.Window < 0:
 		return nil, fmt.Errorf("%w: negative Window %v", ErrConfig, cfg.Window)
+	case cfg.Lateness < 0:
+		return nil, fmt.Errorf("%w: negative Lateness %v", ErrConfig, cfg.Lateness)
+	case newWindowing(&cfg).open() > maxOpenWindows:
+		return nil, fmt.Errorf("%w: Lateness %v is more than %d windows of %v", ErrConfig, cfg.Lateness, maxOpenWindows-1, cfg.Window)
 	case cfg.RingBatches < 2 || cfg.RingBatches > 1<<20:
 		return nil, fmt.Errorf("%w: RingBatches %d not in [2, 2^20]", ErrConfig, cfg.RingBatches)
 	case cfg.BatchSize < 1 || cfg.BatchSize > 1<<16:
@@ -128,15 +136,24 @@ func New(cfg Config, sink Sink) (*Pipeline, error) {
 	case cfg.Filter == "":
 		return nil, fmt.Errorf("%w: no filter spec", ErrConfig)
 	}
-	p := &Pipeline{cfg: cfg, sink: sink, filters: make([]filters.Filter, cfg.Workers), wstats: make([]workerStats, cfg.Workers)}
+	if cfg.Window == 0 {
+		cfg.Lateness = 0
+	}
+	open := newWindowing(&cfg).open()
+	p := &Pipeline{cfg: cfg, sink: sink, filters: make([][]filters.Filter, cfg.Workers), wstats: make([]workerStats, cfg.Workers)}
 	for i := range p.filters {
-		f, err := filters.New(cfg.Filter, cfg.FilterSeed+uint64(i))
-		if err != nil {
-			return nil, fmt.Errorf("pipeline: shard %d: %w", i, err)
+		// Every window slot of a shard has the same seed: a window's
+		// filter behaves the same whichever slot it is in.
+		p.filters[i] = make([]filters.Filter, open)
+		for j := range p.filters[i] {
+			f, err := filters.New(cfg.Filter, cfg.FilterSeed+uint64(i))
+			if err != nil {
+				return nil, fmt.Errorf("pipeline: shard %d: %w", i, err)
+			}
+			p.filters[i][j] = f
 		}
-		p.filters[i] = f
 		fill := -1.0
-		if _, ok := f.(fillRatioer); ok {
+		if _, ok := p.filters[i][0].(fillRatioer); ok {
 			fill = 0 // a new filter is empty: no need to scan it
 		}
 		p.wstats[i].fill.Store(math.Float64bits(fill))
@@ -171,102 +188,29 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 		return ErrAlreadyRun
 	}
 	cfg := &p.cfg
-	nw, np := cfg.Workers, len(sources)
 	stop := new(atomic.Bool)
 	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
 	if ctx.Err() != nil {
 		stop.Store(true) // AfterFunc would set it, but asynchronously
 	}
-	start := startWindow(cfg, time.Now())
-
-	// rings[w][p] connects producer p to worker w.
-	rings := make([][]*ring, nw)
-	for w := range rings {
-		rings[w] = make([]*ring, np)
-		for i := range rings[w] {
-			rings[w][i] = newRing(cfg.RingBatches, cfg.BatchSize)
-		}
-	}
-	workerPark := make([]*parker, nw)
-	for w := range workerPark {
-		workerPark[w] = newParker()
-	}
-	producers := make([]*producer, np)
-	for i, src := range sources {
-		pr := make([]*ring, nw)
-		for w := range pr {
-			pr[w] = rings[w][i]
-		}
-		producers[i] = newProducer(i, src, cfg, start, stop, pr, workerPark)
-	}
-	prodPark := make([]*parker, np)
-	for i, pr := range producers {
-		prodPark[i] = pr.park
-	}
-
-	out := make(chan *outBatch, nw*outPool)
-	free := make([]chan *outBatch, nw)
-	workers := make([]*worker, nw)
-	for w := range workers {
-		free[w] = make(chan *outBatch, outPool)
-		for range outPool {
-			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize)}
-		}
-		wk := &worker{
-			id:       w,
-			filter:   p.filters[w],
-			rings:    rings[w],
-			prodPark: prodPark,
-			park:     workerPark[w],
-			win:      windowing{d: int64(cfg.Window)},
-			at:       make([]int64, np),
-			out:      out,
-			free:     free[w],
-			stats:    &p.wstats[w],
-		}
-		wk.fill, _ = wk.filter.(fillRatioer)
-		wk.ready = wk.anyReady
-		for i := range wk.at {
-			wk.at[i] = start
-		}
-		wk.acc.reset()
-		wk.enter(start)
-		workers[w] = wk
-	}
-	rep := newReporter(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows)
-	p.run.Store(&runState{producers: producers, rings: rings})
-
-	var cpus []int
-	var pinErr error
-	var pinOnce sync.Once
-	if cfg.Pin {
-		var err error
-		if cpus, err = affinity.Allowed(); err != nil || len(cpus) == 0 {
-			cpus, pinErr = nil, fmt.Errorf("pipeline: pin: %w", err)
-		}
-	}
-	pin := func(i int) {
-		if cpus == nil {
-			return
-		}
-		if err := affinity.Pin(cpus[i%len(cpus)]); err != nil {
-			pinOnce.Do(func() { pinErr = fmt.Errorf("pipeline: %w", err) })
-		}
-	}
+	lo, hi := startWindows(cfg, time.Now())
+	top := newTopology(p, sources, lo, hi, stop)
+	p.run.Store(top)
+	pin := newPinner(cfg.Pin)
 
 	var wg sync.WaitGroup
 	var sinkErr error
-	srcErr := make([]error, np)
-	wg.Go(func() { sinkErr = rep.run() })
-	for w, wk := range workers {
+	srcErr := make([]error, len(sources))
+	wg.Go(func() { sinkErr = top.collator.run() })
+	for w, wk := range top.workers {
 		wg.Go(func() {
-			pin(w)
+			pin.pin(w)
 			wk.run()
 		})
 	}
-	for i, pr := range producers {
+	for i, pr := range top.producers {
 		wg.Go(func() {
-			pin(nw + i)
+			pin.pin(len(top.workers) + i)
 			srcErr[i] = pr.run()
 		})
 	}
@@ -281,7 +225,7 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 			return err
 		}
 	}
-	return pinErr
+	return pin.err()
 }
 
 // Stats returns the counters since Run started. Safe from any goroutine.
@@ -297,9 +241,9 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 func (p *Pipeline) Stats() Stats {
 	if p.finished.Load() {
 		p.finalFill.Do(func() {
-			for i, f := range p.filters {
-				if fr, ok := f.(fillRatioer); ok {
-					p.wstats[i].fill.Store(math.Float64bits(fr.FillRatio()))
+			if top := p.run.Load(); top != nil {
+				for _, w := range top.workers {
+					w.storeFill()
 				}
 			}
 		})
@@ -307,6 +251,7 @@ func (p *Pipeline) Stats() Stats {
 	s := Stats{Workers: make([]WorkerStats, len(p.wstats)), Windows: p.windows.Load()}
 	var malformed, skipped [maxReasons]uint64
 	var dropped [numDrops]uint64
+	var late [numLate]uint64
 	rs := p.run.Load()
 	if rs != nil {
 		for _, pr := range rs.producers {
@@ -320,11 +265,15 @@ func (p *Pipeline) Stats() Stats {
 			for i := range dropped {
 				dropped[i] += st.dropped[i].Load()
 			}
+			for i := range late {
+				late[i] += st.late[i].Load()
+			}
 		}
 	}
 	s.MalformedBy, s.Malformed = byLabel(malformed[:len(reasonLabels)], reasonLabels)
 	s.SkippedBy, s.Skipped = byLabel(skipped[:len(reasonLabels)], reasonLabels)
 	s.DroppedBy, s.Dropped = byLabel(dropped[:], dropLabels[:])
+	s.LateBy, s.Late = byLabel(late[:], lateLabels[:])
 	s.Keys = s.Prefiltered
 	for w := range s.Workers {
 		st := &p.wstats[w]

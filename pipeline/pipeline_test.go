@@ -183,7 +183,10 @@ func TestMarkerHoldsBackFastProducer(t *testing.T) {
 	waitFor(t, "the workers to catch up with window 0", func() bool {
 		return sink.recorded.Load() == 70
 	})
-	time.Sleep(20 * time.Millisecond) // give a faulty worker time to go on
+	// A worker parks only when no ring it may read has a batch: once all
+	// have parked, a faulty worker would already have taken A's window-1
+	// batches, so the checks below are final, not a matter of timing.
+	waitFor(t, "every worker to park", func() bool { return workersParked(p) })
 	st := p.Stats()
 	waiting := 0
 	for _, w := range st.Workers {

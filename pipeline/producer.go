@@ -32,6 +32,18 @@ const (
 // producer reads one Source, keys and hashes its packets and routes each
 // key to its shard's ring. Everything it touches per packet is its own:
 // its batches, its counters, its rings' producer ends.
+//
+// Windows, as the producer sees them: hi is the window of the newest time
+// it has seen, lo the oldest window still open, the first whose end plus
+// the lateness is after that time (windowing.low). Packets of window hi
+// take the hot path into the reserved ring slot of their shard; packets of
+// an older open window [lo, hi) go through a side buffer per shard, copied
+// into a slot of their own when it fills or at a flush, so that a batch
+// always holds keys of one window; packets older than lo are late: counted
+// by reason, not keyed. When the newest time reaches the end of lo plus the
+// lateness, lo closes: the producer flushes its batches and sends every
+// worker a marker with its counts of that window and its new lo, after
+// which it never sends that window anything again.
 type producer struct {
 	id    int
 	src   capture.Source
@@ -41,18 +53,27 @@ type producer struct {
 	wall  bool // WallClockWindows
 	win   windowing
 	stop  *atomic.Bool
-	rings []*ring   // by shard
-	cur   []*batch  // by shard: the reserved slot being filled, or nil
-	age   []int64   // by shard: time of the first key in cur (live flush)
-	old   int64     // live: a lower bound of age[s] over the filled batches; math.MaxInt64: none
-	wake  []*parker // by shard: the worker's parker
-	park  *parker   // this producer's, woken by its workers when they free a slot
+	rings []*ring    // by shard
+	cur   []*batch   // by shard: the reserved slot being filled with keys of window hi, or nil
+	age   []int64    // by shard: time of the first key in cur (live flush)
+	side  []sideKeys // by shard: keys of the older open windows
+	old   int64      // live: a lower bound of the first-key times of the filled batches and side buffers; math.MaxInt64: none
+	wake  []*parker  // by shard: the worker's parker
+	park  *parker    // this producer's, woken by its workers when they free a slot
 	ready func() bool
 
-	window int64 // current window index, or winUnknown before the first packet
-	endNs  int64 // the current window ends at this time
-	counts counts
-	total  counts // earlier windows, for Stats
+	// The open windows lo..hi (both winUnknown before the first packet of
+	// packet-time windows), and what the hot path compares packet times
+	// with.
+	lo, hi   int64
+	hiStart  int64        // start of hi: packets at or after it are in hi
+	loStart  int64        // start of lo: packets before it are late
+	next     int64        // a time at or past it moves the windows: min(end(hi), closesAt(lo))
+	hiCounts *counts      // the counts of window hi, in open
+	open     []openCounts // by window modulo len(open)
+
+	total  counts // closed windows, for Stats
+	early  counts // counted before the first packet of packet-time windows
 	kdrops uint64 // kernel drops accounted so far
 	n      uint64 // packets read, for the periodic checks
 	full   *ring  // the ring a blocked producer waits on
@@ -64,6 +85,24 @@ type producer struct {
 	kc, kcNew capture.KernelCounts
 }
 
+// openCounts are a producer's counts of one open window.
+type openCounts struct {
+	window int64 // winNone: the slot is free
+	counts counts
+}
+
+// sideKeys gathers one shard's keys of a window older than hi (packets
+// within the lateness), to be copied into a ring slot of their own. It
+// holds keys of one window at a time.
+type sideKeys struct {
+	window int64
+	n      int
+	age    int64 // time of the first key (live flush)
+	hashes []uint64
+	keys   []flow.Key
+	times  []int64
+}
+
 // producerStats are a producer's cumulative counters, published for Stats
 // every statsEvery packets and at window boundaries.
 type producerStats struct {
@@ -73,10 +112,13 @@ type producerStats struct {
 	malformed [maxReasons]atomic.Uint64
 	skipped   [maxReasons]atomic.Uint64
 	dropped   [numDrops]atomic.Uint64
+	late      [numLate]atomic.Uint64
 	_         cacheLinePad
 }
 
-func newProducer(id int, src capture.Source, cfg *Config, start int64, stop *atomic.Bool, rings []*ring, wake []*parker) *producer {
+// newProducer makes producer id over src, starting with the open windows
+// lo..hi (startWindows).
+func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *atomic.Bool, rings []*ring, wake []*parker) *producer {
 	p := &producer{
 		id:    id,
 		src:   src,
@@ -84,21 +126,37 @@ func newProducer(id int, src capture.Source, cfg *Config, start int64, stop *ato
 		seed:  cfg.Seed,
 		live:  cfg.Live,
 		wall:  cfg.WallClockWindows,
-		win:   windowing{d: int64(cfg.Window)},
+		win:   newWindowing(cfg),
 		stop:  stop,
 		rings: rings,
 		cur:   make([]*batch, len(rings)),
 		age:   make([]int64, len(rings)),
+		side:  make([]sideKeys, len(rings)),
 		wake:  wake,
 		park:  newParker(),
 		old:   math.MaxInt64,
 		stats: new(producerStats),
 	}
 	p.ready = p.slotFree
-	p.window = start
-	p.endNs = p.win.end(start)
-	p.counts.reset()
+	for s := range p.side {
+		p.side[s] = sideKeys{
+			hashes: make([]uint64, cfg.BatchSize),
+			keys:   make([]flow.Key, cfg.BatchSize),
+			times:  make([]int64, cfg.BatchSize),
+		}
+	}
+	p.open = make([]openCounts, p.win.open())
+	for i := range p.open {
+		p.open[i].window = winNone
+	}
 	p.total.reset()
+	p.early.reset()
+	p.lo, p.hi = lo, hi
+	if hi == winUnknown {
+		p.next = math.MinInt64 // the first packet says where we start
+	} else {
+		p.setWindows(lo, hi)
+	}
 	return p
 }
 
@@ -141,8 +199,9 @@ func (p *producer) run() error {
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 				return nil
 			case errors.Is(err, capture.ErrCorrupt):
-				p.counts.packets++
-				p.counts.malformed[reasonIndex(corruptFile)]++
+				c := p.current()
+				c.packets++
+				c.malformed[reasonIndex(corruptFile)]++
 				continue
 			}
 			return fmt.Errorf("pipeline: source %d: %w", p.id, err)
@@ -161,10 +220,21 @@ func (p *producer) packet(pkt *capture.Packet) {
 	if p.n++; p.n%statsEvery == 0 {
 		p.periodic()
 	}
-	if t >= p.endNs {
+	if t >= p.next {
 		p.advance(t)
 	}
-	c := &p.counts
+	var c *counts
+	w := p.hi
+	switch {
+	case t >= p.hiStart:
+		c = p.hiCounts
+	case t >= p.loStart:
+		w = p.win.index(t)
+		c = p.counts(w)
+	default:
+		p.late(pkt)
+		return
+	}
 	c.firstNs = min(c.firstNs, t)
 	c.lastNs = max(c.lastNs, t)
 	if p.live && p.old != math.MaxInt64 && t-p.old > int64(liveFlushDelay) {
@@ -179,12 +249,16 @@ func (p *producer) packet(pkt *capture.Packet) {
 		c.packets++
 		var err error
 		if key, err = flow.Parse(pkt.Data, pkt.LinkType, p.kind); err != nil {
-			p.parseError(err)
+			parseError(c, err)
 			return
 		}
 	}
 	h := key.Hash(p.seed)
 	s := flow.ShardOf(h, len(p.rings))
+	if w != p.hi {
+		p.sideKey(s, w, h, &key, t, c)
+		return
+	}
 	b := p.cur[s]
 	if b == nil {
 		if b = p.acquire(s, t); b == nil {
@@ -202,13 +276,104 @@ func (p *producer) packet(pkt *capture.Packet) {
 	}
 }
 
-func (p *producer) parseError(err error) {
+// late counts a packet older than every open window, in window hi: its own
+// window has closed, and placing it in another would be wrong.
+func (p *producer) late(pkt *capture.Packet) {
+	c := p.hiCounts
+	if !pkt.Key.IsValid() {
+		c.packets++ // a kernel-keyed packet is counted by the kernel
+	}
+	c.late[lateClosed]++
+}
+
+// counts returns the counts of open window w, starting them if w has none
+// yet.
+func (p *producer) counts(w int64) *counts {
+	o := &p.open[slotOf(w, len(p.open))]
+	if o.window != w {
+		o.window = w
+		o.counts.reset()
+	}
+	return &o.counts
+}
+
+// slotOf returns w modulo n, in [0, n).
+func slotOf(w int64, n int) int {
+	i := int(w % int64(n))
+	if i < 0 {
+		i += n
+	}
+	return i
+}
+
+// sideKey buffers a key of open window w older than hi.
+func (p *producer) sideKey(s int, w int64, h uint64, k *flow.Key, t int64, c *counts) {
+	sk := &p.side[s]
+	if sk.n > 0 && (sk.window != w || sk.n == len(sk.hashes)) {
+		p.flushSide(s)
+	}
+	if sk.n == 0 {
+		sk.window, sk.age = w, t
+		p.old = min(p.old, t)
+	}
+	i := sk.n
+	sk.hashes[i], sk.keys[i], sk.times[i] = h, *k, t
+	sk.n = i + 1
+}
+
+// flushSide copies shard s's side keys into a ring slot of their own and
+// publishes it; live, when the ring is full, they are dropped and counted
+// in their window. The slot being filled for window hi is published first:
+// a ring has one slot reserved at a time.
+func (p *producer) flushSide(s int) {
+	sk := &p.side[s]
+	if sk.n == 0 {
+		return
+	}
+	if b := p.cur[s]; b != nil {
+		if b.n > 0 {
+			p.publish(s)
+		} else {
+			p.cur[s] = nil // reserved but empty: reserve hands out the same slot again
+		}
+	}
+	r := p.rings[s]
+	b := r.reserve()
+	if b == nil {
+		if p.live {
+			p.counts(sk.window).dropped[dropRingFull] += uint64(sk.n)
+			sk.n = 0
+			return
+		}
+		b = p.waitSlot(r)
+	}
+	b.kind = slotData
+	b.window = sk.window
+	b.n = copy(b.hashes, sk.hashes[:sk.n])
+	copy(b.keys, sk.keys[:sk.n])
+	copy(b.times, sk.times[:sk.n])
+	sk.n = 0
+	r.publish()
+	p.wake[s].wake()
+}
+
+func parseError(c *counts, err error) {
 	i := reasonIndex(flow.Reason(err))
 	if flow.IsMalformed(err) {
-		p.counts.malformed[i]++
+		c.malformed[i]++
 	} else {
-		p.counts.skipped[i]++
+		c.skipped[i]++
 	}
+}
+
+// current returns the counts of window hi, where what is not tied to a
+// packet's time goes (a corrupt file, kernel counts), or before the first
+// packet of packet-time windows, counts kept for the first window.
+func (p *producer) current() *counts {
+	if p.hiCounts == nil {
+		return &p.early
+	}
+	return p.hiCounts
 }
 
 // periodic runs every statsEvery packets: it publishes the counters and,
@@ -220,7 +385,7 @@ func (p *producer) periodic() {
 	}
 	p.publishStats()
 	if p.wall {
-		if now := time.Now().UnixNano(); now >= p.endNs {
+		if now := time.Now().UnixNano(); now >= p.next {
 			p.advance(now)
 		}
 	}
@@ -230,8 +395,7 @@ func (p *producer) periodic() {
 // what is buffered so records are not held back on a quiet link, and close
 // windows by the wall clock.
 func (p *producer) idle() {
-	now := time.Now().UnixNano()
-	if p.wall && now >= p.endNs {
+	if now := time.Now().UnixNano(); p.wall && now >= p.next {
 		p.advance(now)
 	}
 	p.flush()
@@ -239,8 +403,8 @@ func (p *producer) idle() {
 	p.publishStats()
 }
 
-// flushStale publishes the batches whose first key is older than
-// liveFlushDelay at packet time t.
+// flushStale publishes the batches and side keys whose first key is older
+// than liveFlushDelay at packet time t.
 func (p *producer) flushStale(t int64) {
 	limit := t - int64(liveFlushDelay)
 	p.old = math.MaxInt64
@@ -253,10 +417,20 @@ func (p *producer) flushStale(t int64) {
 			p.old = min(p.old, p.age[s])
 		}
 	}
+	for s := range p.side {
+		switch sk := &p.side[s]; {
+		case sk.n == 0:
+		case sk.age < limit:
+			p.flushSide(s)
+		default:
+			p.old = min(p.old, sk.age)
+		}
+	}
 }
 
-// acquire reserves the next slot of shard s's ring for data. Replay waits
-// for a free slot; live gives up at once and the caller drops the key.
+// acquire reserves the next slot of shard s's ring for keys of window hi.
+// Replay waits for a free slot; live gives up at once and the caller drops
+// the key.
 func (p *producer) acquire(s int, t int64) *batch {
 	r := p.rings[s]
 	b := r.reserve()
@@ -267,6 +441,7 @@ func (p *producer) acquire(s int, t int64) *batch {
 		b = p.waitSlot(r)
 	}
 	b.kind = slotData
+	b.window = p.hi
 	b.n = 0
 	p.cur[s] = b
 	p.age[s] = t
@@ -295,10 +470,14 @@ func (p *producer) publish(s int) {
 	p.wake[s].wake()
 }
 
-// flush publishes every partly filled batch.
+// flush publishes every partly filled batch and every shard's side keys.
 func (p *producer) flush() {
 	p.old = math.MaxInt64
 	for s, b := range p.cur {
+		if p.side[s].n > 0 {
+			p.flushSide(s) // publishes cur[s] first
+			continue
+		}
 		if b != nil {
 			if b.n > 0 {
 				p.publish(s)
@@ -309,56 +488,119 @@ func (p *producer) flush() {
 	}
 }
 
-// advance moves the producer to the window of time t, if that is later
-// than its current one: the keys of the old window are flushed, and every
-// worker gets a marker with this producer's counts for it, so that no key
-// of the new window can reach a worker before the marker (each ring is
-// FIFO). Markers are never dropped: in live mode too they wait for a slot.
+// advance moves the open windows for time t, at or past p.next: the window
+// of t becomes hi if it is newer, and the windows whose end plus the
+// lateness t has reached close.
 func (p *producer) advance(t int64) {
-	next := p.win.index(t)
-	if next <= p.window {
-		// Not later (a time at the edge of the int64 range): keep the
-		// window, and stop checking until it ends.
-		p.endNs = max(p.endNs, t+1)
+	hi, lo := p.win.index(t), p.win.low(t)
+	if p.hi == winUnknown {
+		// The first packet of packet-time windows: tell the workers where
+		// this producer starts.
+		p.mark(winNone, nil, lo)
+		p.setWindows(lo, hi)
+		p.hiCounts.add(&p.early)
+		p.early.reset()
 		return
 	}
-	p.closeWindow(next)
+	hi, lo = max(hi, p.hi), max(lo, p.lo)
+	if hi == p.hi && lo == p.lo {
+		// t is at the edge of the int64 range, where window ends
+		// saturate: nothing moves.
+		p.next = max(p.next, t+1)
+		return
+	}
+	if hi != p.hi {
+		p.flush() // the reserved slots hold keys of the old hi
+	}
+	if lo != p.lo {
+		p.closeWindows(lo)
+	}
+	p.setWindows(lo, hi)
 }
 
-// closeWindow flushes, sends the markers leaving the current window for
-// next (winDone at the end) and starts counting the next window.
-func (p *producer) closeWindow(next int64) {
+// setWindows makes lo..hi the open windows.
+func (p *producer) setWindows(lo, hi int64) {
+	p.lo, p.hi = lo, hi
+	p.hiCounts = p.counts(hi)
+	if p.win.d == 0 {
+		p.loStart, p.hiStart, p.next = math.MinInt64, math.MinInt64, math.MaxInt64
+		return
+	}
+	p.loStart, p.hiStart = p.win.start(lo), p.win.start(hi)
+	p.next = min(p.win.end(hi), p.win.closesAt(lo))
+}
+
+// closeWindows closes the open windows before lo: it publishes every key
+// read so far, then sends every worker a marker per window it has counts
+// for, in order, the last one with lo as its next window (or one marker
+// that only moves to lo). Markers are never dropped: live too, they wait
+// for a slot. After that no key of those windows ever reaches a worker from
+// this producer.
+func (p *producer) closeWindows(lo int64) {
 	p.flush()
 	p.pollDrops()
+	end := lo
+	if n := int64(len(p.open)); p.lo < winDone-n {
+		end = min(lo, p.lo+n) // open windows are within n of lo
+	}
+	last := winNone
+	for i := p.lo; i < end; i++ {
+		if p.open[slotOf(i, len(p.open))].window == i {
+			last = i
+		}
+	}
+	if last == winNone {
+		p.mark(winNone, nil, lo)
+	}
+	for i := p.lo; last != winNone && i <= last; i++ {
+		o := &p.open[slotOf(i, len(p.open))]
+		if o.window != i {
+			continue
+		}
+		next := i + 1
+		if i == last {
+			next = lo
+		}
+		p.mark(i, &o.counts, next)
+		p.total.add(&o.counts)
+		o.window = winNone
+	}
+	p.lo = lo
+	p.publishStats()
+}
+
+// mark sends every worker a marker: window closed (winNone: none) with the
+// producer's counts c of it, and next, the producer's new low window.
+func (p *producer) mark(window int64, c *counts, next int64) {
 	for s, r := range p.rings {
 		b := r.reserve()
 		if b == nil {
 			b = p.waitSlot(r)
 		}
 		b.kind = slotMarker
+		b.window = window
 		b.n = 0
 		b.next = next
-		b.counts = p.counts
+		if c != nil {
+			b.counts = *c
+		} else {
+			b.counts.reset()
+		}
 		r.publish()
 		p.wake[s].wake()
 	}
-	p.total.add(&p.counts)
-	p.counts.reset()
-	p.window = next
-	p.endNs = p.win.end(next)
-	p.publishStats()
 }
 
-// pollDrops counts in the current window what the kernel did since the
-// last poll: its drops (DropCounter) and, for a source that keys frames in
-// the kernel (KernelCounter), the frames it handled without handing them to
-// us. Kernel counts are cumulative, so a window gets what happened between
-// two polls: the polls at window boundaries place the kernel's work in its
-// window within the time it takes to flush the batches.
+// pollDrops counts in window hi what the kernel did since the last poll:
+// its drops (DropCounter) and, for a source that keys frames in the kernel
+// (KernelCounter), the frames it handled without handing them to us. Kernel
+// counts are cumulative, so a window gets what happened between two polls:
+// the polls at window boundaries place the kernel's work in its window
+// within the time it takes to flush the batches.
 func (p *producer) pollDrops() {
 	if dc, ok := p.src.(capture.DropCounter); ok {
 		if n, err := dc.KernelDrops(); err == nil && n > p.kdrops {
-			p.counts.dropped[dropKernel] += n - p.kdrops
+			p.current().dropped[dropKernel] += n - p.kdrops
 			p.kdrops = n
 		}
 	}
@@ -370,9 +612,9 @@ func (p *producer) pollDrops() {
 }
 
 // addKernelCounts adds the difference between the latest kernel counts
-// (kcNew) and the ones already accounted (kc) to the window.
+// (kcNew) and the ones already accounted (kc) to window hi.
 func (p *producer) addKernelCounts() {
-	c, old, cur := &p.counts, &p.kc, &p.kcNew
+	c, old, cur := p.current(), &p.kc, &p.kcNew
 	delta := func(now, before uint64) uint64 {
 		if now < before {
 			return 0 // a counter never goes back; be safe if one did
@@ -402,34 +644,61 @@ func (p *producer) addKernelCounts() {
 	}
 }
 
-// finish ends the producer: its last window is closed with a done marker.
-func (p *producer) finish() { p.closeWindow(winDone) }
+// finish ends the producer: its open windows close, with a last marker
+// whose next is winDone. A producer that never had a packet of
+// packet-time windows sends what it counted (a corrupt file, say) in a
+// marker of window winUnknown.
+func (p *producer) finish() {
+	if p.hi == winUnknown {
+		p.pollDrops()
+		p.mark(winUnknown, &p.early, winDone)
+		p.total.add(&p.early)
+		p.early.reset()
+		p.publishStats()
+		return
+	}
+	p.closeWindows(winDone)
+}
 
-// publishStats stores total+counts into the atomics Stats reads.
+// publishStats stores the counts of closed and open windows into the
+// atomics Stats reads.
 func (p *producer) publishStats() {
+	var sum counts
+	sum.reset()
+	sum.add(&p.total)
+	sum.add(&p.early)
+	for i := range p.open {
+		if p.open[i].window != winNone {
+			sum.add(&p.open[i].counts)
+		}
+	}
 	st := p.stats
-	st.packets.Store(p.total.packets + p.counts.packets)
-	st.prefilter.Store(p.total.prefilter + p.counts.prefilter)
+	st.packets.Store(sum.packets)
+	st.prefilter.Store(sum.prefilter)
 	for i := range st.malformed {
-		st.malformed[i].Store(p.total.malformed[i] + p.counts.malformed[i])
-		st.skipped[i].Store(p.total.skipped[i] + p.counts.skipped[i])
+		st.malformed[i].Store(sum.malformed[i])
+		st.skipped[i].Store(sum.skipped[i])
 	}
 	for i := range st.dropped {
-		st.dropped[i].Store(p.total.dropped[i] + p.counts.dropped[i])
+		st.dropped[i].Store(sum.dropped[i])
+	}
+	for i := range st.late {
+		st.late[i].Store(sum.late[i])
 	}
 }
 
-// startWindow is the window every producer and worker starts in when it is
-// known before the first packet: 0 with windows off, the current wall-clock
-// window with WallClockWindows. Otherwise (packet-time windows) it is
-// winUnknown, and each producer's first packet sends a marker that says
-// where it starts.
-func startWindow(cfg *Config, now time.Time) int64 {
+// startWindows returns the open windows every producer starts with when
+// they are known before the first packet: window 0 with windows off, and
+// with WallClockWindows those of the current time. Otherwise (packet-time
+// windows) both are winUnknown, and each producer's first packet sends a
+// marker that says where it starts.
+func startWindows(cfg *Config, now time.Time) (lo, hi int64) {
 	switch {
 	case cfg.Window == 0:
-		return 0
+		return 0, 0
 	case cfg.WallClockWindows:
-		return windowing{d: int64(cfg.Window)}.index(now.UnixNano())
+		w := newWindowing(cfg)
+		return w.low(now.UnixNano()), w.index(now.UnixNano())
 	}
-	return winUnknown
+	return winUnknown, winUnknown
 }

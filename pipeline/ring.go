@@ -10,8 +10,8 @@ import (
 type slotKind uint8
 
 const (
-	slotData   slotKind = iota // a batch of keys of the producer's current window
-	slotMarker                 // the producer is done with its current window
+	slotData   slotKind = iota // a batch of keys of one window
+	slotMarker                 // the producer closes a window, or moves its low window
 )
 
 // batch is one ring slot. The producer fills it in place (the keys never
@@ -23,13 +23,15 @@ const (
 // for the few unseen ones.
 type batch struct {
 	kind   slotKind
+	window int64      // data: the window of every key; marker: the window closed, or winNone
 	n      int        // data: keys in the batch
 	hashes []uint64   // data: Key.Hash(Seed) of keys[i]
 	keys   []flow.Key // data
 	times  []int64    // data: packet time, Unix ns
 
-	// marker: the producer's counts for the window it is leaving, and the
-	// window it goes to (winDone: its input ended).
+	// marker: the producer's counts for the window it closes, and its new
+	// low window: it sends nothing for windows before next (winDone: its
+	// input ended).
 	next   int64
 	counts counts
 }

@@ -30,7 +30,7 @@ type WindowSummary struct {
 	// LLDP, an unknown link type: flow.ErrNotIP, flow.ErrUnsupportedLink),
 	// which flow's documentation asks to count apart from the malformed
 	// ones. Packets = Malformed + Skipped + Keys + DroppedBy["ring_full"]
-	// + DroppedBy["xdp_ring_full"].
+	// + DroppedBy["xdp_ring_full"] + Late.
 	Skipped   uint64
 	SkippedBy map[string]uint64 // by flow.Reason
 
@@ -42,9 +42,9 @@ type WindowSummary struct {
 	Prefiltered uint64
 
 	// Late counts packets that came after their window had closed: older
-	// than every window still open (Config.Lateness), by reason. They are
-	// neither keyed nor reported, and are counted in the window open when
-	// they came; Packets does not include them.
+	// than every window still open (Config.Lateness), by reason
+	// ("window_closed"). They are neither keyed nor reported, and are
+	// counted, in Packets too, in the newest window open when they came.
 	Late   uint64
 	LateBy map[string]uint64
 
@@ -59,9 +59,14 @@ type WindowSummary struct {
 }
 
 // Sink receives the pipeline's output. All calls come from one goroutine,
-// the reporter, in order: every Record of a window before that window's
-// summary. An error from a Sink stops the pipeline and is returned by Run
-// (a full disk must not be lost silently).
+// the pipeline's collator goroutine, in order: every Record of a window
+// comes before that window's summary, and none after it. Records of
+// different windows may interleave: with Config.Lateness a window stays
+// open after the next one has begun, so records of window i+1 can come
+// before the summary of window i (Record.WindowNs says which window a
+// record is of). Summaries come in window order. An error from a Sink
+// stops the pipeline and is returned by Run (a full disk must not be lost
+// silently).
 //
 // The pointers passed to Record and Window are valid only for the call: the
 // pipeline reuses the memory they point to. A Sink that keeps a Record or a
@@ -73,7 +78,7 @@ type Sink interface {
 	Close() error
 }
 
-// Flusher is implemented by Sinks that buffer records. The reporter calls
+// Flusher is implemented by Sinks that buffer records. The collator calls
 // Flush whenever it has written records and no more are waiting, so a live
 // capture's records reach their file within moments, not when a window
 // closes or a buffer fills.
@@ -98,6 +103,9 @@ type Stats struct {
 	Windows   uint64            // windows closed so far (summaries written, empty ones included)
 
 	Prefiltered uint64 // as in WindowSummary; part of Keys
+
+	Late   uint64            // as in WindowSummary
+	LateBy map[string]uint64 // by reason
 }
 
 // WorkerStats are one shard's counters.

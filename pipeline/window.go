@@ -15,18 +15,66 @@ import (
 const (
 	winUnknown int64 = math.MinInt64
 	winDone    int64 = math.MaxInt64
+	// winNone marks a ring marker that closes no window (it only moves
+	// its producer's low window) and a worker slot that holds no window.
+	winNone int64 = math.MinInt64 + 1
 )
+
+// maxOpenWindows bounds how many windows may be open at once (Lateness
+// over Window, plus one), so that a worker's filters for them stay a
+// small, fixed array.
+const maxOpenWindows = 64
 
 // maxGapWindows bounds the empty summaries written for a gap in the
 // traffic. A longer gap (a capture paused for a day under one-second
 // windows, or a corrupt timestamp years ahead) gets one empty summary that
-// spans it, so a bad timestamp cannot make the reporter write billions of
+// spans it, so a bad timestamp cannot make the collator write billions of
 // lines.
 const maxGapWindows = 100_000
 
 // windowing is the window arithmetic of one run.
 type windowing struct {
 	d int64 // window length in ns; 0: windows off
+	l int64 // allowed lateness in ns (0 with windows off)
+}
+
+func newWindowing(cfg *Config) windowing {
+	if cfg.Window == 0 {
+		return windowing{}
+	}
+	return windowing{d: int64(cfg.Window), l: int64(cfg.Lateness)}
+}
+
+// open returns how many windows can be open at once: a window closes when
+// the newest time seen passes its end plus the lateness, so the windows
+// of times [T-l, T] are open, ceil(l/d)+1 of them at most.
+func (w windowing) open() int {
+	if w.d == 0 {
+		return 1
+	}
+	return int((w.l+w.d-1)/w.d) + 1
+}
+
+// low returns the oldest window still open once time t has been seen:
+// the first window whose end plus the lateness is after t.
+func (w windowing) low(t int64) int64 {
+	if w.d == 0 {
+		return 0
+	}
+	if t < math.MinInt64+w.l {
+		return w.index(math.MinInt64)
+	}
+	return w.index(t - w.l)
+}
+
+// closesAt returns the time whose sight closes window i: its end plus the
+// lateness, saturated.
+func (w windowing) closesAt(i int64) int64 {
+	e := w.end(i)
+	if e > math.MaxInt64-w.l {
+		return math.MaxInt64
+	}
+	return e + w.l
 }
 
 // index returns the window of time t (Unix ns).
@@ -82,11 +130,15 @@ const (
 	dropKernel      = 1 // DropCounter: the kernel's capture ring was full
 	dropXDPRingFull = 2 // KernelCounter: the XDP program's ring buffer to user space was full
 	numDrops        = 3
+
+	lateClosed = 0 // the packet's window had closed: older than every open window
+	numLate    = 1
 )
 
 var (
 	reasonLabels = append(flow.Reasons(), corruptFile)
 	dropLabels   = [numDrops]string{dropRingFull: "ring_full", dropKernel: "kernel", dropXDPRingFull: "xdp_ring_full"}
+	lateLabels   = [numLate]string{lateClosed: "window_closed"}
 
 	// malformedLabel says which flow.Reason labels are malformed frames
 	// (flow.IsMalformed) rather than skipped ones, for the error counts a
@@ -120,15 +172,16 @@ func reasonIndex(label string) int {
 
 // counts are what a producer counts in one window. They travel to the
 // workers in window markers; worker 0 adds up the producers' counts and
-// hands them to the reporter with its window close.
+// hands them to the collator with its window close.
 type counts struct {
 	packets   uint64
 	prefilter uint64             // keys a KernelCounter's prefilter found already seen (part of the window's keys)
 	malformed [maxReasons]uint64 // flow.IsMalformed errors and corrupt files, by reason
 	skipped   [maxReasons]uint64 // frames with no IP key, by reason
 	dropped   [numDrops]uint64
-	firstNs   int64 // earliest packet time seen (math.MaxInt64: none)
-	lastNs    int64 // latest packet time seen (math.MinInt64: none)
+	late      [numLate]uint64 // packets that came after their window closed, by reason
+	firstNs   int64           // earliest packet time seen (math.MaxInt64: none)
+	lastNs    int64           // latest packet time seen (math.MinInt64: none)
 }
 
 func (c *counts) reset() {
@@ -144,6 +197,9 @@ func (c *counts) add(o *counts) {
 	}
 	for i := range c.dropped {
 		c.dropped[i] += o.dropped[i]
+	}
+	for i := range c.late {
+		c.late[i] += o.late[i]
 	}
 	c.firstNs = min(c.firstNs, o.firstNs)
 	c.lastNs = max(c.lastNs, o.lastNs)

@@ -17,44 +17,61 @@ const batchesPerTurn = 8
 // are (SBF, QHT, Bloom).
 type fillRatioer interface{ FillRatio() float64 }
 
-// worker owns one shard: its filter, and the consumer end of one ring per
-// producer. It is the only goroutine that touches its filter, so the
-// filter needs no lock, and it crosses no atomic per key.
+// worker owns one shard: a filter per open window, and the consumer end of
+// one ring per producer. It is the only goroutine that touches its
+// filters, so they need no lock, and it crosses no atomic per key.
 //
-// Window protocol, as the worker sees it: at[p] is the window producer p is
-// in. A ring is read only while its producer is in the worker's window
-// (at[p] == win); a marker from p moves at[p] to the marker's next window,
-// after which the ring is left alone, even though it may already hold keys
-// of the next window. When no producer is left in win (every at[p] > win),
-// the window is complete: the worker sends its close to the reporter,
-// clears its filter and moves to the smallest at[p]. Since every producer
-// sends its markers to every worker, all workers go through the same
-// sequence of windows.
+// Window protocol, as the worker sees it: at[p] is producer p's low window:
+// p sends nothing for windows before it (winUnknown until p has said where
+// it starts). low, the smallest at[p], is the oldest window that may still
+// receive keys: every window before it is complete. The worker holds the
+// windows low .. low+len(slots)-1, each in the slot of its index modulo
+// len(slots) (windowing.open: the most a producer can have open at once),
+// with a filter of its own. A ring item (a batch or a marker) of a window
+// beyond that range waits at the head of its ring until low moves on; that
+// happens only when another producer is further behind, and that producer's
+// ring is read meanwhile. A marker from p adds p's counts of the window it
+// closes (worker 0 only: it hands them to the collator) and moves at[p] to
+// its next window. When low passes windows the worker holds, it closes them
+// in order: their records, then their close with key, distinct (and, for
+// worker 0, the producers') counts, go to the collator, and their filter is
+// cleared for a later window. Since every producer sends its markers to
+// every worker, all workers hold and close the same windows in the same
+// order.
 type worker struct {
 	id       int
-	filter   filters.Filter
-	fill     fillRatioer // nil when the filter has no fill ratio
-	rings    []*ring     // by producer
-	prodPark []*parker   // by producer: woken when a slot is freed
+	rings    []*ring   // by producer
+	prodPark []*parker // by producer: woken when a slot is freed
 	park     *parker
 	ready    func() bool
 	win      windowing
 
-	at       []int64 // by producer
-	window   int64
-	startNs  int64 // of window, for records
-	endNs    int64
-	keys     uint64 // in this window
-	distinct uint64
-	acc      counts // worker 0 only: the producers' counts for this window
+	at    []int64 // by producer
+	low   int64   // min(at)
+	slots []wslot // by window modulo len(slots)
+	pre   counts  // worker 0: counts of a producer that never had a packet (marker of winUnknown)
+	hot   *wslot  // the slot of the last batch, for Stats' fill ratio
 
-	keysBefore, distinctBefore uint64 // in earlier windows, for Stats
+	keysBefore, distinctBefore uint64 // in closed windows, for Stats
+	keys, distinct             uint64 // in open windows
 
 	out  chan<- *outBatch
 	free <-chan *outBatch
 	ob   *outBatch // being filled
 
 	stats *workerStats
+}
+
+// wslot is one open window of a worker.
+type wslot struct {
+	window   int64 // winNone: free
+	filter   filters.Filter
+	fill     fillRatioer // nil when the filter has no fill ratio
+	startNs  int64       // of window, for records
+	endNs    int64
+	keys     uint64
+	distinct uint64
+	counts   counts // worker 0: the producers' counts
 }
 
 // workerStats are a worker's counters for Stats, stored once per batch.
@@ -67,19 +84,48 @@ type workerStats struct {
 	_          cacheLinePad
 }
 
-// outBatch carries records from a worker to the reporter, then returns to
-// the worker through its free list. A batch with close set ends the
-// worker's window: its records come first, then the close.
+// outBatch carries records from a worker to the collator, then returns to
+// the worker through its free list. A batch with close set ends one of the
+// worker's windows: its records come first, then the close.
 type outBatch struct {
 	worker int
 	recs   []Record
 
 	close    bool
+	final    bool  // the worker's last close: every producer has ended
 	window   int64 // the window closed (winUnknown: no producer ever had a packet)
-	next     int64 // the worker's next window (winDone: this was the last)
 	keys     uint64
 	distinct uint64
 	counts   counts // worker 0 only
+}
+
+// newWorker makes worker id with its filters (one per window that can be
+// open at once), starting with producers at window lo.
+func newWorker(id int, filt []filters.Filter, cfg *Config, lo int64, rings []*ring, prodPark []*parker, park *parker, out chan<- *outBatch, free <-chan *outBatch, stats *workerStats) *worker {
+	w := &worker{
+		id:       id,
+		rings:    rings,
+		prodPark: prodPark,
+		park:     park,
+		win:      newWindowing(cfg),
+		at:       make([]int64, len(rings)),
+		low:      lo,
+		slots:    make([]wslot, len(filt)),
+		out:      out,
+		free:     free,
+		stats:    stats,
+	}
+	for i, f := range filt {
+		w.slots[i] = wslot{window: winNone, filter: f}
+		w.slots[i].fill, _ = f.(fillRatioer)
+	}
+	w.hot = &w.slots[0]
+	w.ready = w.anyReady
+	for i := range w.at {
+		w.at[i] = lo
+	}
+	w.pre.reset()
+	return w
 }
 
 func (w *worker) run() {
@@ -87,20 +133,14 @@ func (w *worker) run() {
 	for {
 		progressed := false
 		for p, r := range w.rings {
-			if w.at[p] != w.window {
-				continue // done with our window: its ring may hold the next one's keys
-			}
 			for range batchesPerTurn {
 				b := r.peek()
-				if b == nil {
+				if b == nil || !w.holds(b.window) {
 					break
 				}
 				progressed = true
 				if b.kind == slotMarker {
-					w.at[p] = b.next
-					if w.id == 0 {
-						w.acc.add(&b.counts)
-					}
+					w.marker(p, b)
 					r.release()
 					w.prodPark[p].wake()
 					break
@@ -110,11 +150,9 @@ func (w *worker) run() {
 				w.prodPark[p].wake()
 			}
 		}
-		if w.windowComplete() {
-			if w.closeWindow() {
-				return
-			}
-			continue
+		if w.low == winDone {
+			w.finish()
+			return
 		}
 		if !progressed {
 			if len(w.ob.recs) > 0 {
@@ -125,16 +163,76 @@ func (w *worker) run() {
 	}
 }
 
-// observe runs the batch's keys through the filter: the hot loop.
+// holds reports whether window i is one the worker can take items of now:
+// below low+len(slots). winNone (a marker closing nothing) and winUnknown
+// always are.
+func (w *worker) holds(i int64) bool {
+	if i == winNone || i == winUnknown {
+		return true
+	}
+	if w.low == winUnknown {
+		return false // a producer has not said where it starts
+	}
+	return i-w.low < int64(len(w.slots))
+}
+
+// slot returns the slot of window i (low <= i < low+len(slots)), taking
+// it for i if it is free.
+func (w *worker) slot(i int64) *wslot {
+	sl := &w.slots[slotOf(i, len(w.slots))]
+	if sl.window != i {
+		sl.window = i
+		if w.win.d != 0 {
+			sl.startNs, sl.endNs = w.win.start(i), w.win.end(i)
+		}
+		sl.keys, sl.distinct = 0, 0
+		sl.counts.reset()
+	}
+	return sl
+}
+
+// marker takes producer p's marker b: its counts of the window it closes,
+// and its new low window.
+func (w *worker) marker(p int, b *batch) {
+	switch b.window {
+	case winNone:
+	case winUnknown:
+		if w.id == 0 {
+			w.pre.add(&b.counts)
+		}
+	default:
+		sl := w.slot(b.window)
+		if w.id == 0 {
+			sl.counts.add(&b.counts)
+		}
+	}
+	w.at[p] = b.next
+	low := winDone
+	for _, a := range w.at {
+		low = min(low, a)
+	}
+	if low != w.low {
+		if low != winDone {
+			w.closeBefore(low)
+		} // else finish closes them all, the last one as final
+		w.low = low
+	}
+}
+
+// observe runs the batch's keys through its window's filter: the hot loop.
 func (w *worker) observe(b *batch) {
-	f := w.filter
+	sl := w.slot(b.window)
+	w.hot = sl
+	f := sl.filter
 	hashes := b.hashes[:b.n]
 	for i, h := range hashes {
 		if !f.Observe(h) {
-			w.emit(&b.keys[i], b.times[i])
+			w.emit(sl, &b.keys[i], b.times[i])
 		}
 	}
-	w.keys += uint64(len(hashes))
+	n := uint64(len(hashes))
+	sl.keys += n
+	w.keys += n
 	st := w.stats
 	st.keys.Store(w.keysBefore + w.keys)
 	st.distinct.Store(w.distinctBefore + w.distinct)
@@ -144,17 +242,18 @@ func (w *worker) observe(b *batch) {
 	}
 }
 
-// emit appends a record of an unseen key.
-func (w *worker) emit(k *flow.Key, t int64) {
+// emit appends a record of an unseen key of slot sl's window.
+func (w *worker) emit(sl *wslot, k *flow.Key, t int64) {
 	if len(w.ob.recs) == cap(w.ob.recs) {
 		w.send()
 	}
-	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: w.startNs, WindowEndNs: w.endNs, Worker: w.id})
+	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id})
+	sl.distinct++
 	w.distinct++
 }
 
-// send hands the current output batch to the reporter and takes a free
-// one. It blocks while the reporter holds all of this worker's batches:
+// send hands the current output batch to the collator and takes a free
+// one. It blocks while the collator holds all of this worker's batches:
 // that is how a slow sink pushes back on the workers, and through the
 // rings on the producers.
 func (w *worker) send() {
@@ -162,75 +261,98 @@ func (w *worker) send() {
 	w.ob = <-w.free
 }
 
-// windowComplete reports whether no producer is left in the window.
-func (w *worker) windowComplete() bool {
-	for _, a := range w.at {
-		if a == w.window {
-			return false
+// closeBefore closes, in order, the windows the worker holds that are
+// before low.
+func (w *worker) closeBefore(low int64) {
+	if w.low == winUnknown {
+		return // nothing held yet
+	}
+	n := int64(len(w.slots))
+	end := low
+	if w.low < winDone-n {
+		end = min(low, w.low+n)
+	}
+	for i := w.low; i < end; i++ {
+		if sl := &w.slots[slotOf(i, len(w.slots))]; sl.window == i {
+			w.close(sl, false)
 		}
 	}
-	return true
 }
 
-// closeWindow closes the worker's window and moves to the next one. It
-// returns true after the last window.
-func (w *worker) closeWindow() bool {
-	next := winDone
-	for _, a := range w.at {
-		next = min(next, a)
-	}
-	if w.window == winUnknown && next != winDone {
-		// Every producer has said where it starts: nothing to close yet.
-		// (Counts that came with the start markers, kernel drops, stay
-		// in acc for the first window.)
-		w.enter(next)
-		return false
-	}
+// close sends the close of slot sl's window and frees the slot.
+func (w *worker) close(sl *wslot, final bool) {
 	ob := w.ob
-	ob.close = true
-	ob.window = w.window
-	ob.next = next
-	ob.keys = w.keys
-	ob.distinct = w.distinct
-	ob.counts = w.acc
-	if next == winDone {
+	ob.close, ob.final = true, final
+	ob.window = sl.window
+	ob.keys, ob.distinct = sl.keys, sl.distinct
+	ob.counts = sl.counts
+	if w.id == 0 {
+		ob.counts.add(&w.pre) // what producers that never had a packet counted goes to the first window closed
+		w.pre.reset()
+	}
+	if final {
 		w.out <- ob
 		w.ob = nil
-		return true
+	} else {
+		w.send()
+		sl.filter.Reset() // the last one stays as the run left it, for Stats
 	}
-	w.send()
-	w.filter.Reset()
-	w.keysBefore += w.keys
-	w.distinctBefore += w.distinct
-	w.keys, w.distinct = 0, 0
-	w.acc.reset()
-	w.enter(next)
-	return false
+	sl.window = winNone
+	w.keysBefore += sl.keys
+	w.distinctBefore += sl.distinct
+	w.keys -= sl.keys
+	w.distinct -= sl.distinct
 }
 
-// enter makes window i the worker's current one.
-func (w *worker) enter(i int64) {
-	w.window = i
-	if w.win.d != 0 {
-		w.startNs, w.endNs = w.win.start(i), w.win.end(i)
+// finish closes the windows still held, the last one as final. With none
+// at all (no producer had a packet), the final close is of window
+// winUnknown, with what the producers counted.
+func (w *worker) finish() {
+	var last *wslot
+	for i := range w.slots {
+		if sl := &w.slots[i]; sl.window != winNone && (last == nil || sl.window > last.window) {
+			last = sl
+		}
+	}
+	if last == nil {
+		sl := &wslot{window: winUnknown, filter: w.slots[0].filter}
+		sl.counts.reset()
+		w.close(sl, true) // with w.pre's counts
+		return
+	}
+	for {
+		var next *wslot
+		for i := range w.slots {
+			if sl := &w.slots[i]; sl.window != winNone && (next == nil || sl.window < next.window) {
+				next = sl
+			}
+		}
+		if next == last {
+			w.close(last, true)
+			return
+		}
+		w.close(next, false)
 	}
 }
 
-// storeFill publishes the filter's fill ratio. It scans the filter, so
-// only on request (Stats).
+// storeFill publishes the fill ratio of the filter the worker used last.
+// It scans the filter, so only on request (Stats).
 func (w *worker) storeFill() {
 	r := -1.0
-	if w.fill != nil {
-		r = w.fill.FillRatio()
+	if w.hot.fill != nil {
+		r = w.hot.fill.FillRatio()
 	}
 	w.stats.fill.Store(math.Float64bits(r))
 }
 
-// anyReady is the worker's parking condition: a ring it reads has a slot.
+// anyReady is the worker's parking condition: a ring has an item the
+// worker can take.
 func (w *worker) anyReady() bool {
-	for p, r := range w.rings {
-		if w.at[p] == w.window && r.ready() {
-			return true
+	for _, r := range w.rings {
+		if r.ready() {
+			if b := r.peek(); b != nil && w.holds(b.window) {
+				return true
+			}
 		}
 	}
 	return false
