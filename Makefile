@@ -16,7 +16,7 @@ test:
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:
-	$(GO) test -count=1 -race ./pipeline/ ./report/ ./capture/ ./fastpath/
+	$(GO) test -count=1 -race ./pipeline/ ./report/... ./capture/ ./fastpath/
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
 # packet parsing and key hashing, and the BoomFilters comparison.
