@@ -57,6 +57,23 @@ type KernelCounter interface {
 	KernelCounts(c *KernelCounts) error
 }
 
+// WindowCounter is implemented by KernelCounters that also count by window
+// in the kernel (the XDP fast path): each frame is counted in the window of
+// its kernel timestamp, the same time its Packet.TimeNs carries, so a
+// window's counts are exact rather than polled near its boundary.
+type WindowCounter interface {
+	KernelCounter
+	// WindowCounts fills c with the counts of window i: the frames whose
+	// time t falls in [i*d, (i+1)*d) for the window length d the source
+	// was opened with. A window's counts are final once every frame of it
+	// has been read from the source. The kernel keeps the counts of the
+	// last WindowSlots windows of each CPU: those of older windows are
+	// gone, and WindowCounts returns an error wrapping ErrWindowGone.
+	WindowCounts(i int64, c *KernelCounts) error
+	// WindowSlots is how many recent windows the kernel keeps counts of.
+	WindowSlots() int
+}
+
 // KernelCounts are the cumulative counts of a KernelCounter. Packets =
 // Keyed + the frames in Errors; Keyed = Prefiltered + keys delivered by
 // Next + RingFull.
@@ -77,4 +94,6 @@ var (
 	ErrClosed  = errors.New("capture: source closed")
 	ErrCorrupt = errors.New("capture: corrupt capture file")
 	ErrTimeout = errors.New("capture: no frame within the poll interval")
+	// ErrWindowGone: WindowCounts of a window the kernel no longer keeps.
+	ErrWindowGone = errors.New("capture: the kernel no longer keeps this window's counts")
 )
