@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"io"
+	"maps"
 	"testing"
 	"time"
 
@@ -23,32 +24,47 @@ type kernelSource struct {
 	lose   int   // every lose-th unseen key is lost (0: none)
 	unseen int
 	counts capture.KernelCounts
+	// byWindow, when not nil, gets the same counts by the window of each
+	// frame's time, as the XDP program's window counters do.
+	byWindow map[int64]*capture.KernelCounts
 }
 
 func (s *kernelSource) Next(p *capture.Packet) error {
 	for s.i < len(s.pkts) {
 		f := s.pkts[s.i]
 		s.i++
-		c := &s.counts
-		if c.Errors == nil {
-			c.Errors = map[string]uint64{}
+		cs := []*capture.KernelCounts{&s.counts}
+		if s.byWindow != nil {
+			w := f.t / s.window
+			if s.byWindow[w] == nil {
+				s.byWindow[w] = &capture.KernelCounts{}
+			}
+			cs = append(cs, s.byWindow[w])
 		}
-		c.Packets++
+		count := func(do func(c *capture.KernelCounts)) {
+			for _, c := range cs {
+				if c.Errors == nil {
+					c.Errors = map[string]uint64{}
+				}
+				do(c)
+			}
+		}
+		count(func(c *capture.KernelCounts) { c.Packets++ })
 		k, err := flow.Parse(f.data, flow.LinkEthernet, flow.KeySrc)
 		if err != nil {
-			c.Errors[flow.Reason(err)]++
+			count(func(c *capture.KernelCounts) { c.Errors[flow.Reason(err)]++ })
 			continue
 		}
-		c.Keyed++
+		count(func(c *capture.KernelCounts) { c.Keyed++ })
 		if w := f.t / s.window; w != s.cur || s.seen == nil {
 			s.seen, s.cur = map[flow.Key]bool{}, w
 		}
 		if s.seen[k] {
-			c.Prefiltered++
+			count(func(c *capture.KernelCounts) { c.Prefiltered++ })
 			continue
 		}
 		if s.unseen++; s.lose > 0 && s.unseen%s.lose == 0 {
-			c.RingFull++ // not remembered: the next packet retries
+			count(func(c *capture.KernelCounts) { c.RingFull++ }) // not remembered: the next packet retries
 			continue
 		}
 		s.seen[k] = true
@@ -157,5 +173,69 @@ func TestKernelCounterSource(t *testing.T) {
 	st := pl.Stats()
 	if st.Packets != kc.Packets || st.Prefiltered != kc.Prefiltered || st.Keys != sum.Keys || st.DroppedBy["xdp_ring_full"] != kc.RingFull {
 		t.Errorf("Stats %+v; kernel %+v", st, kc)
+	}
+}
+
+// windowKernelSource is a kernelSource that also counts by window, as the
+// XDP program's per-window counters do (capture.WindowCounter).
+type windowKernelSource struct {
+	kernelSource
+}
+
+func (s *windowKernelSource) WindowCounts(i int64, c *capture.KernelCounts) error {
+	w, ok := s.byWindow[i]
+	if !ok {
+		*c = capture.KernelCounts{Errors: c.Errors}
+		clear(c.Errors)
+		return nil
+	}
+	errs := c.Errors
+	if errs == nil {
+		errs = map[string]uint64{}
+	}
+	*c = *w
+	c.Errors = errs
+	clear(errs)
+	maps.Copy(errs, w.Errors)
+	return nil
+}
+
+func (s *windowKernelSource) WindowSlots() int { return 8 }
+
+// TestWindowCounterSource: with a source that counts by window in the
+// kernel, every window's summary adds up exactly (packets = malformed +
+// skipped + keys + dropped) and equals the kernel's counts of that window,
+// where polled counts could give a window a frame of the next.
+func TestWindowCounterSource(t *testing.T) {
+	const n = 3000
+	var pkts []pkt
+	for i := range n {
+		tm := t0 + int64(i)*int64(time.Millisecond)/2 // 1.5 s: windows of 200 ms
+		data := srcFrame(i % 100)
+		if i%31 == 0 {
+			data = data[:20] // truncated
+		}
+		pkts = append(pkts, pkt{data, tm})
+	}
+	const window = 200 * time.Millisecond
+	src := &windowKernelSource{kernelSource{pkts: pkts, window: int64(window), lose: 5, byWindow: map[int64]*capture.KernelCounts{}}}
+	sink, _ := run(t, Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Window: window, Lateness: 50 * time.Millisecond, Live: true}, src)
+	_, wins := sink.snapshot()
+	var packets uint64
+	for _, w := range wins {
+		k := src.byWindow[w.StartNs/int64(window)]
+		if k == nil {
+			t.Fatalf("a summary of window %d, where the kernel saw nothing", w.StartNs)
+		}
+		if w.Packets != w.Malformed+w.Skipped+w.Keys+w.Dropped {
+			t.Errorf("window %d: packets %d != malformed %d + skipped %d + keys %d + dropped %d", w.StartNs, w.Packets, w.Malformed, w.Skipped, w.Keys, w.Dropped)
+		}
+		if w.Packets != k.Packets || w.Prefiltered != k.Prefiltered || w.Malformed != k.Errors["truncated"] || w.DroppedBy["xdp_ring_full"] != k.RingFull {
+			t.Errorf("window %d: summary %+v, kernel %+v", w.StartNs, w, k)
+		}
+		packets += w.Packets
+	}
+	if packets != n || len(wins) != len(src.byWindow) {
+		t.Errorf("%d packets in %d summaries, want %d in %d", packets, len(wins), n, len(src.byWindow))
 	}
 }

@@ -81,8 +81,12 @@ type producer struct {
 	stats *producerStats
 
 	// A KernelCounter's counts: accounted so far, and the latest poll.
+	// A WindowCounter's counts go to each window as it closes instead
+	// (kcWin, the scratch; kcAttr, their sum), and kc only serves Stats.
 	// Off the per-packet path, so last.
-	kc, kcNew capture.KernelCounts
+	kc, kcNew     capture.KernelCounts
+	wc            capture.WindowCounter // src, when it counts by window in the kernel
+	kcWin, kcAttr capture.KernelCounts
 }
 
 // openCounts are a producer's counts of one open window.
@@ -138,6 +142,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		stats: new(producerStats),
 	}
 	p.ready = p.slotFree
+	p.wc, _ = src.(capture.WindowCounter)
 	for s := range p.side {
 		p.side[s] = sideKeys{
 			hashes: make([]uint64, cfg.BatchSize),
@@ -543,6 +548,11 @@ func (p *producer) closeWindows(lo int64) {
 	if n := int64(len(p.open)); p.lo < winDone-n {
 		end = min(lo, p.lo+n) // open windows are within n of lo
 	}
+	if p.wc != nil {
+		for i := p.lo; i < end; i++ {
+			p.addWindowCounts(i)
+		}
+	}
 	last := winNone
 	for i := p.lo; i < end; i++ {
 		if p.open[slotOf(i, len(p.open))].window == i {
@@ -591,6 +601,21 @@ func (p *producer) mark(window int64, c *counts, next int64) {
 	}
 }
 
+// addWindowCounts adds the kernel's counts of window i (a WindowCounter's)
+// to the window, opening it if only the kernel saw frames of it (the
+// prefilter can keep every key of a window in the kernel). A window whose
+// counts the kernel no longer keeps (capture.ErrWindowGone: the producer
+// fell more windows behind than the kernel has slots) gets none; Stats
+// still counts those frames.
+func (p *producer) addWindowCounts(i int64) {
+	if err := p.wc.WindowCounts(i, &p.kcWin); err != nil || p.kcWin.Packets == 0 {
+		return
+	}
+	var zero capture.KernelCounts
+	addKernelCounts(p.counts(i), &p.kcWin, &zero)
+	addKernelTotals(&p.kcAttr, &p.kcWin)
+}
+
 // pollDrops counts in window hi what the kernel did since the last poll:
 // its drops (DropCounter) and, for a source that keys frames in the kernel
 // (KernelCounter), the frames it handled without handing them to us. Kernel
@@ -606,15 +631,16 @@ func (p *producer) pollDrops() {
 	}
 	if kc, ok := p.src.(capture.KernelCounter); ok {
 		if err := kc.KernelCounts(&p.kcNew); err == nil {
-			p.addKernelCounts()
+			if p.wc == nil {
+				addKernelCounts(p.current(), &p.kcNew, &p.kc)
+			}
+			copyKernelCounts(&p.kc, &p.kcNew)
 		}
 	}
 }
 
-// addKernelCounts adds the difference between the latest kernel counts
-// (kcNew) and the ones already accounted (kc) to window hi.
-func (p *producer) addKernelCounts() {
-	c, old, cur := p.current(), &p.kc, &p.kcNew
+// addKernelCounts adds the kernel counts cur - old to c.
+func addKernelCounts(c *counts, cur, old *capture.KernelCounts) {
 	delta := func(now, before uint64) uint64 {
 		if now < before {
 			return 0 // a counter never goes back; be safe if one did
@@ -635,12 +661,31 @@ func (p *producer) addKernelCounts() {
 			c.skipped[reasonIndex(label)] += d
 		}
 	}
-	old.Packets, old.Keyed, old.Prefiltered, old.RingFull = cur.Packets, cur.Keyed, cur.Prefiltered, cur.RingFull
-	if old.Errors == nil {
-		old.Errors = make(map[string]uint64, len(cur.Errors))
+}
+
+// copyKernelCounts sets dst to src, reusing dst's map.
+func copyKernelCounts(dst, src *capture.KernelCounts) {
+	dst.Packets, dst.Keyed, dst.Prefiltered, dst.RingFull = src.Packets, src.Keyed, src.Prefiltered, src.RingFull
+	if dst.Errors == nil {
+		dst.Errors = make(map[string]uint64, len(src.Errors))
 	}
-	for label, n := range cur.Errors {
-		old.Errors[label] = n
+	clear(dst.Errors)
+	for label, n := range src.Errors {
+		dst.Errors[label] = n
+	}
+}
+
+// addKernelTotals adds src to dst.
+func addKernelTotals(dst, src *capture.KernelCounts) {
+	dst.Packets += src.Packets
+	dst.Keyed += src.Keyed
+	dst.Prefiltered += src.Prefiltered
+	dst.RingFull += src.RingFull
+	if dst.Errors == nil {
+		dst.Errors = make(map[string]uint64, len(src.Errors))
+	}
+	for label, n := range src.Errors {
+		dst.Errors[label] += n
 	}
 }
 
@@ -667,6 +712,10 @@ func (p *producer) publishStats() {
 	sum.reset()
 	sum.add(&p.total)
 	sum.add(&p.early)
+	if p.wc != nil {
+		// What the kernel counted in windows not closed yet.
+		addKernelCounts(&sum, &p.kc, &p.kcAttr)
+	}
 	for i := range p.open {
 		if p.open[i].window != winNone {
 			sum.add(&p.open[i].counts)
