@@ -77,6 +77,7 @@
 // change.
 //
 // Memory: a capture's keys, one key id and truth flag per packet, and
-// per seed 9 bytes per packet of dealt hashes; about 40 MB for a
-// million-packet sample.
+// per seed 9 bytes per packet of dealt hashes (about 40 MB for a
+// million-packet sample), plus the filters being run: Parallelism x
+// Workers filters of Mem at once.
 package tune

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"encoding"
 	"fmt"
 	"math"
 	"strconv"
@@ -137,3 +138,8 @@ func (o Objective) scoreOf(ms []tally, slack float64) score {
 	}
 	return s
 }
+
+var (
+	_ encoding.TextMarshaler   = Objective{}
+	_ encoding.TextUnmarshaler = (*Objective)(nil)
+)

@@ -37,9 +37,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	s := r.Search
 	if s.Exhaustive {
 		ew.printf("searched %d grid points exhaustively", s.Grid)
-	} else {
+	} else if s.Thinning > 1 {
 		ew.printf("searched %d grid points on 1/%d of the keys (%d keys, %s per shard, one seed), refined the best %d filters on the whole sample",
 			s.Coarse, s.Thinning, s.CoarseKeys, s.CoarseMem, s.Refined)
+	} else {
+		ew.printf("searched %d grid points on the whole sample with one seed, refined the best %d with every seed", s.Coarse, s.Refined)
 	}
 	ew.printf(" in %.1f s (read %.1f, coarse %.1f, refine %.1f)", s.Seconds, s.LoadSeconds, s.CoarseSeconds, s.RefineSeconds)
 	if s.Invalid+s.TooSlow+s.Unfinished > 0 {
@@ -92,7 +94,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  FPR %s, FNR %s over %d seeds (mean ± sd, [min, max])\n", rateSpread(best.FPR), rateSpread(best.FNR), len(best.Seeds))
 	if len(best.Seeds) > 0 {
 		sr := best.Seeds[0]
-		ew.printf("  with --seed %d replay makes exactly %d false positives and %d false negatives\n", sr.Seed, sr.FalsePositives, sr.FalseNegatives)
+		ew.printf("  replay --seed %d makes exactly FP %d, FN %d (of %d distinct, %d duplicates)\n", sr.Seed, sr.FalsePositives, sr.FalseNegatives, sr.Distinct, sr.Duplicates)
 	}
 	if d := r.Default; d != nil && d.Spec != best.Spec {
 		ew.printf("  replay default %s: FPR %s, FNR %s\n", d.Spec, rateSpread(d.FPR), rateSpread(d.FNR))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -13,6 +12,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/flowdedup/flowdedup/eval"
 )
 
 // ErrPlot wraps the errors of Plot.
@@ -20,10 +21,11 @@ var ErrPlot = errors.New("tune: plot")
 
 // Plot draws the trade-off the ranking chose from: FNR against FPR of
 // every ranked filter, log-log, one marker shape and colour per family,
-// the pick ringed, replay's default boxed and the objective's bound as a
+// the pick ringed, replay's default squared and the objective's bound as a
 // line. A rate of 0 is drawn at half of one error (0.5/distinct keys for
-// FPR, 0.5/duplicates for FNR), the floor of the axes, so that filters
-// that made no error stay on the figure. The format follows the
+// FPR, 0.5/duplicates for FNR; below half the bound when that is lower),
+// the floor of the axes, so that filters that made no error stay on the
+// figure. The format follows the
 // extension: .svg or .png.
 func (r *Result) Plot(path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
@@ -34,9 +36,18 @@ func (r *Result) Plot(path string) error {
 	if len(r.Ranked) == 0 || len(best.Seeds) == 0 {
 		return fmt.Errorf("%w: nothing ranked", ErrPlot)
 	}
-	// The floors: half an error over the events of the first seed.
+	// The floors: half an error over the events of the first seed, and
+	// below a bound, so that a filter that made no error is drawn on the
+	// right side of it.
 	fx := 0.5 / float64(max(best.Seeds[0].Distinct, 1))
 	fy := 0.5 / float64(max(best.Seeds[0].Duplicates, 1))
+	if o := r.Objective; o.Bound > 0 {
+		if o.Goal == MinFNR {
+			fx = min(fx, o.Bound/2)
+		} else if o.Goal == MinFPR {
+			fy = min(fy, o.Bound/2)
+		}
+	}
 	at := func(c Candidate) plotter.XY { return plotter.XY{X: max(c.FPR.Mean, fx), Y: max(c.FNR.Mean, fy)} }
 
 	p := plot.New()
@@ -87,7 +98,7 @@ func (r *Result) Plot(path string) error {
 		return fmt.Errorf("%w: %w", ErrPlot, err)
 	}
 	if r.Default != nil {
-		if err := mark(*r.Default, draw.BoxGlyph{}, "replay default"); err != nil {
+		if err := mark(*r.Default, draw.SquareGlyph{}, "replay default"); err != nil {
 			return fmt.Errorf("%w: %w", ErrPlot, err)
 		}
 	}
@@ -110,25 +121,10 @@ func (r *Result) Plot(path string) error {
 		legend.Add("bound", l)
 	}
 
-	cw, err := draw.NewFormattedCanvas(figWidth, figHeight, format)
-	if err != nil {
+	if err := eval.SaveFigure(p, legend, path, format); err != nil {
 		return fmt.Errorf("%w: %w", ErrPlot, err)
 	}
-	dc := draw.New(cw)
-	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: figWidth, Y: 0}, {X: figWidth, Y: figHeight}, {X: 0, Y: figHeight}})
-	// The legend has a column of its own, so it never hides a point.
-	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
-	legend.YOffs = -0.6 * vg.Inch
-	legend.Draw(draw.Crop(dc, figWidth-legendWidth+vg.Points(8), 0, 0, 0))
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrPlot, err)
-	}
-	if _, err := cw.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("%w: %s: %w", ErrPlot, path, err)
-	}
-	return f.Close()
+	return nil
 }
 
 func decadeBelow(v float64) float64 { return math.Pow(10, math.Floor(math.Log10(v))) }
@@ -146,9 +142,3 @@ var glyphs = []draw.GlyphDrawer{
 	draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CrossGlyph{},
 	draw.PyramidGlyph{}, draw.PlusGlyph{},
 }
-
-const (
-	figWidth    = 9 * vg.Inch
-	figHeight   = 6 * vg.Inch
-	legendWidth = 1.4 * vg.Inch
-)

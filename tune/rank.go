@@ -210,7 +210,7 @@ func confidence(obj Objective, a, b *candidate) Confidence {
 	c.MeanDiff = stat.Mean(d, nil)
 	if allZero {
 		c.Tied = true
-		c.Statement = fmt.Sprintf("tied with %s: the same %s on every seed (ranked by the other rate, then speed)", b.canon, obj.valueName())
+		c.Statement = fmt.Sprintf("tied with %s: both make the same errors on every seed at this memory", b.canon)
 		return c
 	}
 	if c.Seeds < 2 {

@@ -16,6 +16,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -313,6 +314,28 @@ func TestEvaluateMatchesReplay(t *testing.T) {
 					t.Errorf("%s %s: no error at all; the test wants a filter small enough to err", tc.file, spec)
 				}
 			}
+		}
+	}
+}
+
+// The timed loop allocates nothing: observing a shard's stream, window
+// clears included, costs no allocation once the filter is built.
+func TestObserveShardAllocatesNothing(t *testing.T) {
+	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.Key5Tuple, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := c.materialize(1)
+	sh := split(e, 2, 0)
+	for _, spec := range []string{DefaultSpec("8KiB"), "sbf:mem=8KiB,max=1,k=2,p=4", "rlbsbf:mem=8KiB,k=2"} {
+		f, err := filters.New(spec, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := &speed{} // no speed limit: its reference is built once, on a slow chunk
+		var tl tally
+		if n := testing.AllocsPerRun(5, func() { observeShard(f, &sh[0], &tl, sp) }); n != 0 {
+			t.Errorf("%s: %.1f allocations per shard pass", spec, n)
 		}
 	}
 }

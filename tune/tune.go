@@ -33,6 +33,10 @@ const (
 // buckets of 32 bits) still make 128 rows.
 const minCoarseMemBits = 1 << 16
 
+// maxSeeds bounds Config.Seeds: each seed holds 9 bytes per key of the
+// sample while Run runs.
+const maxSeeds = 100
+
 // coarseShare is the part of the budget the coarse phase may use; the
 // refine phase has the rest.
 const coarseShare = 0.5
@@ -140,8 +144,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("%w: negative window %v", ErrConfig, c.Window)
 	case c.Workers < 0 || c.Workers > 1<<16:
 		return fmt.Errorf("%w: workers %d not in [1, 65536]", ErrConfig, c.Workers)
-	case c.Seeds < 0 || c.Seeds > 1000:
-		return fmt.Errorf("%w: seeds %d not in [1, 1000]", ErrConfig, c.Seeds)
+	case c.Seeds < 0 || c.Seeds > maxSeeds:
+		return fmt.Errorf("%w: seeds %d not in [1, %d]", ErrConfig, c.Seeds, maxSeeds)
 	case c.Parallelism < 0:
 		return fmt.Errorf("%w: negative parallelism", ErrConfig)
 	case c.Budget < 0:
@@ -230,15 +234,16 @@ type Search struct {
 	Exhaustive bool `json:"exhaustive"`
 	// The coarse phase: one seed, on the keys whose remixed hash falls in
 	// 1/Thinning of the range, with filters of Mem/Thinning (CoarseMem).
-	Thinning   int    `json:"thinning"`
-	CoarseKeys int    `json:"coarse_keys"`
-	CoarseMem  string `json:"coarse_mem"`
-	Coarse     int    `json:"coarse"`     // grid points run in the coarse phase
-	Duplicate  int    `json:"duplicate"`  // grid points that build the same filter as an earlier one
-	Invalid    int    `json:"invalid"`    // grid points filters.New rejects at this memory
-	TooSlow    int    `json:"too_slow"`   // dropped: slower than MaxSlowdown allows
-	Refined    int    `json:"refined"`    // filters run on the whole sample with every seed
-	Unfinished int    `json:"unfinished"` // left out when the budget ran out
+	Thinning     int      `json:"thinning"`
+	CoarseKeys   int      `json:"coarse_keys"`
+	CoarseMem    string   `json:"coarse_mem"`
+	Coarse       int      `json:"coarse"`    // grid points run in the coarse phase
+	Duplicate    int      `json:"duplicate"` // grid points that build the same filter as an earlier one
+	Invalid      int      `json:"invalid"`   // grid points filters.New rejects at this memory
+	TooSlow      int      `json:"too_slow"`  // dropped: slower than MaxSlowdown allows
+	TooSlowSpecs []string `json:"too_slow_specs,omitempty"`
+	Refined      int      `json:"refined"`    // filters run on the whole sample with every seed
+	Unfinished   int      `json:"unfinished"` // left out when the budget ran out
 	// Where the time went: reading and dealing the samples, the coarse
 	// phase, the refine phase (tie-breaking included), and in all.
 	LoadSeconds    float64 `json:"load_seconds"`
@@ -284,81 +289,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res.Search.LoadSeconds = time.Since(start).Seconds()
+	sr := &search{cfg: &cfg, memBits: memBits, thin: thin, data: data, coarseData: coarseData,
+		s: &res.Search, start: start, deadline: start.Add(cfg.Budget)}
 	cands := newCandidates(memBits, cfg.Objective, len(seeds))
-	exact := &candidate{family: "exact", spec: "exact", seeds: make([]tally, len(seeds)), seedSt: make([]status, len(seeds))}
-	s := &res.Search
-	s.Grid, s.Exhaustive, s.Thinning = len(cands), cfg.Exhaustive, 1<<thin
-	deadline := start.Add(cfg.Budget)
-
-	var refine []*candidate
-	if cfg.Exhaustive {
-		refine = append(refine, cands...)
-	} else {
-		s.CoarseMem = filters.FormatMem(memBits >> thin)
-		jobs := make([]job, len(cands))
-		for i, c := range cands {
-			jobs[i] = job{spec: c.point.spec(memBits, thin), lim: limitAt(memBits>>thin, &cfg), data: coarseData, out: &c.coarse, st: &c.coarseSt}
-		}
-		coarseStop := start.Add(time.Duration(float64(cfg.Budget) * coarseShare))
-		if err := runJobs(ctx, jobs, cfg.Parallelism, coarseStop); err != nil {
+	sr.s.Grid, sr.s.Exhaustive, sr.s.Thinning = len(cands), cfg.Exhaustive, 1<<thin
+	refine := cands
+	if !cfg.Exhaustive {
+		if refine, err = sr.coarse(ctx, cands); err != nil {
 			return nil, err
 		}
-		seen := map[string]bool{}
-		var unique []*candidate
-		events := 0
-		for _, c := range cands {
-			switch c.coarseSt {
-			case done:
-				s.Coarse++
-				if seen[c.coarse.spec] {
-					s.Duplicate++
-					continue
-				}
-				seen[c.coarse.spec] = true
-				if cfg.Objective.Goal == MinFPR {
-					events = c.coarse.duplicates
-				} else {
-					events = c.coarse.distinct
-				}
-			case invalid:
-				s.Invalid++
-			case tooSlow:
-				s.TooSlow++
-			case pending:
-				s.Unfinished++
-				s.BudgetExceeded = true
-			}
-			if thin == 0 {
-				c.seeds[0], c.seedSt[0] = c.coarse, c.coarseSt
-			}
-			unique = append(unique, c)
-		}
-		for _, c := range unique {
-			if c.coarseSt == done {
-				s.CoarseKeys = c.coarse.elements
-				break
-			}
-		}
-		refine = prune(unique, cfg.Keep, cfg.Objective, coarseSlack(cfg.Objective, events))
 	}
-	s.CoarseSeconds = time.Since(start).Seconds() - s.LoadSeconds
-	// The default and exact first: they are the references.
+	sr.s.CoarseSeconds = time.Since(start).Seconds() - sr.s.LoadSeconds
+	exact := &candidate{family: "exact", spec: "exact", seeds: make([]tally, len(seeds)), seedSt: make([]status, len(seeds))}
+	// The references first: replay's default, then exact.
 	refine = slices.Insert(refine, min(len(refine), countDefaults(refine)), exact)
-	var jobs []job
-	for _, c := range refine {
-		for r := range seeds {
-			if c.seedSt[r] == done {
-				continue
-			}
-			jobs = append(jobs, job{spec: c.spec, lim: limitAt(memBits, &cfg), data: data[r], out: &c.seeds[r], st: &c.seedSt[r]})
-		}
-	}
-	if err := runJobs(ctx, jobs, cfg.Parallelism, deadline); err != nil {
+	if err := sr.refine(ctx, refine); err != nil {
 		return nil, err
 	}
 
 	var ranked []*candidate
-	for _, c := range finish(refine, cfg.Objective, s) {
+	for _, c := range finish(refine, cfg.Objective, sr.s) {
 		if c == exact {
 			e := c.export(seeds)
 			res.Exact = &e
@@ -366,7 +316,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		ranked = append(ranked, c)
 	}
-	tieBreak, err := breakTies(ctx, ranked, data[0], memBits, &cfg, deadline)
+	tieBreak, err := breakTies(ctx, ranked, data[0], memBits, &cfg, sr.deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -378,9 +328,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		res.Ranked = append(res.Ranked, cd)
 	}
-	s.Refined = len(res.Ranked)
-	s.Seconds = time.Since(start).Seconds()
-	s.RefineSeconds = s.Seconds - s.LoadSeconds - s.CoarseSeconds
+	sr.s.Refined = len(res.Ranked)
+	sr.s.Seconds = time.Since(start).Seconds()
+	sr.s.RefineSeconds = sr.s.Seconds - sr.s.LoadSeconds - sr.s.CoarseSeconds
 	if len(ranked) == 0 {
 		return res, ErrNoResult
 	}
@@ -391,6 +341,75 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Confidence = confidence(cfg.Objective, ranked[0], second)
 	res.Confidence.TieBreak = tieBreak
 	return res, nil
+}
+
+// search is one Run's phases and what they share.
+type search struct {
+	cfg             *Config
+	memBits         int
+	thin            uint
+	data            []*dataset // by seed
+	coarseData      *dataset
+	s               *Search
+	start, deadline time.Time
+}
+
+// coarse runs every candidate once on the thinned sample with the first
+// seed, until half the budget, and returns the ones to refine (prune).
+// Candidates that build the same filter as an earlier one are dropped.
+// Without thinning the coarse run is the first seed's refined run too.
+func (sr *search) coarse(ctx context.Context, cands []*candidate) ([]*candidate, error) {
+	cfg, s := sr.cfg, sr.s
+	s.CoarseMem = filters.FormatMem(sr.memBits >> sr.thin)
+	jobs := make([]job, len(cands))
+	for i, c := range cands {
+		jobs[i] = job{spec: c.point.spec(sr.memBits, sr.thin), lim: limitAt(sr.memBits>>sr.thin, cfg), data: sr.coarseData, out: &c.coarse, st: &c.coarseSt}
+	}
+	stop := sr.start.Add(time.Duration(float64(cfg.Budget) * coarseShare))
+	if err := runJobs(ctx, jobs, cfg.Parallelism, stop); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var unique []*candidate
+	events := 0 // what a bounded objective's bound is counted over
+	for _, c := range cands {
+		switch c.coarseSt {
+		case done:
+			s.Coarse++
+			if seen[c.coarse.spec] {
+				s.Duplicate++
+				continue
+			}
+			seen[c.coarse.spec] = true
+			s.CoarseKeys = c.coarse.elements
+			events = c.coarse.distinct
+			if cfg.Objective.Goal == MinFPR {
+				events = c.coarse.duplicates
+			}
+		default:
+			s.left(c, c.coarseSt)
+		}
+		if sr.thin == 0 {
+			c.seeds[0], c.seedSt[0] = c.coarse, c.coarseSt
+		}
+		unique = append(unique, c)
+	}
+	return prune(unique, cfg.Keep, cfg.Objective, coarseSlack(cfg.Objective, events)), nil
+}
+
+// refine runs the candidates, in order, on the whole sample with every
+// seed they have not run with yet, until the deadline.
+func (sr *search) refine(ctx context.Context, cands []*candidate) error {
+	var jobs []job
+	for _, c := range cands {
+		for r, d := range sr.data {
+			if c.seedSt[r] == done {
+				continue
+			}
+			jobs = append(jobs, job{spec: c.spec, lim: limitAt(sr.memBits, sr.cfg), data: d, out: &c.seeds[r], st: &c.seedSt[r]})
+		}
+	}
+	return runJobs(ctx, jobs, sr.cfg.Parallelism, sr.deadline)
 }
 
 // Tie-breaking runs the tied filters again at 1/2^tieShift, 1/2^(2
@@ -451,21 +470,23 @@ func breakTies(ctx context.Context, ranked []*candidate, d *dataset, memBits int
 			ranked[i] = ss[i].c
 		}
 		first := ss[0]
-		note += fmt.Sprintf("; at %s per shard (1/%d of the memory, first seed) %s",
-			filters.FormatMem(memBits>>shift), 1<<shift, first.c.canon)
+		at := fmt.Sprintf("with %s per shard (1/%d)", filters.FormatMem(memBits>>shift), 1<<shift)
 		if first.st != done {
-			note += " and the others could not run"
+			note += fmt.Sprintf("; %s none of them could run", at)
 			break
 		}
-		note += fmt.Sprintf(" had FPR %.4f%%, FNR %.4f%%", 100*first.t.fpr(), 100*first.t.fnr())
 		next := 1
 		for next < n && ss[next].st == done && slices.Equal(ss[next].sc.perSeed, first.sc.perSeed) && ss[next].sc.secondary == first.sc.secondary {
 			next++
 		}
 		if next > 1 {
-			note += fmt.Sprintf(", as did %d others", next-1)
-		} else if ss[1].st == done {
-			note += fmt.Sprintf(" (next: %s, FPR %.4f%%, FNR %.4f%%)", ss[1].c.canon, 100*ss[1].t.fpr(), 100*ss[1].t.fnr())
+			note += fmt.Sprintf("; %s, %d of them still tied (FPR %.4f%%, FNR %.4f%%)", at, next, 100*first.t.fpr(), 100*first.t.fnr())
+		} else {
+			note += fmt.Sprintf("; %s, %s did best (FPR %.4f%%, FNR %.4f%%", at, first.c.canon, 100*first.t.fpr(), 100*first.t.fnr())
+			if ss[1].st == done {
+				note += fmt.Sprintf("; next %s, FPR %.4f%%, FNR %.4f%%", ss[1].c.canon, 100*ss[1].t.fpr(), 100*ss[1].t.fnr())
+			}
+			note += ")"
 		}
 		n = next
 	}
@@ -553,6 +574,20 @@ func countDefaults(cs []*candidate) int {
 	return n
 }
 
+// left counts a candidate left out, by why.
+func (s *Search) left(c *candidate, why status) {
+	switch why {
+	case invalid:
+		s.Invalid++
+	case tooSlow:
+		s.TooSlow++
+		s.TooSlowSpecs = append(s.TooSlowSpecs, c.spec)
+	case pending:
+		s.Unfinished++
+		s.BudgetExceeded = true
+	}
+}
+
 // finish scores the candidates whose every seed ran, drops the later of
 // two that build the same filter, and sorts them best first.
 func finish(cands []*candidate, obj Objective, s *Search) []*candidate {
@@ -560,15 +595,7 @@ func finish(cands []*candidate, obj Objective, s *Search) []*candidate {
 	seen := map[string]bool{}
 	for _, c := range cands {
 		if !c.complete() {
-			switch c.failed() {
-			case invalid:
-				s.Invalid++
-			case tooSlow:
-				s.TooSlow++
-			case pending:
-				s.Unfinished++
-				s.BudgetExceeded = true
-			}
+			s.left(c, c.failed())
 			continue
 		}
 		c.canon = c.seeds[0].spec
