@@ -335,7 +335,7 @@ func (q *Queue) put(recs []pipeline.Record) {
 			q.fill = q.getBuf()
 			if q.fill == nil {
 				q.drop(q.fullReason(), len(recs))
-				return
+				break
 			}
 			q.fillSince = time.Now()
 			q.signal() // the manager arms the age timer
