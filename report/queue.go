@@ -167,6 +167,7 @@ type Queue struct {
 	done    chan struct{}
 	calls   chan *call
 	results chan *call
+	call    call // the one call on its way (at most one is)
 
 	// Manager goroutine state.
 	spool      *destSpool
@@ -390,8 +391,20 @@ func (q *Queue) seal() {
 	it.pooled = true
 	q.seq++
 	q.fill = nil
-	q.ready = append(q.ready, it)
+	q.pushReady(it)
 	q.signal()
+}
+
+// pushReady appends it to the items waiting; q.mu is held. The slots
+// already taken from the head are reused before the slice grows, so that a
+// destination that always has a backlog does not grow it for ever.
+func (q *Queue) pushReady(it *item) {
+	if q.readyHead > 0 && len(q.ready) == cap(q.ready) {
+		n := copy(q.ready, q.ready[q.readyHead:])
+		clear(q.ready[n:])
+		q.ready, q.readyHead = q.ready[:n], 0
+	}
+	q.ready = append(q.ready, it)
 }
 
 func (q *Queue) newItem() *item {
@@ -427,7 +440,7 @@ func (q *Queue) Window(s *Summary) error {
 	it := q.newItem()
 	it.sum = c
 	q.windows++
-	q.ready = append(q.ready, it)
+	q.pushReady(it)
 	q.signal()
 	return nil
 }
@@ -659,7 +672,8 @@ func (q *Queue) start(it *item) {
 		op = opWindow
 	}
 	q.busy = true
-	q.calls <- &call{op: op, it: it} // never blocks: the caller is idle
+	q.call = call{op: op, it: it}
+	q.calls <- &q.call // never blocks: the caller is idle
 }
 
 // handle takes the outcome of a call.
@@ -912,7 +926,8 @@ func (q *Queue) abandon(why string, stuck bool) {
 // cleanly even when draining took the whole time).
 func (q *Queue) closeSink() {
 	q.busy = true
-	q.calls <- &call{op: opClose}
+	q.call = call{op: opClose}
+	q.calls <- &q.call
 	wait := time.NewTimer(max(time.Until(q.deadline), time.Second))
 	defer wait.Stop()
 	select {
