@@ -633,6 +633,22 @@ func TestSpoolExclusive(t *testing.T) {
 	}
 	q := newTestQueue(t, &fakeSink{}, QueueConfig{Spool: s})
 	defer q.Close()
+	// A destination of an earlier run, not of this one.
+	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	old, err := NewQueue("ipfix://old:4739", down, QueueConfig{BatchSize: 5, Spool: s, RetryMin: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, old, genRecords(0, 10))
+	old.Close()
+	s.Close()
+	s = openSpool(t, dir, 1<<20)
+	defer s.Close()
+	q2 := newTestQueue(t, &fakeSink{}, QueueConfig{Spool: s})
+	defer q2.Close()
+	if got := s.Unclaimed(); len(got) != 1 || got["ipfix://old:4739"] != 2 {
+		t.Errorf("Unclaimed() = %v, want ipfix://old:4739 with 2 files", got)
+	}
 	if _, err := NewQueue("fake://dest", &fakeSink{}, QueueConfig{Spool: s}); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("second Queue for one destination: %v", err)
 	}

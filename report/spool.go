@@ -113,6 +113,41 @@ func (s *Spool) Used() int64 { return s.used.Load() }
 // closed first.
 func (s *Spool) Close() error { return s.lock.Close() }
 
+// Unclaimed returns the destinations that have files in the spool but no
+// Queue in this run, with how many files each: they count against the
+// bound, and wait for a run that exports there. Call it once every Queue
+// is made; the CLI says it once on stderr. A destination is named as its
+// files name it (a directory whose files cannot be read is named by the
+// directory).
+func (s *Spool) Unclaimed() map[string]int {
+	s.mu.Lock()
+	claimed := make(map[string]bool, len(s.claimed))
+	for d := range s.claimed {
+		claimed[destDirName(d)] = true
+	}
+	s.mu.Unlock()
+	out := make(map[string]int)
+	ents, _ := os.ReadDir(s.dir)
+	for _, e := range ents {
+		if !e.IsDir() || claimed[e.Name()] {
+			continue
+		}
+		dir := filepath.Join(s.dir, e.Name())
+		files, _ := filepath.Glob(filepath.Join(dir, "*"+spoolExt))
+		if len(files) == 0 {
+			continue
+		}
+		name := dir
+		if data, err := os.ReadFile(files[0]); err == nil && len(data) >= spoolHeaderLen {
+			if n := int(data[28])<<8 | int(data[29]); spoolHeaderLen+n <= len(data) {
+				name = string(data[spoolHeaderLen : spoolHeaderLen+n])
+			}
+		}
+		out[name] += len(files)
+	}
+	return out
+}
+
 // reserve takes n bytes of the bound, or reports that they do not fit.
 func (s *Spool) reserve(n int64) bool {
 	for {
