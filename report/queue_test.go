@@ -302,6 +302,26 @@ func TestQueueNeverBlocks(t *testing.T) {
 	}
 }
 
+// TestQueueSlow: a slow destination does not make Records wait; it gets
+// everything, in order, by Close.
+func TestQueueSlow(t *testing.T) {
+	sink := &fakeSink{delay: 20 * time.Millisecond}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour})
+	all := genRecords(0, 100)
+	for i := 0; i < 100; i += 10 {
+		put(t, q, all[i:i+10])
+	}
+	// 10 batches take 20 calls of 20 ms: had Records waited for them, all
+	// would be sent by now.
+	if st := q.Stats(); st.Sent == 100 {
+		t.Errorf("every record sent when Records returned: it waited for a slow destination")
+	}
+	q.Close()
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Errorf("delivered %d records, want the %d given, in order", len(got), len(all))
+	}
+}
+
 // TestQueueRetries: transient failures are retried until they pass; the
 // retried batch keeps its ID and has Retry set; nothing is lost or
 // duplicated; the destination's fall and return are said once each.
