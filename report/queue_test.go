@@ -673,3 +673,31 @@ func TestSpoolExclusive(t *testing.T) {
 		t.Errorf("second Queue for one destination: %v", err)
 	}
 }
+
+// TestSpoolHighWater: with the destination up but stuck in a call, memory
+// more than half full spills to the spool, and when the call returns
+// everything arrives in order: the batch in flight, the spooled ones, then
+// those still in memory.
+func TestSpoolHighWater(t *testing.T) {
+	dir := t.TempDir()
+	spool := openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	sink := &fakeSink{gate: make(chan struct{})}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 40, BatchAge: time.Hour, Spool: spool})
+	all := genRecords(0, 200)
+	for i := 0; i < 200; i += 10 {
+		put(t, q, all[i:i+10])
+		waitFor(t, "memory back to half", func() bool { return q.Stats().Queued <= 20 })
+	}
+	if st := q.Stats(); st.Spooled < 100 || dropped(st) != 0 {
+		t.Errorf("stats %+v: want most batches spooled and nothing dropped", st)
+	}
+	close(sink.gate)
+	q.Close()
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Errorf("delivered %d records, want the %d given, once each, in order", len(got), len(all))
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 || dropped(q.Stats()) != 0 {
+		t.Errorf("left %v in the spool, dropped %v", files, q.Stats().Dropped)
+	}
+}
