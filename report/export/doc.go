@@ -6,12 +6,14 @@
 //
 // Schemes:
 //
-//	ipfix://HOST:PORT          IPFIX over UDP (package report/ipfix)
-//	ipfix+tcp://HOST:PORT      IPFIX over TCP (package report/ipfix)
+//	ipfix://HOST:PORT                          IPFIX over UDP (package report/ipfix)
+//	ipfix+tcp://HOST:PORT                      IPFIX over TCP (package report/ipfix)
+//	clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB  ClickHouse's HTTP interface (package report/clickhouse)
 //
 // Each scheme also chooses its batching: IPFIX takes small batches
 // (report.DefaultBatchSize, report.DefaultBatchAge), so that records reach
-// the collector within a second. A destination is named in summaries,
+// the collector within a second; ClickHouse large ones (65536 rows, at
+// most every 2 s), as it asks for few, large inserts. A destination is named in summaries,
 // metrics, notices and the spool by [Dest]: its URL without credentials,
 // query or fragment.
 //

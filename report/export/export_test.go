@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/report/clickhouse"
 	"github.com/flowdedup/flowdedup/report/export"
 	"github.com/flowdedup/flowdedup/report/ipfix"
 )
@@ -17,12 +18,14 @@ func TestOpenErrors(t *testing.T) {
 		target error
 		says   []string
 	}{
-		{"kafka://broker:9092/flows", export.ErrScheme, []string{`"kafka"`, "known: ipfix, ipfix+tcp"}},
-		{"127.0.0.1:4739", export.ErrScheme, []string{"want SCHEME://HOST:PORT", "ipfix, ipfix+tcp"}},
+		{"kafka://broker:9092/flows", export.ErrScheme, []string{`"kafka"`, "known: clickhouse, ipfix, ipfix+tcp"}},
+		{"127.0.0.1:4739", export.ErrScheme, []string{"want SCHEME://HOST:PORT", "clickhouse, ipfix, ipfix+tcp"}},
 		{"mailto://u:secret@host", export.ErrScheme, []string{"mailto://host"}}, // no credentials in the message
 		{"ipfix://127.0.0.1", ipfix.ErrURL, []string{"want HOST:PORT"}},
 		{"ipfix+tcp://collector:0", ipfix.ErrURL, []string{"port"}},
 		{"ipfix://u:p@127.0.0.1:4739", ipfix.ErrURL, []string{"credentials"}},
+		{"clickhouse://127.0.0.1:8123", clickhouse.ErrURL, []string{"no database"}},
+		{"clickhouse://u:secret@127.0.0.1:8123/a-b", clickhouse.ErrURL, []string{"a-b"}},
 	} {
 		q, err := export.Open(tc.url, o)
 		if err == nil {
@@ -63,11 +66,11 @@ func TestDest(t *testing.T) {
 
 func TestOpenAll(t *testing.T) {
 	o := export.Options{Kind: flow.KeySrc}
-	qs, err := export.OpenAll([]string{"ipfix://127.0.0.1:4739", "ipfix+tcp://127.0.0.1:4739"}, o)
+	qs, err := export.OpenAll([]string{"ipfix://127.0.0.1:4739", "ipfix+tcp://127.0.0.1:4739", "clickhouse://u:secret@127.0.0.1:8123/flows"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(qs) != 2 || qs[0].Dest() != "ipfix://127.0.0.1:4739" || qs[1].Dest() != "ipfix+tcp://127.0.0.1:4739" {
+	if len(qs) != 3 || qs[0].Dest() != "ipfix://127.0.0.1:4739" || qs[1].Dest() != "ipfix+tcp://127.0.0.1:4739" || qs[2].Dest() != "clickhouse://127.0.0.1:8123/flows" {
 		t.Errorf("queues %v", qs)
 	}
 	for _, q := range qs {
