@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/axiomhq/hyperloglog"
@@ -44,15 +45,22 @@ const (
 	payloadHeaderLen = 8
 )
 
-// writers keeps DEFLATE compressors, which are large (about 600 KiB), for
-// reuse across encodings.
-var writers = sync.Pool{New: func() any {
+// encoders keeps what an encoding needs besides its output, for reuse: a
+// DEFLATE compressor, which is large (about 600 KiB), and a buffer for the
+// uncompressed registers.
+var encoders = sync.Pool{New: func() any {
 	w, err := flate.NewWriter(nil, flate.BestSpeed)
 	if err != nil {
 		panic(err) // only for an invalid level
 	}
-	return w
+	return &encoder{w: w}
 }}
+
+type encoder struct {
+	w    *flate.Writer
+	regs []byte       // uncompressed
+	out  bytes.Buffer // compressed
+}
 
 // readers keeps DEFLATE decompressors for reuse across decodings.
 var readers = sync.Pool{New: func() any { return flate.NewReader(emptyReader) }}
@@ -60,33 +68,31 @@ var readers = sync.Pool{New: func() any { return flate.NewReader(emptyReader) }}
 var emptyReader = bytes.NewReader(nil)
 
 // AppendBinary implements encoding.BinaryAppender: it appends the binary
-// form of h (see above) to b. It fails for the zero HLL.
+// form of h (see above) to b, growing b once. It fails for the zero HLL.
 func (h *HLL) AppendBinary(b []byte) ([]byte, error) {
 	if h.sk == nil {
 		return b, fmt.Errorf("%w: the zero HLL has no binary form", ErrFormat)
 	}
-	regs, err := h.sk.MarshalBinary()
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	regs, err := h.sk.AppendBinary(e.regs[:0])
 	if err != nil {
 		return b, fmt.Errorf("sketch: %w", err)
 	}
-	start := len(b)
+	e.regs = regs
+	e.out.Reset()
+	e.w.Reset(&e.out)
+	if _, err := e.w.Write(regs); err != nil {
+		return b, fmt.Errorf("sketch: compress: %w", err)
+	}
+	if err := e.w.Close(); err != nil {
+		return b, fmt.Errorf("sketch: compress: %w", err)
+	}
+	b = slices.Grow(b, headerLen+e.out.Len())
 	b = append(b, magic...)
 	b = append(b, formatVersion, h.p, flagDeflate, 0)
 	b = binary.BigEndian.AppendUint64(b, h.fp)
-	buf := bytes.NewBuffer(b)
-	w := writers.Get().(*flate.Writer)
-	defer func() {
-		w.Reset(io.Discard) // do not keep the caller's buffer alive in the pool
-		writers.Put(w)
-	}()
-	w.Reset(buf)
-	if _, err := w.Write(regs); err != nil {
-		return b[:start], fmt.Errorf("sketch: compress: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return b[:start], fmt.Errorf("sketch: compress: %w", err)
-	}
-	return buf.Bytes(), nil
+	return append(b, e.out.Bytes()...), nil
 }
 
 // MarshalBinary implements encoding.BinaryMarshaler (see AppendBinary).
