@@ -6,6 +6,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/sketch"
 )
 
 // batchesPerTurn is how many batches a worker takes from one ring before
@@ -97,6 +98,10 @@ type outBatch struct {
 	keys     uint64
 	distinct uint64
 	counts   counts // worker 0 only
+	// sketch: with close, the worker's sketch of the window, which the
+	// collator merges into the window's; it is empty whenever the batch is
+	// with the worker.
+	sketch *sketch.HLL
 }
 
 // newWorker makes worker id with its filters (one per window that can be
