@@ -60,7 +60,7 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 		for range outPool {
 			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize), sketch: p.sketch.Clone()}
 		}
-		t.workers[w] = newWorker(w, p.filters[w], cfg, lo, t.rings[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
+		t.workers[w] = newWorker(w, p.filters[w], p.sketch, cfg, lo, t.rings[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
 	}
 	t.collator = newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows, p.sketch, cfg.KeepSketch)
 	return t
