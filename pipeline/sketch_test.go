@@ -294,3 +294,43 @@ func TestSketchEmptyAndOff(t *testing.T) {
 	}
 	checkSketches(t, cfg, wins, map[int64]map[flow.Key]bool{wins[0].StartNs: {srcKey(1): true, srcKey(2): true, srcKey(3): true}})
 }
+
+// TestSketchFeed: the feed's cache skips a key only when a key of the same
+// flow hash was inserted in the window: keys whose hashes share a cache
+// entry evict each other and are all counted, a hash of 0 is counted, and
+// after take the same keys count again, in the new sketch.
+func TestSketchFeed(t *testing.T) {
+	proto, err := sketch.New(12, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newSketchFeed(proto)
+	var keys []flow.Key
+	var hashes []uint64
+	want := map[flow.Key]bool{}
+	for i := range 3000 {
+		k := srcKey(i % 1000) // each key three times
+		keys = append(keys, k)
+		want[k] = true
+		// Flow hashes that all fall in 4 cache entries: keys evict each
+		// other constantly. Key 0's hash is 0.
+		hashes = append(hashes, uint64(i%4)<<(64-recentBits)|uint64(i%1000)<<1) // (the cache keeps h|1: hashes differing in bit 0 alone would share a tag)
+	}
+	f.add(keys[:1500], hashes[:1500])
+	f.add(keys[1500:], hashes[1500:])
+	got := f.take(proto.Clone())
+	if ref := refSketch(t, 12, 1, want); !got.Equal(ref) {
+		t.Errorf("sketch of %d keys: estimate %d, want the reference's %d", len(want), got.Estimate(), ref.Estimate())
+	}
+	// Hashes of distinct keys: every repeat hits the cache, none is lost.
+	for i := range hashes {
+		hashes[i] = uint64(i%1000) * 0x9e3779b97f4a7c15
+	}
+	f.add(keys, hashes)
+	if got := f.take(proto.Clone()); !got.Equal(refSketch(t, 12, 1, want)) {
+		t.Error("after take, the keys were not counted afresh")
+	}
+	if n := testing.AllocsPerRun(100, func() { f.add(keys, hashes) }); n != 0 {
+		t.Errorf("add: %v allocations", n)
+	}
+}

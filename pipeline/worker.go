@@ -72,8 +72,8 @@ type wslot struct {
 	endNs    int64
 	keys     uint64
 	distinct uint64
-	counts   counts      // worker 0: the producers' counts
-	sketch   *sketch.HLL // every key of the window given to this worker
+	counts   counts     // worker 0: the producers' counts
+	sketch   sketchFeed // every key of the window given to this worker
 }
 
 // workerStats are a worker's counters for Stats, stored once per batch.
@@ -122,7 +122,7 @@ func newWorker(id int, filt []filters.Filter, sk *sketch.HLL, cfg *Config, lo in
 		stats:    stats,
 	}
 	for i, f := range filt {
-		w.slots[i] = wslot{window: winNone, filter: f, sketch: sk.Clone()}
+		w.slots[i] = wslot{window: winNone, filter: f, sketch: newSketchFeed(sk)}
 		w.slots[i].fill, _ = f.(fillRatioer)
 	}
 	w.hot = &w.slots[0]
@@ -236,7 +236,7 @@ func (w *worker) observe(b *batch) {
 			w.emit(sl, &b.keys[i], b.times[i])
 		}
 	}
-	sl.sketch.InsertKeys(b.keys[:b.n]) // every key, not only the unseen: the estimate must not inherit the filter's errors
+	sl.sketch.add(b.keys[:b.n], hashes) // every key, not only the unseen: the estimate must not inherit the filter's errors
 	n := uint64(len(hashes))
 	sl.keys += n
 	w.keys += n
@@ -293,7 +293,7 @@ func (w *worker) close(sl *wslot, final bool) {
 	ob.window = sl.window
 	ob.keys, ob.distinct = sl.keys, sl.distinct
 	ob.counts = sl.counts
-	ob.sketch, sl.sketch = sl.sketch, ob.sketch // the collator merges the window's and empties it; the slot takes the empty one
+	ob.sketch = sl.sketch.take(ob.sketch) // the collator merges the window's and empties it; the slot takes the empty one
 	if w.id == 0 {
 		ob.counts.add(&w.pre) // what producers that never had a packet counted goes to the first window closed
 		w.pre.reset()
