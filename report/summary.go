@@ -213,6 +213,10 @@ func (sr *SummaryReader) Read(s *Summary) error {
 	return sr.err
 }
 
+// Line returns the line number (1-based) of the summary the last
+// successful Read returned, for messages that name it ("file:line").
+func (sr *SummaryReader) Line() int { return sr.line }
+
 // ReadSummaries reads every summary of r (see SummaryReader).
 func ReadSummaries(r io.Reader) ([]Summary, error) {
 	sr := NewSummaryReader(r)

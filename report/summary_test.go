@@ -65,6 +65,13 @@ func TestSummaryRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sr := NewSummaryReader(strings.NewReader("\n" + out.String()))
+	for i := range want {
+		var s Summary
+		if err := sr.Read(&s); err != nil || sr.Line() != i+2 {
+			t.Errorf("summary %d: %v at line %d, want line %d", i, err, sr.Line(), i+2)
+		}
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
 	}
