@@ -93,8 +93,10 @@ func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *ou
 
 // run reports until the last window is written, then closes the Sink. It
 // returns the first Sink error. After an error the collator goes on
-// receiving, without calling the Sink, so that the workers and producers
-// (told to stop) wind down through the normal end-of-input path.
+// receiving, giving the Sink no more records but still the summaries of
+// the windows it closes, so that the workers and producers (told to stop)
+// wind down through the normal end-of-input path and the Sink's totals are
+// whole.
 func (r *collator) run() error {
 	flusher, _ := r.sink.(Flusher)
 	for !r.fin {
@@ -205,12 +207,13 @@ func (r *collator) encode(sk *sketch.HLL) []byte {
 	return b
 }
 
+// emit gives the Sink the summary s. After a Sink error it still does, and
+// ignores what the Sink returns, so that a Sink that keeps run totals
+// counts every window the pipeline closed (the run's real totals), not
+// only those closed before the error.
 func (r *collator) emit(s *WindowSummary) {
 	r.windows.Add(1)
-	if r.err != nil {
-		return
-	}
-	if err := r.sink.Window(s); err != nil {
+	if err := r.sink.Window(s); err != nil && r.err == nil {
 		r.fail(err)
 	}
 }

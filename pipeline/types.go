@@ -76,7 +76,10 @@ type WindowSummary struct {
 // before the summary of window i (Record.WindowNs says which window a
 // record is of). Summaries come in window order. An error from a Sink
 // stops the pipeline and is returned by Run (a full disk must not be lost
-// silently).
+// silently). After that error the Sink is given no more records, but
+// still the summary of every window the pipeline closes as it stops (what
+// Window then returns is ignored), so that run totals kept by the Sink are
+// the real ones.
 //
 // The pointers passed to Record and Window are valid only for the call: the
 // pipeline reuses the memory they point to. A Sink that keeps a Record or a
