@@ -38,6 +38,12 @@ func newBenchReporter(tb testing.TB, out io.Writer, exports int) *Reporter {
 // TestReporterRecordNoAllocs: in steady state Reporter.Record allocates
 // nothing per record, with an export Queue or without, the Queue's
 // goroutines (which AllocsPerRun counts too) included.
+//
+// AllocsPerRun counts the allocations of every goroutine, the runtime's
+// own included: on a loaded machine a timer or a goroutine's stack growth
+// in the Queue's goroutines shows up now and then (seen: 1 in 2^18
+// records). maxStrayAllocs tolerates those and still fails an allocation
+// per record (2^18) or per Queue batch (256).
 func TestReporterRecordNoAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -73,6 +79,7 @@ func TestReporterRecordNoAllocs(t *testing.T) {
 		// that the path measured is the one that delivers (its goroutines
 		// compete for the CPU), and the warm-up's buffers suffice.
 		const n = 1 << 18
+		const maxStrayAllocs = 8
 		drained := func() {
 			for exports > 0 && r.exports[0].queuedNow.Load() > 0 {
 				runtime.Gosched()
@@ -85,7 +92,7 @@ func TestReporterRecordNoAllocs(t *testing.T) {
 					drained()
 				}
 			}
-		}); allocs != 0 {
+		}); allocs > maxStrayAllocs {
 			t.Errorf("%d exports: %v allocations in %d records", exports, allocs, n)
 		}
 		if exports > 0 {
