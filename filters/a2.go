@@ -24,8 +24,9 @@ var a2Family = &Family{
 }
 
 // A2 is Yoon's aging Bloom filter with two active buffers (IEEE TKDE 2010),
-// as this package reads it (the QHT paper only cites it; Yoon's paper is not
-// in shared/papers).
+// as this package reads it: the QHT paper only cites it, and this is written
+// from that citation, not from Yoon's text (docs/papers.md has the
+// reference).
 //
 // Two Bloom filters of m = mem/2 bits and k hash functions, active1 and
 // active2, both queried; n counts the elements inserted into active1.

@@ -81,7 +81,7 @@ const (
 // SamplingBF is RSBF, BSBF, BSBFSD or RLBSBF: k Bloom filters of s =
 // floor(M/k) bits each, one hash function each. An element is a duplicate
 // iff its bit is set in all k filters (Algorithm 1; Algorithms 2-4 print
-// DISTINCT and DUPLICATE swapped, see papers/ERRATA.md). Only an element
+// DISTINCT and DUPLICATE swapped, see docs/papers.md). Only an element
 // reported distinct ever changes a bit (inserting one whose k bits are all
 // set changes nothing), and every rule resets bits before it sets the
 // element's own, so an element just inserted is reported duplicate if it

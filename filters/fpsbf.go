@@ -24,7 +24,7 @@ import (
 //     its k FPCs.
 //
 // Where the paper is ambiguous or inconsistent, this is what FPSBF does and
-// why (see also papers/ERRATA.md):
+// why (see also the reading notes of docs/papers.md):
 //
 //   - Eviction timing. Algorithm 1 deletes only on the "distinct" branch,
 //     when Random(xi) passes a threshold, and Eq. 6 multiplies by xi as a

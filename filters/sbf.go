@@ -17,7 +17,7 @@ import (
 //
 // Steps 2 and 3 run for every element, duplicates included, as the text of
 // Sec. 3.2 and the proof of Theorem 1 say; Algorithm 1's indentation, which
-// puts them under the "distinct" branch, is wrong (see papers/ERRATA.md).
+// puts them under the "distinct" branch, is wrong (see docs/papers.md).
 //
 // Once stable, the FP rate on distinct elements is at most FPBound (Eq. 8),
 // reached on a uniform stream (Corollaries 3-5). A duplicate at most Max
