@@ -15,7 +15,7 @@
 // differ. Only a little-endian object is built, and this file is for Linux
 // only. The program needs Linux 5.8 or later (BPF ring buffers,
 // bpf_ktime_get_boot_ns) and the privileges to load an XDP program
-// (CAP_BPF and CAP_NET_ADMIN, or root). Load wraps the kernel's errors, so
+// (CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, or root). Load wraps the kernel's errors, so
 // that errors.Is(err, ebpf.ErrNotSupported) and errors.Is(err,
 // os.ErrPermission) still work; a program the verifier rejects is an
 // *ebpf.VerifierError, which wraps EACCES (os.ErrPermission) too.
