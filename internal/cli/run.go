@@ -368,13 +368,9 @@ func (l *liveSetup) openAFPacket() (*liveSources, error) {
 	if !l.set("afpacket-sockets") {
 		afp.Sockets = l.cfg.Workers
 	}
-	srcs, err := capture.OpenAFPacket(afp)
+	sources, err := capture.OpenAFPacket(afp)
 	if err != nil {
 		return nil, err
-	}
-	sources := make([]capture.Source, len(srcs))
-	for i, s := range srcs {
-		sources[i] = s
 	}
 	return &liveSources{
 		mode: "afpacket", sources: sources, closer: closeAll(sources),
