@@ -190,6 +190,14 @@ func newMemoryCgroup(t *testing.T, limit int) string {
 	if ctl, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err != nil || !strings.Contains(string(ctl), "memory") {
 		dir, file = filepath.Join("/sys/fs/cgroup/memory", name), "memory.limit_in_bytes"
 	}
+	if file == "memory.max" {
+		// v2: children get the memory controller only where the parent
+		// delegates it (systemd does at the root; enabling it twice is a
+		// no-op).
+		if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory"), 0o644); err != nil {
+			testutil.SkipOrFail(t, "cannot delegate the cgroup v2 memory controller: %v", err)
+		}
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		testutil.SkipOrFail(t, "cannot make a memory cgroup: %v", err)
 	}
