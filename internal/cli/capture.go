@@ -206,10 +206,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 			return nil, err
 		}
 	}
-	// TODO(report.Config.Filter): pass cfg.spec, the filter in effect, for
-	// the summaries' filter field and the metrics' filter label once report
-	// takes it.
-	s.reporter, err = report.New(report.Config{Out: out, Format: cfg.Format, Kind: cfg.Key, Summary: summary, Totals: stderr})
+	s.reporter, err = report.New(report.Config{Out: out, Format: cfg.Format, Kind: cfg.Key, Summary: summary, Totals: stderr, Filter: cfg.spec})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -224,9 +221,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		return nil, err
 	}
 	if cfg.Metrics != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(report.NewCollector(s.pipe.Stats), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		addr, err := report.Serve(ctx, cfg.Metrics, reg)
+		addr, err := report.Serve(ctx, cfg.Metrics, metricsRegistry(s.pipe.Stats, cfg.spec))
 		if err != nil {
 			s.close()
 			return nil, err
@@ -234,6 +229,17 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		fmt.Fprintf(stderr, "flowdedup: metrics on http://%s/metrics\n", addr)
 	}
 	return s, nil
+}
+
+// metricsRegistry gathers the pipeline's counters, each labelled with the
+// filter in effect (filter="qht:mem=1MiB,buckets=4,fpbits=12"), so that
+// dashboards tell runs of different filters apart, and the Go runtime's
+// and the process's metrics.
+func metricsRegistry(stats func() pipeline.Stats, filter string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(report.NewCollector(stats))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // create opens path for writing ("-" is std).

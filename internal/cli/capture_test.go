@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -50,6 +51,26 @@ func TestReplayFilterSpecInEffect(t *testing.T) {
 		if strings.Count(errs, "filter ") != 1 || !strings.Contains(errs, c.want) {
 			t.Errorf("--filter %s: stderr %q, want %q once", c.spec, errs, c.want)
 		}
+	}
+	// The summaries carry it too.
+	summary := filepath.Join(t.TempDir(), "summary.jsonl")
+	if code, _, errs := run("replay", "--filter", "qht:mem=64KiB", "--window", "1m", "--summary", summary, "--out", filepath.Join(t.TempDir(), "o"), pcapPath("windows.pcap")); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	data, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(data)) {
+		var s struct{ Filter string }
+		if err := json.Unmarshal([]byte(line), &s); err != nil || s.Filter != "qht:mem=64KiB,buckets=4,fpbits=12" {
+			t.Errorf("summary %q: filter %q, %v", line, s.Filter, err)
+		}
+		n++
+	}
+	if n < 2 {
+		t.Errorf("%d summaries", n)
 	}
 	// mem=auto is resolved to this machine's L2 cache size.
 	_, _, errs := run("replay", "--workers", "1", "--out", filepath.Join(t.TempDir(), "o"), pcapPath("small.pcap"))
@@ -400,5 +421,40 @@ func TestFiltersListsProductDefaults(t *testing.T) {
 	}
 	if !strings.Contains(out, "replay and run give a parameter a spec leaves out the product default") {
 		t.Error("filters output does not say which commands take the product defaults")
+	}
+}
+
+// Every flowdedup series carries the filter in effect as a label; the Go
+// runtime's do not.
+func TestMetricsCarryTheFilter(t *testing.T) {
+	const spec = "qht:mem=64KiB,buckets=4,fpbits=12"
+	reg := metricsRegistry(func() pipeline.Stats { return pipeline.Stats{Packets: 7} }, spec)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours, packets int
+	for _, f := range families {
+		isOurs := strings.HasPrefix(f.GetName(), "flowdedup_")
+		for _, m := range f.GetMetric() {
+			filter := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "filter" {
+					filter = l.GetValue()
+				}
+			}
+			if isOurs != (filter == spec) {
+				t.Errorf("%s: filter label %q", f.GetName(), filter)
+			}
+			if f.GetName() == "flowdedup_packets_total" && m.GetCounter().GetValue() == 7 {
+				packets++
+			}
+		}
+		if isOurs {
+			ours++
+		}
+	}
+	if ours == 0 || packets != 1 {
+		t.Errorf("%d flowdedup families, packets_total seen %d times with 7", ours, packets)
 	}
 }
