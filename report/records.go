@@ -82,10 +82,10 @@ var _ Sink = (*RecordWriter)(nil)
 // window the start of that window, both RFC 3339 in UTC with as many
 // fractional digits as needed (time.RFC3339Nano). The key fields are those
 // of the kind: src (src, pair, 5tuple), dst (dst, pair, 5tuple), proto
-// (5tuple, the IP protocol number), proto_name (5tuple, when the protocol
-// has a name: tcp, udp, sctp, icmp, icmp6), sport and dport (5tuple, when
-// the key has ports: not for ICMP, other portless protocols or non-first
-// fragments). window is omitted when windows are off
+// (5tuple, the IP protocol number), proto_name (5tuple, when IANA names
+// the protocol: flow.ProtoName, e.g. tcp, udp, icmp, icmp6, igmp, gre),
+// sport and dport (5tuple, when the key has ports: not for ICMP, other
+// portless protocols or non-first fragments). window is omitted when windows are off
 // (pipeline.Record.WindowEndNs == 0).
 //
 // csv writes a header line naming the kind's columns, then one row per
@@ -204,7 +204,7 @@ func appendJSON(b []byte, r *pipeline.Record) []byte {
 	if k.Kind() == flow.Key5Tuple {
 		b = append(b, `,"proto":`...)
 		b = strconv.AppendUint(b, uint64(k.Proto()), 10)
-		if name := protoName(k.Proto()); name != "" {
+		if name := flow.ProtoName(k.Proto()); name != "" {
 			b = append(b, `,"proto_name":"`...)
 			b = append(b, name...)
 			b = append(b, '"')
@@ -241,7 +241,7 @@ func appendCSV(b []byte, r *pipeline.Record) []byte {
 		b = append(b, ',')
 		b = strconv.AppendUint(b, uint64(k.Proto()), 10)
 		b = append(b, ',')
-		b = append(b, protoName(k.Proto())...)
+		b = append(b, flow.ProtoName(k.Proto())...)
 		b = append(b, ',')
 		if k.HasPorts() {
 			b = strconv.AppendUint(b, uint64(k.SrcPort()), 10)
@@ -269,22 +269,4 @@ func appendText(b []byte, r *pipeline.Record) []byte {
 // RFC 3339 form, in UTC, without trailing zeros in the fraction.
 func appendTime(b []byte, ns int64) []byte {
 	return time.Unix(0, ns).UTC().AppendFormat(b, time.RFC3339Nano)
-}
-
-// protoName returns the name flow.Key.AppendText gives the IP protocol
-// proto, or "" when it writes the number.
-func protoName(proto uint8) string {
-	switch proto {
-	case 1:
-		return "icmp"
-	case 6:
-		return "tcp"
-	case 17:
-		return "udp"
-	case 58:
-		return "icmp6"
-	case 132:
-		return "sctp"
-	}
-	return ""
 }

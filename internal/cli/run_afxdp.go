@@ -3,7 +3,7 @@
 package cli
 
 import (
-	"flag"
+	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/fastpath"
@@ -16,10 +16,10 @@ type afxdpFlags struct {
 	frames int
 }
 
-func (a *afxdpFlags) bind(fs *flag.FlagSet) {
+func (a *afxdpFlags) bind(fs *pflag.FlagSet) {
 	a.mode = fastpath.XSKBindAuto
 	fs.StringVar(&a.queues, "afxdp-queues", "", "receive `QUEUES` to capture with --mode afxdp, e.g. 0,2,4-7 (default: all); frames of other queues reach the kernel stack")
-	fs.Var(&a.mode, "afxdp-bind", "AF_XDP socket mode: auto (zero-copy where the driver has it, else copy) | copy | zerocopy")
+	fs.Var(typed{&a.mode, "MODE"}, "afxdp-bind", "AF_XDP socket mode: auto (zero-copy where the driver has it, else copy) | copy | zerocopy")
 	fs.IntVar(&a.frames, "afxdp-frames", fastpath.DefaultAFXDPNumFrames, "UMEM frames (and ring entries) per queue, a power of two")
 }
 
