@@ -43,15 +43,12 @@ func afpUDPFrame(flowID int, v6 bool, dport uint16, seq uint32, padding int) []b
 	udp = binary.BigEndian.AppendUint32(udp, seq)
 	udp = append(udp, make([]byte, padding)...)
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
-	f := bpfFrame{etherType: bpfEtherIPv4}
 	if v6 {
 		src := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(flowID)})
-		f.etherType, f.l3 = bpfEtherIPv6, bpfIPv6(src, netip.MustParseAddr("2001:db8::ff"), bpfProtoUDP, udp)
-	} else {
-		src := netip.AddrFrom4([4]byte{198, 18, 0, byte(flowID)})
-		f.l3 = bpfIPv4(src, netip.MustParseAddr("198.19.0.1"), bpfProtoUDP, nil, 0, udp)
+		return testutil.Ethernet(unix.ETH_P_IPV6, false, testutil.IPv6(src, netip.MustParseAddr("2001:db8::ff"), unix.IPPROTO_UDP, udp))
 	}
-	return bpfWrap(f, flow.LinkEthernet)
+	src := netip.AddrFrom4([4]byte{198, 18, 0, byte(flowID)})
+	return testutil.Ethernet(unix.ETH_P_IP, false, testutil.IPv4(src, netip.MustParseAddr("198.19.0.1"), unix.IPPROTO_UDP, nil, 0, udp))
 }
 
 // afpSeq finds the sequence number of a frame the test sent.
@@ -228,7 +225,7 @@ func TestAFPacketFanoutLive(t *testing.T) {
 			}
 		}
 	}
-	arp := bpfWrap(bpfFrame{etherType: bpfEtherARP, l3: append(bpfARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), afpMarker+"\xff\xff\xff\xff"...)}, flow.LinkEthernet)
+	arp := testutil.Ethernet(unix.ETH_P_ARP, false, append(testutil.ARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), afpMarker+"\xff\xff\xff\xff"...))
 
 	sender := afpNewSender(t, ns, ns.Veth[1])
 	start := time.Now()
@@ -463,8 +460,8 @@ func TestAFPacketRawIP(t *testing.T) {
 	}
 	udp := append(binary.BigEndian.AppendUint16(nil, 1), 0, 2, 0, 20, 0, 0)
 	udp = binary.BigEndian.AppendUint32(append(udp, afpMarker...), 9)
-	packet := bpfIPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), bpfProtoUDP, nil, 0, udp)
-	tcp := bpfIPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), bpfProtoTCP, nil, 0, append(bpfL4(bpfProtoTCP, 1, 2), afpMarker+"\x00\x00\x00\x0a"...))
+	packet := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_UDP, nil, 0, udp)
+	tcp := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_TCP, nil, 0, append(testutil.Transport(unix.IPPROTO_TCP, 1, 2), afpMarker+"\x00\x00\x00\x0a"...))
 	for _, pkt := range [][]byte{tcp, packet} {
 		if _, err := tun.Write(pkt); err != nil {
 			t.Fatalf("writing to tun: %v", err)
@@ -587,33 +584,6 @@ func TestAFPacketConfigErrors(t *testing.T) {
 				t.Errorf("%+v: %v, want an error saying %q", c.cfg, err, c.want)
 			}
 		})
-	}
-}
-
-// TestCompileBPFKernelAccepts attaches every program of the tcpdump
-// comparison, and a long one, to a socket: the kernel's checker must take
-// them. A UDP socket needs no privilege for this.
-func TestCompileBPFKernelAccepts(t *testing.T) {
-	// 40 ports: long jumps, within what this kernel takes (about 2000
-	// instructions, bounded by net.core.optmem_max once converted to eBPF).
-	exprs := append([]string{"", strings.Repeat("port 1 or ", 40) + "port 2"}, bpfTcpdumpExprs...)
-	for _, lt := range bpfLinkTypes {
-		for _, expr := range exprs {
-			prog, err := CompileBPF(expr, lt, 256)
-			if err != nil {
-				continue // rejects all on this link type
-			}
-			// A socket per program: a replaced filter is freed, and its
-			// socket memory returned, only after an RCU grace period.
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				t.Skipf("no UDP socket: %v", err)
-			}
-			if err := afpAttachFilter(fd, prog); err != nil {
-				t.Errorf("%v %q: the kernel refuses the %d-instruction program: %v", lt, expr, len(prog), err)
-			}
-			unix.Close(fd)
-		}
 	}
 }
 

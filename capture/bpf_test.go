@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // bpfFrame is a network-layer packet the filter tests wrap in each link type.
@@ -38,80 +39,10 @@ var (
 	bpfMap = netip.MustParseAddr("::ffff:192.0.2.1")
 )
 
-// bpfIPv4 builds an IPv4 header with optional options, flags and fragment
-// offset (in 8-byte units), followed by payload.
-func bpfIPv4(src, dst netip.Addr, proto byte, options []byte, flagsFrag uint16, payload []byte) []byte {
-	hl := 20 + len(options)
-	b := make([]byte, hl, hl+len(payload))
-	b[0] = 0x40 | byte(hl/4)
-	binary.BigEndian.PutUint16(b[2:], uint16(hl+len(payload)))
-	binary.BigEndian.PutUint16(b[4:], 0x1234)
-	binary.BigEndian.PutUint16(b[6:], flagsFrag)
-	b[8], b[9] = 64, proto
-	s, d := src.As4(), dst.As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	copy(b[20:], options)
-	var sum uint32
-	for i := 0; i < hl; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(b[10:], ^uint16(sum))
-	return append(b, payload...)
-}
-
-func bpfIPv6(src, dst netip.Addr, next byte, payload []byte) []byte {
-	b := make([]byte, 40, 40+len(payload))
-	b[0] = 0x60
-	binary.BigEndian.PutUint16(b[4:], uint16(len(payload)))
-	b[6], b[7] = next, 64
-	s, d := src.As16(), dst.As16()
-	copy(b[8:], s[:])
-	copy(b[24:], d[:])
-	return append(b, payload...)
-}
-
-// bpfL4 builds a transport header with the given ports and a little payload.
-func bpfL4(proto byte, sport, dport uint16) []byte {
-	var b []byte
-	switch proto {
-	case bpfProtoTCP:
-		b = make([]byte, 20)
-		b[12] = 5 << 4
-		b[13] = 0x02 // SYN
-	case bpfProtoUDP:
-		b = make([]byte, 8)
-		binary.BigEndian.PutUint16(b[4:], 8+4)
-	case bpfProtoSCTP:
-		b = make([]byte, 12)
-	default:
-		b = make([]byte, 8) // ICMP, ICMPv6, IGMP: type and code where ports would be
-	}
-	binary.BigEndian.PutUint16(b[0:], sport)
-	binary.BigEndian.PutUint16(b[2:], dport)
-	return append(b, "data"...)
-}
-
-func bpfARP(op uint16, sender, target netip.Addr) []byte {
-	b := make([]byte, 28)
-	binary.BigEndian.PutUint16(b[0:], 1)      // Ethernet
-	binary.BigEndian.PutUint16(b[2:], 0x0800) // IPv4
-	b[4], b[5] = 6, 4
-	binary.BigEndian.PutUint16(b[6:], op)
-	copy(b[8:], []byte{2, 0, 0, 0, 0, 1})
-	s, d := sender.As4(), target.As4()
-	copy(b[14:], s[:])
-	copy(b[24:], d[:])
-	return b
-}
-
 // bpfFrames is the corpus of the accept/reject tables and of the comparison
 // with tcpdump: each names what sets it apart.
 func bpfFrames() []bpfFrame {
-	tcp := bpfL4(bpfProtoTCP, 1234, 80)
+	tcp := testutil.Transport(bpfProtoTCP, 1234, 80)
 	frag6 := func(next byte, offMF uint16, payload []byte) []byte {
 		h := make([]byte, 8)
 		h[0] = next
@@ -123,27 +54,27 @@ func bpfFrames() []bpfFrame {
 		return append([]byte{next, 0, 1, 4, 0, 0, 0, 0}, payload...)
 	}
 	return []bpfFrame{
-		{"tcp4", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0x4000, tcp), false},
-		{"udp4-dns", bpfEtherIPv4, bpfIPv4(bpfB4, bpfA4, bpfProtoUDP, nil, 0, bpfL4(bpfProtoUDP, 53, 40000)), false},
-		{"sctp4", bpfEtherIPv4, bpfIPv4(bpfA4, bpfC4, bpfProtoSCTP, nil, 0, bpfL4(bpfProtoSCTP, 5000, 6000)), false},
-		{"icmp4", bpfEtherIPv4, bpfIPv4(bpfC4, bpfA4, bpfProtoICMP, nil, 0, bpfL4(bpfProtoICMP, 0x0800, 80)), false},
-		{"igmp4", bpfEtherIPv4, bpfIPv4(bpfC4, netip.MustParseAddr("224.0.0.22"), bpfProtoIGMP, nil, 0, bpfL4(bpfProtoIGMP, 0x2200, 0)), false},
-		{"gre4", bpfEtherIPv4, bpfIPv4(bpfB4, bpfC4, 47, nil, 0, []byte{0, 0, 0x08, 0}), false},
-		{"tcp4-options", bpfEtherIPv4, bpfIPv4(bpfC4, bpfB4, bpfProtoTCP, []byte{1, 1, 1, 0}, 0, bpfL4(bpfProtoTCP, 443, 1024)), false},
-		{"udp4-first-frag", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoUDP, nil, 0x2000, bpfL4(bpfProtoUDP, 53, 1000)), false},
+		{"tcp4", bpfEtherIPv4, testutil.IPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0x4000, tcp), false},
+		{"udp4-dns", bpfEtherIPv4, testutil.IPv4(bpfB4, bpfA4, bpfProtoUDP, nil, 0, testutil.Transport(bpfProtoUDP, 53, 40000)), false},
+		{"sctp4", bpfEtherIPv4, testutil.IPv4(bpfA4, bpfC4, bpfProtoSCTP, nil, 0, testutil.Transport(bpfProtoSCTP, 5000, 6000)), false},
+		{"icmp4", bpfEtherIPv4, testutil.IPv4(bpfC4, bpfA4, bpfProtoICMP, nil, 0, testutil.Transport(bpfProtoICMP, 0x0800, 80)), false},
+		{"igmp4", bpfEtherIPv4, testutil.IPv4(bpfC4, netip.MustParseAddr("224.0.0.22"), bpfProtoIGMP, nil, 0, testutil.Transport(bpfProtoIGMP, 0x2200, 0)), false},
+		{"gre4", bpfEtherIPv4, testutil.IPv4(bpfB4, bpfC4, 47, nil, 0, []byte{0, 0, 0x08, 0}), false},
+		{"tcp4-options", bpfEtherIPv4, testutil.IPv4(bpfC4, bpfB4, bpfProtoTCP, []byte{1, 1, 1, 0}, 0, testutil.Transport(bpfProtoTCP, 443, 1024)), false},
+		{"udp4-first-frag", bpfEtherIPv4, testutil.IPv4(bpfA4, bpfB4, bpfProtoUDP, nil, 0x2000, testutil.Transport(bpfProtoUDP, 53, 1000)), false},
 		// Bytes where ports would be read 53 and 80: a non-first fragment has no ports.
-		{"udp4-later-frag", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoUDP, nil, 185, bpfL4(bpfProtoUDP, 53, 80)), false},
-		{"tcp4-truncated", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0, nil)[:20], false},
-		{"tcp4-vlan", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0, tcp), true},
-		{"tcp6", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, bpfProtoTCP, tcp), false},
-		{"udp6-dns", bpfEtherIPv6, bpfIPv6(bpfB6, bpfA6, bpfProtoUDP, bpfL4(bpfProtoUDP, 40000, 53)), false},
-		{"sctp6", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, bpfProtoSCTP, bpfL4(bpfProtoSCTP, 5000, 6000)), false},
-		{"icmp6", bpfEtherIPv6, bpfIPv6(bpfB6, bpfA6, bpfProtoICMPv6, bpfL4(bpfProtoICMPv6, 0x8000, 80)), false},
-		{"tcp6-frag", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, bpfProtoFrag6, frag6(bpfProtoTCP, 1, tcp)), false},
-		{"udp6-hbh", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, 0, hopByHop(bpfProtoUDP, bpfL4(bpfProtoUDP, 53, 53))), false},
-		{"udp6-mapped", bpfEtherIPv6, bpfIPv6(bpfMap, bpfA6, bpfProtoUDP, bpfL4(bpfProtoUDP, 7, 9)), false},
-		{"arp-request", bpfEtherARP, bpfARP(1, bpfA4, bpfC4), false},
-		{"rarp", bpfEtherRARP, bpfARP(3, bpfB4, bpfA4), false},
+		{"udp4-later-frag", bpfEtherIPv4, testutil.IPv4(bpfA4, bpfB4, bpfProtoUDP, nil, 185, testutil.Transport(bpfProtoUDP, 53, 80)), false},
+		{"tcp4-truncated", bpfEtherIPv4, testutil.IPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0, nil)[:20], false},
+		{"tcp4-vlan", bpfEtherIPv4, testutil.IPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0, tcp), true},
+		{"tcp6", bpfEtherIPv6, testutil.IPv6(bpfA6, bpfB6, bpfProtoTCP, tcp), false},
+		{"udp6-dns", bpfEtherIPv6, testutil.IPv6(bpfB6, bpfA6, bpfProtoUDP, testutil.Transport(bpfProtoUDP, 40000, 53)), false},
+		{"sctp6", bpfEtherIPv6, testutil.IPv6(bpfA6, bpfB6, bpfProtoSCTP, testutil.Transport(bpfProtoSCTP, 5000, 6000)), false},
+		{"icmp6", bpfEtherIPv6, testutil.IPv6(bpfB6, bpfA6, bpfProtoICMPv6, testutil.Transport(bpfProtoICMPv6, 0x8000, 80)), false},
+		{"tcp6-frag", bpfEtherIPv6, testutil.IPv6(bpfA6, bpfB6, bpfProtoFrag6, frag6(bpfProtoTCP, 1, tcp)), false},
+		{"udp6-hbh", bpfEtherIPv6, testutil.IPv6(bpfA6, bpfB6, 0, hopByHop(bpfProtoUDP, testutil.Transport(bpfProtoUDP, 53, 53))), false},
+		{"udp6-mapped", bpfEtherIPv6, testutil.IPv6(bpfMap, bpfA6, bpfProtoUDP, testutil.Transport(bpfProtoUDP, 7, 9)), false},
+		{"arp-request", bpfEtherARP, testutil.ARP(1, bpfA4, bpfC4), false},
+		{"rarp", bpfEtherRARP, testutil.ARP(3, bpfB4, bpfA4), false},
 		{"lldp", 0x88cc, make([]byte, 46), false},
 	}
 }
@@ -154,11 +85,7 @@ func bpfWrap(f bpfFrame, lt flow.LinkType) []byte {
 	var hdr []byte
 	switch lt {
 	case flow.LinkEthernet:
-		hdr = []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1}
-		if f.vlan {
-			hdr = append(hdr, 0x81, 0x00, 0x00, 0x64)
-		}
-		hdr = binary.BigEndian.AppendUint16(hdr, f.etherType)
+		return testutil.Ethernet(f.etherType, f.vlan, f.l3)
 	case flow.LinkLinuxSLL:
 		if f.vlan {
 			return nil
