@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,8 +111,8 @@ func (c *AFPacketConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Iface, "iface", c.Iface, "interface to capture on")
 	fs.IntVar(&c.Sockets, "afpacket-sockets", 1, "AF_PACKET sockets in the fanout group, one per reader")
 	fs.Func("afpacket-fanout-group", "fanout group id shared with other processes (default: a unique id)", func(s string) error {
-		n, ok := bpfParseNumber(s)
-		if !ok || n == 0 || n > 0xffff {
+		n, err := strconv.ParseUint(s, 0, 16)
+		if err != nil || n == 0 {
 			return fmt.Errorf("fanout group must be 1 to 65535")
 		}
 		c.FanoutGroup = uint16(n)
