@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 )
 
 const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
@@ -31,7 +31,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	src, err := capture.OpenFiles(fs.Args()...)
+	src, err := pcapfile.OpenFiles(fs.Args()...)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/fastpath"
 	"github.com/flowdedup/flowdedup/filters"
 )
@@ -90,7 +91,7 @@ func ringSize(v string) (int, error) {
 
 func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg CaptureConfig
-	var afp capture.AFPacketConfig
+	var afp afpacket.AFPacketConfig
 	var xf xdpFlags
 	var af afxdpFlags
 	var mode string
@@ -192,7 +193,7 @@ func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if !set["afpacket-sockets"] {
 			afp.Sockets = cfg.Workers
 		}
-		srcs, err := capture.OpenAFPacket(afp)
+		srcs, err := afpacket.OpenAFPacket(afp)
 		if err != nil {
 			return err
 		}

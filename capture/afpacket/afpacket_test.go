@@ -1,6 +1,6 @@
 //go:build linux
 
-package capture
+package afpacket
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
@@ -100,7 +101,7 @@ func (s *afpSender) send(t *testing.T, frame []byte) {
 // afpOpen opens a capture inside ns and closes it when the test ends.
 func afpOpen(t *testing.T, ns *testutil.Namespace, cfg AFPacketConfig) []*AFPacketSource {
 	t.Helper()
-	var srcs []Source
+	var srcs []capture.Source
 	err := ns.Do(func() (err error) {
 		srcs, err = OpenAFPacket(cfg)
 		return err
@@ -140,10 +141,10 @@ func afpReadAll(t *testing.T, srcs []*AFPacketSource, want int, limit time.Durat
 	)
 	for i, s := range srcs {
 		wg.Go(func() {
-			var p Packet
+			var p capture.Packet
 			for time.Now().Before(timeout) {
 				err := s.Next(&p)
-				if errors.Is(err, ErrTimeout) {
+				if errors.Is(err, capture.ErrTimeout) {
 					if total.Load() >= int64(want) {
 						return
 					}
@@ -298,7 +299,7 @@ func TestAFPacketNextNoAllocs(t *testing.T) {
 	for i := range runs + 1 { // AllocsPerRun calls once more to warm up
 		sender.send(t, afpUDPFrame(i%16, i%2 == 0, 7777, uint32(i), 64))
 	}
-	var p Packet
+	var p capture.Packet
 	var errs int
 	allocs := testing.AllocsPerRun(runs, func() {
 		if srcs[0].Next(&p) != nil {
@@ -345,16 +346,16 @@ func TestAFPacketTimeout(t *testing.T) {
 	ns := testutil.NetNS(t)
 	const poll = 40 * time.Millisecond
 	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], PollTimeout: poll})
-	var p Packet
+	var p capture.Packet
 	for range 3 {
 		start := time.Now()
 		err := srcs[0].Next(&p)
 		took := time.Since(start)
-		if !errors.Is(err, ErrTimeout) {
-			t.Fatalf("Next on an idle link: %v, want ErrTimeout", err)
+		if !errors.Is(err, capture.ErrTimeout) {
+			t.Fatalf("Next on an idle link: %v, want capture.ErrTimeout", err)
 		}
 		if took < poll-time.Millisecond || took > poll+time.Second {
-			t.Errorf("ErrTimeout after %v, want about %v", took, poll)
+			t.Errorf("capture.ErrTimeout after %v, want about %v", took, poll)
 		}
 	}
 }
@@ -366,7 +367,7 @@ func TestAFPacketCloseUnblocksNext(t *testing.T) {
 	s := srcs[0]
 	done := make(chan error, 1)
 	go func() {
-		var p Packet
+		var p capture.Packet
 		done <- s.Next(&p)
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -381,16 +382,16 @@ func TestAFPacketCloseUnblocksNext(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		if !errors.Is(err, capture.ErrClosed) {
+			t.Errorf("Next after Close: %v, want capture.ErrClosed", err)
 		}
 		t.Logf("Next returned %v after Close", time.Since(start))
 	case <-time.After(2 * time.Second):
 		t.Fatal("Next still blocked 2s after Close")
 	}
-	var p Packet
-	if err := s.Next(&p); !errors.Is(err, ErrClosed) {
-		t.Errorf("second Next after Close: %v, want ErrClosed", err)
+	var p capture.Packet
+	if err := s.Next(&p); !errors.Is(err, capture.ErrClosed) {
+		t.Errorf("second Next after Close: %v, want capture.ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -406,7 +407,7 @@ func TestAFPacketCloseWhileHoldingFrame(t *testing.T) {
 	frame := afpUDPFrame(1, false, 7777, 42, 16)
 	sender.send(t, frame)
 	sender.send(t, afpUDPFrame(1, false, 7777, 43, 16))
-	var p Packet
+	var p capture.Packet
 	if err := srcs[0].Next(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -418,8 +419,8 @@ func TestAFPacketCloseWhileHoldingFrame(t *testing.T) {
 	if !bytes.Equal(p.Data, frame) {
 		t.Errorf("held frame changed after Close: % x", p.Data)
 	}
-	if err := srcs[0].Next(&p); !errors.Is(err, ErrClosed) {
-		t.Errorf("Next after Close with a frame left in the block: %v, want ErrClosed", err)
+	if err := srcs[0].Next(&p); !errors.Is(err, capture.ErrClosed) {
+		t.Errorf("Next after Close with a frame left in the block: %v, want capture.ErrClosed", err)
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package capture
+package afpacket
 
 // Live capture from AF_PACKET sockets with TPACKET_V3 rings, written on
 // golang.org/x/sys/unix rather than gopacket/afpacket, because the capture
@@ -38,6 +38,8 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfilter"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/sockwait"
 )
@@ -58,7 +60,7 @@ const (
 	// block before handing it over part full: the latency on a quiet link.
 	DefaultAFPacketBlockTimeout = 10 * time.Millisecond
 	// DefaultAFPacketPollTimeout is how long Next waits for a frame before
-	// it returns ErrTimeout.
+	// it returns capture.ErrTimeout.
 	DefaultAFPacketPollTimeout = 100 * time.Millisecond
 	// AFPacketMaxSockets is the kernel's limit on the members of a fanout
 	// group (PACKET_FANOUT_MAX).
@@ -71,7 +73,7 @@ type AFPacketConfig struct {
 	// gives the frames' link type: Ethernet for Ethernet and loopback
 	// interfaces, raw IP for tun, WireGuard, PPP and IP-in-IP interfaces.
 	Iface string
-	// Sockets is the number of sockets, each a Source for one reader
+	// Sockets is the number of sockets, each a capture.Source for one reader
 	// (default 1). Several sockets share the interface's frames in a
 	// PACKET_FANOUT group by flow hash, so all frames of a flow, in both
 	// directions, reach the same socket.
@@ -87,7 +89,7 @@ type AFPacketConfig struct {
 	// are open (a per-socket membership the kernel drops on close).
 	Promisc bool
 	// BPF is a filter expression in pcap-filter(7) syntax, compiled by
-	// CompileBPF and run by the kernel before a frame enters the ring.
+	// pcapfilter.CompileBPF and run by the kernel before a frame enters the ring.
 	// Empty keeps every frame.
 	BPF string
 	// BlockSize is the size of a ring block in bytes: a multiple of the
@@ -101,7 +103,7 @@ type AFPacketConfig struct {
 	// over part full (default DefaultAFPacketBlockTimeout, whole ms).
 	BlockTimeout time.Duration
 	// PollTimeout is how long Next waits for a frame before returning
-	// ErrTimeout (default DefaultAFPacketPollTimeout; negative: forever).
+	// capture.ErrTimeout (default DefaultAFPacketPollTimeout; negative: forever).
 	PollTimeout time.Duration
 }
 
@@ -153,8 +155,8 @@ func (c AFPacketConfig) withDefaults() (AFPacketConfig, error) {
 		return c, errors.New("capture: afpacket: no interface given")
 	case c.Sockets < 1 || c.Sockets > AFPacketMaxSockets:
 		return c, fmt.Errorf("capture: afpacket: %d sockets: want 1 to %d", c.Sockets, AFPacketMaxSockets)
-	case c.SnapLen < 1 || c.SnapLen > DefaultBPFSnapLen:
-		return c, fmt.Errorf("capture: afpacket: snap length %d: want 1 to %d", c.SnapLen, DefaultBPFSnapLen)
+	case c.SnapLen < 1 || c.SnapLen > pcapfilter.DefaultBPFSnapLen:
+		return c, fmt.Errorf("capture: afpacket: snap length %d: want 1 to %d", c.SnapLen, pcapfilter.DefaultBPFSnapLen)
 	case c.BlockSize < page || c.BlockSize%page != 0:
 		return c, fmt.Errorf("capture: afpacket: block size %d is not a multiple of the page size %d", c.BlockSize, page)
 	case c.BlockSize < afpBlockHeaderLen+afpFrameSize(c.SnapLen):
@@ -192,7 +194,7 @@ func afpFrameSize(snaplen int) int { return afpAlign(afpHeaderLen + afpSockaddrL
 var afpDropAll = []bpf.RawInstruction{{Op: 0x06, K: 0}} // ret #0
 
 // AFPacketSource is one AF_PACKET socket of a capture, read by one goroutine.
-// It implements Source and DropCounter.
+// It implements capture.Source and capture.DropCounter.
 type AFPacketSource struct {
 	iface        string
 	lt           flow.LinkType
@@ -220,8 +222,8 @@ type AFPacketSource struct {
 }
 
 var (
-	_ Source      = (*AFPacketSource)(nil)
-	_ DropCounter = (*AFPacketSource)(nil)
+	_ capture.Source      = (*AFPacketSource)(nil)
+	_ capture.DropCounter = (*AFPacketSource)(nil)
 )
 
 // afpResources are the kernel objects of a source, apart from it so that a
@@ -258,20 +260,20 @@ func (r *afpResources) release() {
 // one fanout group when there are several (or cfg.FanoutGroup is given),
 // and returns them as Sources: *AFPacketSource, one per reader goroutine.
 //
-// Frames are zero-copy views of the socket's ring: a Packet's Data is valid
-// until the next Next on the same source. Packet.TimeNs is the kernel's
+// Frames are zero-copy views of the socket's ring: a capture.Packet's Data is valid
+// until the next Next on the same source. capture.Packet.TimeNs is the kernel's
 // receive timestamp. VLAN tags the driver stripped (offload) are not put
 // back; flow keys do not depend on them.
 //
 // Opening needs CAP_NET_RAW; without it the error says so and wraps
 // os.ErrPermission. Close every source; each Close stops its socket.
-func OpenAFPacket(cfg AFPacketConfig) ([]Source, error) {
+func OpenAFPacket(cfg AFPacketConfig) ([]capture.Source, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	opened := make([]*AFPacketSource, 0, cfg.Sockets)
-	fail := func(err error) ([]Source, error) {
+	fail := func(err error) ([]capture.Source, error) {
 		for _, s := range opened {
 			s.Close()
 		}
@@ -285,7 +287,7 @@ func OpenAFPacket(cfg AFPacketConfig) ([]Source, error) {
 		}
 		opened = append(opened, s)
 	}
-	prog, err := CompileBPF(cfg.BPF, lt, cfg.SnapLen)
+	prog, err := pcapfilter.CompileBPF(cfg.BPF, lt, cfg.SnapLen)
 	if err != nil {
 		return fail(err)
 	}
@@ -308,7 +310,7 @@ func OpenAFPacket(cfg AFPacketConfig) ([]Source, error) {
 			return fail(fmt.Errorf("capture: afpacket %s: attaching filter %q: %w", cfg.Iface, cfg.BPF, err))
 		}
 	}
-	srcs := make([]Source, len(opened))
+	srcs := make([]capture.Source, len(opened))
 	for i, s := range opened {
 		srcs[i] = s
 	}
@@ -482,12 +484,12 @@ func (s *AFPacketSource) FanoutGroup() (uint16, bool) { return s.group, s.groupe
 // Next reads the next frame into p, waiting up to the poll timeout. p.Data
 // points into the ring and is valid until the next call to Next, even when
 // Close comes in between: the ring is unmapped only once the reader has let
-// go of it. It returns ErrTimeout after the poll timeout without a frame,
-// ErrClosed after Close (a Next waiting in the kernel returns at once), and
+// go of it. It returns capture.ErrTimeout after the poll timeout without a frame,
+// capture.ErrClosed after Close (a Next waiting in the kernel returns at once), and
 // an error wrapping the socket's error when the kernel reports one (ENETDOWN
 // when the interface goes down: capture resumes if it comes back up, so
 // Next may be called again).
-func (s *AFPacketSource) Next(p *Packet) error {
+func (s *AFPacketSource) Next(p *capture.Packet) error {
 	for {
 		if s.left > 0 && !s.closed.Load() {
 			if s.readFrame(p) {
@@ -503,7 +505,7 @@ func (s *AFPacketSource) Next(p *Packet) error {
 
 // readFrame takes the next frame of the held block, and returns false for a
 // frame the source drops.
-func (s *AFPacketSource) readFrame(p *Packet) bool {
+func (s *AFPacketSource) readFrame(p *capture.Packet) bool {
 	h := s.blk[s.off : s.off+afpHeaderLen+afpSockaddrLen]
 	hdr := (*unix.Tpacket3Hdr)(unsafe.Pointer(&h[0]))
 	start := s.off + int(hdr.Mac)
@@ -532,7 +534,7 @@ func (s *AFPacketSource) nextBlock() error {
 		s.held = false
 		s.blk = nil
 		s.res.unmap() // Close left it mapped for the frame we held
-		return ErrClosed
+		return capture.ErrClosed
 	}
 	if s.held {
 		atomic.StoreUint32(s.status(), unix.TP_STATUS_KERNEL)
@@ -565,15 +567,15 @@ func (s *AFPacketSource) nextBlock() error {
 		case r == sockwait.Woken || s.closed.Load():
 			s.blk = nil
 			s.res.unmap() // holding no block, so Close (waiting for mu) leaves this to us or does it again
-			return ErrClosed
+			return capture.ErrClosed
 		case r == sockwait.Timeout:
-			return ErrTimeout
+			return capture.ErrTimeout
 		}
 	}
 }
 
 // Close stops the socket and releases it. A Next waiting in the kernel
-// returns ErrClosed at once; Close is safe to call from any goroutine and
+// returns capture.ErrClosed at once; Close is safe to call from any goroutine and
 // more than once.
 func (s *AFPacketSource) Close() error {
 	if s.closed.Swap(true) {

@@ -1,4 +1,4 @@
-package capture
+package pcapfile
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 )
 
@@ -246,7 +247,7 @@ func fileWriteTemp(t testing.TB, name string, b []byte) string {
 // fileReadAll reads s to its first error, copying every packet.
 func fileReadAll(s *FileSource) ([]fileTestPkt, error) {
 	var out []fileTestPkt
-	var p Packet
+	var p capture.Packet
 	for {
 		if err := s.Next(&p); err != nil {
 			return out, err
@@ -337,7 +338,7 @@ func TestFileUnsupportedLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var p Packet
+	var p capture.Packet
 	if err := s.Next(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +440,7 @@ func TestFileNgBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := fileReadAll(s)
-	if !errors.Is(err, ErrCorrupt) || len(got) != len(want) || !strings.Contains(err.Error(), "interface 3") {
+	if !errors.Is(err, capture.ErrCorrupt) || len(got) != len(want) || !strings.Contains(err.Error(), "interface 3") {
 		t.Errorf("packet on an interface of the previous section: %d packets, %v", len(got), err)
 	}
 }
@@ -480,7 +481,7 @@ func TestFileSeveral(t *testing.T) {
 	if s.Current() != "" {
 		t.Errorf("Current() before reading = %q", s.Current())
 	}
-	var p Packet
+	var p capture.Packet
 	for i, want := range [][]fileTestPkt{a, b, c} {
 		wantPath := paths[[]int{0, 2, 4}[i]]
 		for j, w := range want {
@@ -532,7 +533,7 @@ func TestFileMovesOn(t *testing.T) {
 	var errs []error
 	var n int
 	for {
-		var p Packet
+		var p capture.Packet
 		err := s.Next(&p)
 		if err == io.EOF {
 			break
@@ -551,14 +552,14 @@ func TestFileMovesOn(t *testing.T) {
 	}
 	for i, err := range errs {
 		var fe *FileError
-		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) || !errors.As(err, &fe) || fe.Path != paths[i+1] || fe.Record != 4 {
+		if !errors.Is(err, capture.ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) || !errors.As(err, &fe) || fe.Path != paths[i+1] || fe.Record != 4 {
 			t.Errorf("error %d: %v", i, err)
 		}
 		if !strings.Contains(err.Error(), paths[i+1]) || !strings.Contains(err.Error(), "record 4") {
 			t.Errorf("error %q does not name the file and record", err)
 		}
 	}
-	if st := s.Files()[1]; st.Packets != 3 || !errors.Is(st.Err, ErrCorrupt) {
+	if st := s.Files()[1]; st.Packets != 3 || !errors.Is(st.Err, capture.ErrCorrupt) {
 		t.Errorf("Files()[1] = %+v", st)
 	}
 }
@@ -583,7 +584,7 @@ func TestFileOpenErrors(t *testing.T) {
 		t.Fatal("no error")
 	}
 	t.Log(err)
-	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrNotCapture) || errors.Is(err, ErrCorrupt) {
+	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrNotCapture) || errors.Is(err, capture.ErrCorrupt) {
 		t.Errorf("errors.Is: %v", err)
 	}
 	for _, p := range []string{missing, text, dir, empty, gzText, shortHdr, badVer, badNg} {
@@ -631,8 +632,8 @@ func TestFileStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Packet
-	if err := s.Next(&p); !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrNotCapture) {
+	var p capture.Packet
+	if err := s.Next(&p); !errors.Is(err, capture.ErrCorrupt) || !errors.Is(err, ErrNotCapture) {
 		t.Errorf("truncated header on standard input: %v", err)
 	}
 }
@@ -652,14 +653,14 @@ func TestFileClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Packet
+	var p capture.Packet
 	if err := s.Next(&p); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Next(&p); err != ErrClosed {
+	if err := s.Next(&p); err != capture.ErrClosed {
 		t.Errorf("Next after Close: %v", err)
 	}
 	if err := s.Close(); err != nil {
@@ -692,7 +693,7 @@ func fileNgBlockEnds(b []byte) (ends []int, packet []bool) {
 
 // TestFileTruncated cuts files at every byte. A cut at a record boundary is
 // a clean io.EOF after the records before it; any other cut returns those
-// records intact and then an error that wraps ErrCorrupt and names the
+// records intact and then an error that wraps capture.ErrCorrupt and names the
 // record the file ends in.
 func TestFileTruncated(t *testing.T) {
 	pkts := fileTestFrames(12, 60, false)
@@ -710,7 +711,7 @@ func TestFileTruncated(t *testing.T) {
 		}
 		got, err := fileReadAll(s)
 		if cut < headerEnd {
-			if !errors.Is(err, ErrCorrupt) || len(got) != 0 {
+			if !errors.Is(err, capture.ErrCorrupt) || len(got) != 0 {
 				t.Fatalf("cut %d inside the header: %d packets, %v", cut, len(got), err)
 			}
 			return
@@ -730,7 +731,7 @@ func TestFileTruncated(t *testing.T) {
 			return
 		}
 		var fe *FileError
-		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) || !errors.As(err, &fe) || fe.Record != int64(whole+1) {
+		if !errors.Is(err, capture.ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) || !errors.As(err, &fe) || fe.Record != int64(whole+1) {
 			t.Fatalf("cut %d after %d records: %v", cut, whole, err)
 		}
 	}
@@ -757,7 +758,7 @@ func TestFileTruncated(t *testing.T) {
 					continue
 				}
 				got, err := fileReadAll(s)
-				if !errors.Is(err, ErrCorrupt) || len(got) > len(pkts) {
+				if !errors.Is(err, capture.ErrCorrupt) || len(got) > len(pkts) {
 					t.Fatalf("gzip cut %d of %d: %d packets, %v", cut, len(data), len(got), err)
 				}
 				fileCompare(t, got, pkts[:len(got)], false)
@@ -860,8 +861,8 @@ func TestFileDamage(t *testing.T) {
 			var got []fileTestPkt
 			alloc := fileAllocated(func() { got, err = fileReadAll(s) })
 			var fe *FileError
-			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &fe) || len(got) != c.whole || fe.Record != int64(c.whole+1) {
-				t.Fatalf("%d packets, %v; want %d packets then ErrCorrupt", len(got), err, c.whole)
+			if !errors.Is(err, capture.ErrCorrupt) || !errors.As(err, &fe) || len(got) != c.whole || fe.Record != int64(c.whole+1) {
+				t.Fatalf("%d packets, %v; want %d packets then capture.ErrCorrupt", len(got), err, c.whole)
 			}
 			if !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), path) {
 				t.Errorf("error %q: want the path and %q", err, c.msg)
@@ -930,7 +931,7 @@ func TestFileNoAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			var p Packet
+			var p capture.Packet
 			if avg := testing.AllocsPerRun(n/2, func() {
 				if err := s.Next(&p); err != nil {
 					t.Fatal(err)
@@ -969,7 +970,7 @@ func BenchmarkFileSourceNext(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var p Packet
+			var p capture.Packet
 			var bytesRead int64
 			b.ReportAllocs()
 			for b.Loop() {

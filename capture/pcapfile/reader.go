@@ -1,4 +1,4 @@
-package capture
+package pcapfile
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 )
 
@@ -83,8 +84,8 @@ type FileStats struct {
 }
 
 // FileError is damage found in one input file, or the reason it could not
-// be opened. It wraps ErrCorrupt when the file's contents are damaged
-// (errors.Is(err, ErrCorrupt)), ErrNotCapture when the file is not a capture
+// be opened. It wraps capture.ErrCorrupt when the file's contents are damaged
+// (errors.Is(err, capture.ErrCorrupt)), ErrNotCapture when the file is not a capture
 // file of a known kind, and io.ErrUnexpectedEOF when the file ends inside a
 // record.
 type FileError struct {
@@ -108,11 +109,11 @@ func (e *FileError) Error() string {
 	return msg + e.Err.Error()
 }
 
-// Unwrap returns ErrCorrupt and ErrNotCapture where they apply, and Err.
+// Unwrap returns capture.ErrCorrupt and ErrNotCapture where they apply, and Err.
 func (e *FileError) Unwrap() []error {
 	errs := make([]error, 0, 3)
 	if e.corrupt {
-		errs = append(errs, ErrCorrupt)
+		errs = append(errs, capture.ErrCorrupt)
 	}
 	if e.notCapture {
 		errs = append(errs, ErrNotCapture)
@@ -167,7 +168,7 @@ func fileTsUnits(v byte) (uint64, bool) {
 	return u, true
 }
 
-// FileSource is a Source that reads pcap and pcapng files, plain or
+// FileSource is a capture.Source that reads pcap and pcapng files, plain or
 // gzip-compressed, one after another in the order given to OpenFiles.
 //
 // Each file's format is told by its first bytes, never by its name: pcap
@@ -194,7 +195,7 @@ func fileTsUnits(v byte) (uint64, bool) {
 // trailing length differs from its leading one or whose packet overruns it,
 // a packet on an interface the section never described, and a file that
 // ends inside a record (or a gzip stream that fails) make Next return a
-// *FileError that wraps ErrCorrupt and names the file, the record number and
+// *FileError that wraps capture.ErrCorrupt and names the file, the record number and
 // the offset. Records longer than the snap length the file declares, but
 // within MaxCaptureLength, are read, as tcpdump and Wireshark read them:
 // some writers do not truncate to the snap length they declare.
@@ -205,7 +206,7 @@ func fileTsUnits(v byte) (uint64, bool) {
 // the damage, not the rest of the day. A caller that prefers to stop at the
 // first damaged file stops calling Next. Next returns io.EOF only after the
 // last file. Read errors of the operating system are returned the same way,
-// without ErrCorrupt.
+// without capture.ErrCorrupt.
 //
 // Current and Files tell which file is being read and how each one ended.
 // A FileSource is used by one goroutine.
@@ -248,7 +249,7 @@ type FileSource struct {
 	sawIface bool  // an interface description block has been read
 }
 
-var _ Source = (*FileSource)(nil)
+var _ capture.Source = (*FileSource)(nil)
 
 // OpenFiles returns a FileSource that reads the files at paths in order;
 // "-" reads standard input (at most once). Every file is opened and its
@@ -428,9 +429,9 @@ func (s *FileSource) filePcapHeader(magic uint32) error {
 }
 
 // Next reads the next record into p; see FileSource for the errors.
-func (s *FileSource) Next(p *Packet) error {
+func (s *FileSource) Next(p *capture.Packet) error {
 	if s.closed {
-		return ErrClosed
+		return capture.ErrClosed
 	}
 	for {
 		if !s.open {
@@ -482,7 +483,7 @@ func (s *FileSource) fileCloseInput() error {
 	return err
 }
 
-// Close closes the file being read. Next then returns ErrClosed. Standard
+// Close closes the file being read. Next then returns capture.ErrClosed. Standard
 // input is left open.
 func (s *FileSource) Close() error {
 	if s.closed {
@@ -576,7 +577,7 @@ func (s *FileSource) fileErr(err error, corrupt bool) error {
 
 // filePcapNext reads a pcap record: a 16-byte header (seconds, fraction,
 // captured length, original length) and the captured bytes.
-func (s *FileSource) filePcapNext(p *Packet) error {
+func (s *FileSource) filePcapNext(p *capture.Packet) error {
 	s.fileRelease()
 	h, err := s.in.Peek(16)
 	if err != nil {
@@ -603,7 +604,7 @@ func (s *FileSource) filePcapNext(p *Packet) error {
 }
 
 // fileNgNext reads pcapng blocks up to and including the next packet block.
-func (s *FileSource) fileNgNext(p *Packet) error {
+func (s *FileSource) fileNgNext(p *capture.Packet) error {
 	s.fileRelease()
 	for {
 		h, err := s.in.Peek(8)
@@ -778,7 +779,7 @@ func (s *FileSource) fileNgInterface(total int) error {
 // fileNgPacket reads an enhanced, simple or obsolete packet block of total
 // bytes. The header is checked before the block is read: the captured
 // length must fit both the block and MaxCaptureLength.
-func (s *FileSource) fileNgPacket(p *Packet, typ uint32, total int) error {
+func (s *FileSource) fileNgPacket(p *capture.Packet, typ uint32, total int) error {
 	hdr := 28
 	if typ == fileNgSimplePacket {
 		hdr = 12

@@ -1,4 +1,4 @@
-package capture
+package pcapfilter
 
 // A compiler from a subset of pcap-filter(7) to classic BPF, so that a live
 // capture can drop unwanted frames in the kernel without tying the build to

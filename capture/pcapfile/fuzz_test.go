@@ -1,4 +1,4 @@
-package capture
+package pcapfile
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 )
 
@@ -35,7 +36,7 @@ func fileFuzzSmallFrames() []fileTestPkt {
 // FuzzFileSource reads arbitrary bytes as a capture file, followed by a
 // good file. Whatever the first file holds, the source must not panic nor
 // allocate according to its length fields, must end it with an error that
-// wraps ErrCorrupt (or not at all), must then read the good file in full and
+// wraps capture.ErrCorrupt (or not at all), must then read the good file in full and
 // return io.EOF. Where gopacket's pcapgo readers decode the same records,
 // the packets must agree with theirs.
 func FuzzFileSource(f *testing.F) {
@@ -103,7 +104,7 @@ func FuzzFileSource(f *testing.F) {
 				return
 			}
 			defer s.Close()
-			var p Packet
+			var p capture.Packet
 			for {
 				err := s.Next(&p)
 				if err == io.EOF {
@@ -146,7 +147,7 @@ func FuzzFileSource(f *testing.F) {
 		}
 		for _, err := range errs {
 			var fe *FileError
-			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &fe) || fe.Path != "-" || fe.Record > int64(len(got))+1 {
+			if !errors.Is(err, capture.ErrCorrupt) || !errors.As(err, &fe) || fe.Path != "-" || fe.Record > int64(len(got))+1 {
 				t.Fatalf("error %v after %d packets", err, len(got))
 			}
 		}
