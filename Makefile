@@ -27,8 +27,8 @@ bench:
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./flow/
-	$(GO) test -run '^$$' -fuzz '^FuzzFileSource$$' -fuzztime $(FUZZTIME) ./capture/pcapfile/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompileBPF$$' -fuzztime $(FUZZTIME) ./capture/pcapfilter/
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./capture/pcapfile/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./capture/pcapfilter/
 
 lint:
 	$(GO) vet $(PKGS)

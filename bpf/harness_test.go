@@ -208,7 +208,7 @@ func loadCaptures(tb testing.TB) (caps []capFrames, skipped int) {
 		tb.Fatal(err)
 	}
 	for _, path := range paths {
-		src, err := pcapfile.OpenFiles(path)
+		src, err := pcapfile.Open(path)
 		if err != nil {
 			tb.Fatalf("%s: %v", path, err)
 		}

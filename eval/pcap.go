@@ -37,7 +37,7 @@ func parsePcapStream(spec, rest string) (Stream, error) {
 func (s pcapStream) String() string { return "pcap:" + s.path + ",key=" + s.kind.String() }
 
 func (s pcapStream) Materialize(seed uint64) (*Elements, error) {
-	src, err := pcapfile.OpenFiles(s.path)
+	src, err := pcapfile.Open(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("eval: stream %s: %w", s, err)
 	}

@@ -182,7 +182,7 @@ func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mo
 				return nil
 			}
 			var err error
-			srcs, err = afpacket.OpenAFPacket(afpacket.AFPacketConfig{Iface: iface, Sockets: sockets, PollTimeout: tputPoll})
+			srcs, err = afpacket.Open(afpacket.Config{Iface: iface, Sockets: sockets, PollTimeout: tputPoll})
 			if err != nil {
 				return err
 			}

@@ -77,7 +77,7 @@ func TestPrometheusScrape(t *testing.T) {
 	dir := t.TempDir()
 
 	const packets = 2000
-	src, err := pcapfile.OpenFiles(filepath.Join("..", "testdata", "pcaps", "malformed.pcap"))
+	src, err := pcapfile.Open(filepath.Join("..", "testdata", "pcaps", "malformed.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,16 +8,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestCompileBPFKernelAccepts attaches every program of the tcpdump
+// TestKernelAccepts attaches every program of the tcpdump
 // comparison, and a long one, to a socket: the kernel's checker must take
 // them. A UDP socket needs no privilege for this.
-func TestCompileBPFKernelAccepts(t *testing.T) {
+func TestKernelAccepts(t *testing.T) {
 	// 40 ports: long jumps, within what this kernel takes (about 2000
 	// instructions, bounded by net.core.optmem_max once converted to eBPF).
-	exprs := append([]string{"", strings.Repeat("port 1 or ", 40) + "port 2"}, bpfTcpdumpExprs...)
-	for _, lt := range bpfLinkTypes {
+	exprs := append([]string{"", strings.Repeat("port 1 or ", 40) + "port 2"}, tcpdumpExprs...)
+	for _, lt := range linkTypes {
 		for _, expr := range exprs {
-			prog, err := CompileBPF(expr, lt, 256)
+			prog, err := Compile(expr, lt, 256)
 			if err != nil {
 				continue // rejects all on this link type
 			}

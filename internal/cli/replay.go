@@ -31,7 +31,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	src, err := pcapfile.OpenFiles(fs.Args()...)
+	src, err := pcapfile.Open(fs.Args()...)
 	if err != nil {
 		return err
 	}

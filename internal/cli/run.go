@@ -91,7 +91,7 @@ func ringSize(v string) (int, error) {
 
 func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg CaptureConfig
-	var afp afpacket.AFPacketConfig
+	var afp afpacket.Config
 	var xf xdpFlags
 	var af afxdpFlags
 	var mode string
@@ -193,7 +193,7 @@ func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if !set["afpacket-sockets"] {
 			afp.Sockets = cfg.Workers
 		}
-		srcs, err := afpacket.OpenAFPacket(afp)
+		srcs, err := afpacket.Open(afp)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func (a *afxdpFlags) bind(fs *flag.FlagSet) {
 }
 
 // openAFXDP opens the AF_XDP sockets of --mode afxdp.
-func openAFXDP(afp afpacket.AFPacketConfig, xf xdpFlags, af afxdpFlags) (*fastpath.AFXDP, error) {
+func openAFXDP(afp afpacket.Config, xf xdpFlags, af afxdpFlags) (*fastpath.AFXDP, error) {
 	queues, err := fastpath.ParseQueues(af.queues)
 	if err != nil {
 		return nil, usageError{err}
