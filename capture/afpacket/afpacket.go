@@ -256,14 +256,14 @@ func (r *resources) release() {
 	r.unmap()
 }
 
-// Open opens cfg.Sockets AF_PACKET sockets on cfg.Iface, joined in
-// one fanout group when there are several (or cfg.FanoutGroup is given),
-// and returns them as Sources: *Socket, one per reader goroutine.
+// Open opens cfg.Sockets AF_PACKET sockets on cfg.Iface, joined in one
+// fanout group when there are several (or cfg.FanoutGroup is given), and
+// returns them as capture.Sources: *Socket, one per reader goroutine.
 //
-// Frames are zero-copy views of the socket's ring: a capture.Packet's Data is valid
-// until the next Next on the same source. capture.Packet.TimeNs is the kernel's
-// receive timestamp. VLAN tags the driver stripped (offload) are not put
-// back; flow keys do not depend on them.
+// Frames are zero-copy views of the socket's ring: a capture.Packet's Data
+// is valid until the next Next on the same socket. Packet.TimeNs is the
+// kernel's receive timestamp. VLAN tags the driver stripped (offload) are
+// not put back; flow keys do not depend on them.
 //
 // Opening needs CAP_NET_RAW; without it the error says so and wraps
 // os.ErrPermission. Close every source; each Close stops its socket.
@@ -279,15 +279,26 @@ func Open(cfg Config) ([]capture.Source, error) {
 		}
 		return nil, err
 	}
-	ifindex, lt, hwtype := 0, flow.LinkType(0), uint16(0)
+	var ifc ifaceInfo
 	for i := range cfg.Sockets {
-		s, err := openSocket(cfg, i == 0, &ifindex, &lt, &hwtype)
+		fd, err := newPacketSocket()
+		if err != nil {
+			return fail(err)
+		}
+		if i == 0 {
+			// The first socket resolves the interface for the rest.
+			if ifc, err = lookupIface(fd, cfg.Iface); err != nil {
+				unix.Close(fd)
+				return fail(err)
+			}
+		}
+		s, err := openSocket(cfg, fd, ifc)
 		if err != nil {
 			return fail(err)
 		}
 		opened = append(opened, s)
 	}
-	prog, err := pcapfilter.Compile(cfg.BPF, lt, cfg.SnapLen)
+	prog, err := pcapfilter.Compile(cfg.BPF, ifc.lt, cfg.SnapLen)
 	if err != nil {
 		return fail(err)
 	}
@@ -317,35 +328,32 @@ func Open(cfg Config) ([]capture.Source, error) {
 	return srcs, nil
 }
 
-// openSocket makes one socket with its ring, bound to the interface but
-// dropping every frame. The first call resolves the interface for the rest.
-func openSocket(cfg Config, first bool, ifindex *int, lt *flow.LinkType, hwtype *uint16) (*Socket, error) {
-	// Protocol 0: the socket receives nothing until bound below.
+// newPacketSocket opens an AF_PACKET socket of protocol 0: it receives
+// nothing until openSocket binds it.
+func newPacketSocket() (int, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("capture: afpacket: opening a packet socket needs CAP_NET_RAW (run as root or grant the capability): %w", err)
+			return -1, fmt.Errorf("capture: afpacket: opening a packet socket needs CAP_NET_RAW (run as root or grant the capability): %w", err)
 		}
-		return nil, fmt.Errorf("capture: afpacket: opening a packet socket: %w", err)
+		return -1, fmt.Errorf("capture: afpacket: opening a packet socket: %w", err)
 	}
+	return fd, nil
+}
+
+// openSocket gives the packet socket fd its ring and binds it to the
+// interface ifc, dropping every frame until the real filter goes on. It
+// owns fd from the call on: on error fd is closed.
+func openSocket(cfg Config, fd int, ifc ifaceInfo) (*Socket, error) {
 	res := &resources{fd: fd}
 	fail := func(format string, args ...any) (*Socket, error) {
 		res.release()
 		return nil, fmt.Errorf("capture: afpacket %s: "+format, append([]any{cfg.Iface}, args...)...)
 	}
-	if first {
-		if *ifindex, *hwtype, err = lookupIface(fd, cfg.Iface); err != nil {
-			res.release()
-			return nil, err
-		}
-		if *lt, err = linkTypeOf(*hwtype); err != nil {
-			res.release()
-			return nil, fmt.Errorf("capture: afpacket %s: %w", cfg.Iface, err)
-		}
-	}
+	var err error
 	s := &Socket{
 		iface:       cfg.Iface,
-		lt:          *lt,
+		lt:          ifc.lt,
 		pollTimeout: cfg.PollTimeout,
 		blockSize:   cfg.BlockSize,
 		numBlocks:   cfg.NumBlocks,
@@ -374,18 +382,18 @@ func openSocket(cfg Config, first bool, ifindex *int, lt *flow.LinkType, hwtype 
 	if res.wait, err = sockwait.New(fd); err != nil {
 		return fail("eventfd: %w", err)
 	}
-	if *hwtype == unix.ARPHRD_LOOPBACK {
+	if ifc.hwtype == unix.ARPHRD_LOOPBACK {
 		// Loopback shows every frame twice, leaving and arriving: keep one.
 		if unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1) != nil {
 			s.skipOutgoing = true // before Linux 4.20: drop them when reading
 		}
 	}
-	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: *ifindex}
+	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifc.index}
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("binding: %w", err)
 	}
 	if cfg.Promisc {
-		mreq := unix.PacketMreq{Ifindex: int32(*ifindex), Type: unix.PACKET_MR_PROMISC}
+		mreq := unix.PacketMreq{Ifindex: int32(ifc.index), Type: unix.PACKET_MR_PROMISC}
 		if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 			return fail("promiscuous mode: %w", err)
 		}
@@ -394,24 +402,36 @@ func openSocket(cfg Config, first bool, ifindex *int, lt *flow.LinkType, hwtype 
 	return s, nil
 }
 
-// lookupIface resolves name to its index and hardware (ARPHRD_*) type in
-// the socket's network namespace.
-func lookupIface(fd int, name string) (ifindex int, hwtype uint16, err error) {
+// ifaceInfo is what the packet sockets of a capture need to know of their
+// interface.
+type ifaceInfo struct {
+	index  int
+	hwtype uint16        // ARPHRD_*
+	lt     flow.LinkType // of the frames a SOCK_RAW socket reads from it
+}
+
+// lookupIface resolves name to its index, hardware type and link type in the
+// network namespace of the socket fd.
+func lookupIface(fd int, name string) (ifaceInfo, error) {
 	ifr, err := unix.NewIfreq(name)
 	if err != nil {
-		return 0, 0, fmt.Errorf("capture: afpacket: interface name %q: %w", name, err)
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface name %q: %w", name, err)
 	}
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
 		if errors.Is(err, unix.ENODEV) {
-			return 0, 0, fmt.Errorf("capture: afpacket: interface %q does not exist: %w", name, err)
+			return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface %q does not exist: %w", name, err)
 		}
-		return 0, 0, fmt.Errorf("capture: afpacket: interface %q: %w", name, err)
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface %q: %w", name, err)
 	}
-	ifindex = int(ifr.Uint32())
+	ifc := ifaceInfo{index: int(ifr.Uint32())}
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFHWADDR, ifr); err != nil {
-		return 0, 0, fmt.Errorf("capture: afpacket: interface %q: hardware type: %w", name, err)
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface %q: hardware type: %w", name, err)
 	}
-	return ifindex, ifr.Uint16(), nil // ifr_hwaddr.sa_family is the ARPHRD type
+	ifc.hwtype = ifr.Uint16() // ifr_hwaddr.sa_family is the ARPHRD type
+	if ifc.lt, err = linkTypeOf(ifc.hwtype); err != nil {
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket %s: %w", name, err)
+	}
+	return ifc, nil
 }
 
 // linkTypeOf maps an interface's hardware type to the link type of what a
