@@ -51,14 +51,14 @@ func (g *generator) flowFrame(buf []byte, f *flowSpec, fragment, forceV4 bool) [
 	var tlen int
 	switch {
 	case fragment:
-		tlen = 8 + r.below(25)
+		tlen = 8 + r.IntN(25)
 		copy(t[:tlen], payloadText)
 	case proto == protoTCP:
-		plen := r.below(25)
+		plen := r.IntN(25)
 		binary.BigEndian.PutUint16(t[0:], f.sport)
 		binary.BigEndian.PutUint16(t[2:], f.dport)
 		binary.BigEndian.PutUint32(t[4:], f.seq)
-		binary.BigEndian.PutUint32(t[8:], uint32(mix(g.key, uint64(f.sport)<<32|uint64(f.pair))))
+		binary.BigEndian.PutUint32(t[8:], uint32(keyed(g.key, uint64(f.sport)<<32|uint64(f.pair))))
 		t[12] = 5 << 4
 		t[13] = 0x10 // ACK
 		if plen > 0 {
@@ -70,7 +70,7 @@ func (g *generator) flowFrame(buf []byte, f *flowSpec, fragment, forceV4 bool) [
 		tlen = 20 + plen
 		f.seq += uint32(plen)
 	case proto == protoUDP:
-		plen := 4 + r.below(29)
+		plen := 4 + r.IntN(29)
 		tlen = 8 + plen
 		binary.BigEndian.PutUint16(t[0:], f.sport)
 		binary.BigEndian.PutUint16(t[2:], f.dport)
@@ -95,7 +95,7 @@ func (g *generator) flowFrame(buf []byte, f *flowSpec, fragment, forceV4 bool) [
 	h := buf[ipStart : ipStart+ipHdr]
 	if v6 {
 		h[0] = 0x60
-		label := uint32(mix(g.key^0xf10, uint64(f.sport)<<32|uint64(f.pair))) & 0xfffff
+		label := uint32(keyed(g.key^0xf10, uint64(f.sport)<<32|uint64(f.pair))) & 0xfffff
 		h[1] = byte(label >> 16)
 		binary.BigEndian.PutUint16(h[2:], uint16(label))
 		binary.BigEndian.PutUint16(h[4:], uint16(tlen))
@@ -107,7 +107,7 @@ func (g *generator) flowFrame(buf []byte, f *flowSpec, fragment, forceV4 bool) [
 		h[0] = 0x45
 		h[1] = 0
 		binary.BigEndian.PutUint16(h[2:], uint16(ipHdr+tlen))
-		binary.BigEndian.PutUint16(h[4:], uint16(r.next()))
+		binary.BigEndian.PutUint16(h[4:], uint16(r.Uint64()))
 		switch {
 		case fragment:
 			binary.BigEndian.PutUint16(h[6:], 1480/8) // offset 1480, last fragment
@@ -149,14 +149,14 @@ func (g *generator) flowFrame(buf []byte, f *flowSpec, fragment, forceV4 bool) [
 // about a flow picked uniformly, and counts it.
 func (g *generator) malformedFrame(buf []byte) []byte {
 	r := &g.malRand
-	f := g.flows[r.below(len(g.flows))] // a copy: f's own sequence stays
-	switch r.below(3) {
+	f := g.flows[r.IntN(len(g.flows))] // a copy: f's own sequence stays
+	switch r.IntN(3) {
 	case 0: // cut inside the IP header, before the source address
 		frame := g.flowFrame(buf, &f, false, false)
 		l2 := len(frame) - g.ipAndTransportLen(frame)
-		cut := 1 + r.below(11) // IPv4: the source address starts at byte 12
+		cut := 1 + r.IntN(11) // IPv4: the source address starts at byte 12
 		if f.v6 {
-			cut = 1 + r.below(7) // IPv6: at byte 8
+			cut = 1 + r.IntN(7) // IPv6: at byte 8
 		}
 		g.st.Truncated++
 		return frame[:l2+cut]
@@ -243,7 +243,7 @@ func (g *generator) ether(buf []byte, c uint32, dst [6]byte, etype uint16) int {
 	g.clientMAC(buf[6:12], c)
 	n := 12
 	if g.cfg.VLAN {
-		h := mix(g.key^0x71a9, uint64(c))
+		h := keyed(g.key^0x71a9, uint64(c))
 		if h%4 == 0 { // QinQ: a service tag outside the customer tag
 			binary.BigEndian.PutUint16(buf[n:], etherTypeQinQ)
 			binary.BigEndian.PutUint16(buf[n+2:], uint16(10+(h>>8)%3))

@@ -11,6 +11,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // Write writes the capture cfg describes to w and reports what it wrote. It
@@ -101,9 +103,9 @@ type generator struct {
 	clients, servers, pairs uint32
 	key                     uint64 // keys the host and pair bijections
 	flows                   []flowSpec
-	popular                 *alias // nil: uniform popularity
+	popular                 *mix.Alias // nil: uniform popularity
 
-	flowRand, pktRand, malRand, clockRand, hdrRand stream
+	flowRand, pktRand, malRand, clockRand, hdrRand mix.PCG
 
 	sources, destinations, pairKeys, fragKeys bitset
 	st                                        Stats
@@ -111,12 +113,12 @@ type generator struct {
 
 func newGenerator(cfg *Config) *generator {
 	g := &generator{cfg: cfg, start: cfg.start()}
-	g.flowRand.seed(cfg.Seed, streamFlows)
-	g.pktRand.seed(cfg.Seed, streamPackets)
-	g.malRand.seed(cfg.Seed, streamMalformed)
-	g.clockRand.seed(cfg.Seed, streamClock)
-	g.hdrRand.seed(cfg.Seed, streamHeaders)
-	g.key = g.flowRand.next()
+	g.flowRand = mix.NewPCG(cfg.Seed, streamFlows)
+	g.pktRand = mix.NewPCG(cfg.Seed, streamPackets)
+	g.malRand = mix.NewPCG(cfg.Seed, streamMalformed)
+	g.clockRand = mix.NewPCG(cfg.Seed, streamClock)
+	g.hdrRand = mix.NewPCG(cfg.Seed, streamHeaders)
+	g.key = g.flowRand.Uint64()
 
 	f := uint32(cfg.Flows)
 	g.pairs = ceilDiv(f, 3)
@@ -128,7 +130,7 @@ func newGenerator(cfg *Config) *generator {
 	g.fragKeys = newBitset(int(g.pairs))
 	g.buildFlows()
 	if cfg.Zipf > 0 {
-		g.popular = newZipfAlias(cfg.Flows, cfg.Zipf)
+		g.popular = mix.NewZipfTable(cfg.Flows, cfg.Zipf)
 	}
 	return g
 }
@@ -155,25 +157,25 @@ func (g *generator) buildFlows() {
 	for i := range g.flows {
 		p := uint32(i) % g.pairs
 		j := uint32(i) / g.pairs // the flow's slot in its pair, 0 to 2
-		f := flowSpec{pair: p, v6: v6.take(r), seq: uint32(r.next())}
+		f := flowSpec{pair: p, v6: v6.take(r), seq: uint32(r.Uint64())}
 		switch {
-		case j == 0 && mix(g.key^0x1c3b, uint64(p))%10 == 0:
+		case j == 0 && keyed(g.key^0x1c3b, uint64(p))%10 == 0:
 			f.proto = protoICMP
 			if f.v6 {
 				f.proto = protoICMPv6
 			}
-			f.sport = uint16(r.next())
+			f.sport = uint16(r.Uint64())
 			f.seq &= 0xffff
-		case r.below(10) < 7:
+		case r.IntN(10) < 7:
 			f.proto = protoTCP
-			f.dport = tcpServices[r.below(len(tcpServices))]
+			f.dport = tcpServices[r.IntN(len(tcpServices))]
 		default:
 			f.proto = protoUDP
-			f.dport = udpServices[r.below(len(udpServices))]
+			f.dport = udpServices[r.IntN(len(udpServices))]
 		}
 		if f.proto == protoTCP || f.proto == protoUDP {
 			// Distinct slots of a pair get distinct source ports.
-			off := uint32(mix(g.key^0x5be1, uint64(p)) % ephemeralPorts)
+			off := uint32(keyed(g.key^0x5be1, uint64(p)) % ephemeralPorts)
 			f.sport = uint16(ephemeralLow + (off+j)%ephemeralPorts)
 		}
 		g.flows[i] = f
@@ -189,7 +191,7 @@ func (g *generator) buildFlows() {
 	}
 	// Popularity ranks go to flows at random: rank k is flows[k-1].
 	for i := n - 1; i > 0; i-- {
-		j := r.below(i + 1)
+		j := r.IntN(i + 1)
 		g.flows[i], g.flows[j] = g.flows[j], g.flows[i]
 	}
 }
@@ -199,7 +201,7 @@ func (g *generator) buildFlows() {
 // q < ceil(pairs/clients) <= servers, no two pairs join the same hosts.
 func (g *generator) hosts(p uint32) (client, server uint32) {
 	c, q := p%g.clients, p/g.clients
-	off := uint32(mix(g.key^0x7e57, uint64(c)) % uint64(g.servers))
+	off := uint32(keyed(g.key^0x7e57, uint64(c)) % uint64(g.servers))
 	return c, (q + off) % g.servers
 }
 
@@ -225,7 +227,7 @@ func (g *generator) run(out packetWriter, snap int) (Stats, error) {
 			} else {
 				f = &g.flows[g.drawFlow()]
 				fragment = !f.v6 && f.proto == protoUDP && cfg.Fragments > 0 &&
-					g.pktRand.float64() < cfg.Fragments
+					g.pktRand.Float64() < cfg.Fragments
 				if fragment {
 					g.st.Fragments++
 					g.fragKeys.set(int(f.pair))
@@ -254,9 +256,9 @@ func (g *generator) run(out packetWriter, snap int) (Stats, error) {
 
 func (g *generator) drawFlow() int {
 	if g.popular != nil {
-		return g.popular.draw(&g.pktRand)
+		return g.popular.Draw(&g.pktRand)
 	}
-	return g.pktRand.below(len(g.flows))
+	return g.pktRand.IntN(len(g.flows))
 }
 
 // bitset is a fixed-size set of small integers.
