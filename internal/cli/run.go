@@ -158,7 +158,7 @@ func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			break
 		}
 		x, err := fastpath.OpenXDP(fastpath.XDPConfig{
-			Iface: afp.Iface, Key: cfg.Key, Seed: prefilterSeed(cfg.Seed.v), Window: cfg.Window,
+			Iface: afp.Iface, Key: cfg.Key, Seed: fastpath.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
 			Attach: xf.attach, PrefilterBytes: prefilter, RingBytes: ring, PollTimeout: afp.PollTimeout,
 		})
 		if err != nil {
@@ -219,15 +219,6 @@ func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stderr, "flowdedup run: capturing on %s with %s, %d workers, filter %s\n", afp.Iface, what, cfg.Workers, cfg.Filter)
 	return s.run(ctx, sources...)
-}
-
-// prefilterSeed derives the in-kernel prefilter's hash key from the run's
-// seed, so that --seed reproduces a run and the two hashes stay unrelated.
-func prefilterSeed(seed uint64) uint64 {
-	z := seed + 0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
 }
 
 // closeAll closes each source.
