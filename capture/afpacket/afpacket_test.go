@@ -366,11 +366,14 @@ func TestCloseUnblocksNext(t *testing.T) {
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
 	s := srcs[0]
 	done := make(chan error, 1)
+	tids := make(chan int, 1)
 	go func() {
+		runtime.LockOSThread() // this thread is the goroutine's until it ends
+		tids <- unix.Gettid()
 		var p capture.Packet
 		done <- s.Next(&p)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	testutil.WaitInPoll(t, <-tids, 5*time.Second)
 	select {
 	case err := <-done:
 		t.Fatalf("Next returned %v on an idle link without timeout", err)
