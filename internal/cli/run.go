@@ -198,9 +198,7 @@ func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		sources = make([]capture.Source, len(srcs))
-		for i, s := range srcs {
-			sources[i] = s
-		}
+		copy(sources, srcs)
 		closer = closeAll(sources)
 		what = fmt.Sprintf("%d AF_PACKET sockets", len(sources))
 	}
