@@ -30,9 +30,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./capture/pcapfile/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./capture/pcapfilter/
 
+# staticcheck is pinned as a tool in go.mod (go get -tool ...@version), so
+# it comes through the module proxy at the version the tree was checked with.
 lint:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) tool staticcheck $(PKGS)
 
 # Rebuilds the BPF objects and their Go bindings (bpf2go, pinned as a tool in
 # go.mod) from bpf/*.c; needs clang, llvm and libbpf-dev. The output is
