@@ -504,11 +504,11 @@ func (s *Socket) FanoutGroup() (uint16, bool) { return s.group, s.grouped }
 // Next reads the next frame into p, waiting up to the poll timeout. p.Data
 // points into the ring and is valid until the next call to Next, even when
 // Close comes in between: the ring is unmapped only once the reader has let
-// go of it. It returns capture.ErrTimeout after the poll timeout without a frame,
-// capture.ErrClosed after Close (a Next waiting in the kernel returns at once), and
-// an error wrapping the socket's error when the kernel reports one (ENETDOWN
-// when the interface goes down: capture resumes if it comes back up, so
-// Next may be called again).
+// go of it. It returns capture.ErrTimeout after the poll timeout without a
+// frame, capture.ErrClosed after Close (a Next waiting in the kernel returns
+// at once), and an error wrapping the socket's error when the kernel
+// reports one (ENETDOWN when the interface goes down: capture resumes if it
+// comes back up, so Next may be called again).
 func (s *Socket) Next(p *capture.Packet) error {
 	for {
 		if s.left > 0 && !s.closed.Load() {
@@ -595,8 +595,8 @@ func (s *Socket) nextBlock() error {
 }
 
 // Close stops the socket and releases it. A Next waiting in the kernel
-// returns capture.ErrClosed at once; Close is safe to call from any goroutine and
-// more than once.
+// returns capture.ErrClosed at once; Close is safe to call from any
+// goroutine and more than once.
 func (s *Socket) Close() error {
 	if s.closed.Swap(true) {
 		return nil

@@ -36,8 +36,8 @@ func fuzzSmallFrames() []testPkt {
 // FuzzReader reads arbitrary bytes as a capture file, followed by a
 // good file. Whatever the first file holds, the source must not panic nor
 // allocate according to its length fields, must end it with an error that
-// wraps capture.ErrCorrupt (or not at all), must then read the good file in full and
-// return io.EOF. Where gopacket's pcapgo readers decode the same records,
+// wraps capture.ErrCorrupt (or not at all), must then read the good file in
+// full and return io.EOF. Where gopacket's pcapgo readers decode the same records,
 // the packets must agree with theirs.
 func FuzzReader(f *testing.F) {
 	pkts := fuzzSmallFrames()

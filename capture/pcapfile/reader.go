@@ -83,11 +83,11 @@ type Stats struct {
 	Done       bool          // the file has been read (to its end or to Err)
 }
 
-// Error is damage found in one input file, or the reason it could not
-// be opened. It wraps capture.ErrCorrupt when the file's contents are damaged
-// (errors.Is(err, capture.ErrCorrupt)), ErrNotCapture when the file is not a capture
-// file of a known kind, and io.ErrUnexpectedEOF when the file ends inside a
-// record.
+// Error is damage found in one input file, or the reason it could not be
+// opened. It wraps capture.ErrCorrupt when the file's contents are damaged
+// (errors.Is(err, capture.ErrCorrupt)), ErrNotCapture when the file is not
+// a capture file of a known kind, and io.ErrUnexpectedEOF when the file
+// ends inside a record.
 type Error struct {
 	Path   string // as given to Open; "-" is standard input
 	Record int64  // 1-based number of the packet record being read; 0: the file header
@@ -109,7 +109,8 @@ func (e *Error) Error() string {
 	return msg + e.Err.Error()
 }
 
-// Unwrap returns capture.ErrCorrupt and ErrNotCapture where they apply, and Err.
+// Unwrap returns capture.ErrCorrupt and ErrNotCapture where they apply, and
+// Err.
 func (e *Error) Unwrap() []error {
 	errs := make([]error, 0, 3)
 	if e.corrupt {
@@ -195,8 +196,8 @@ func tsUnits(v byte) (uint64, bool) {
 // trailing length differs from its leading one or whose packet overruns it,
 // a packet on an interface the section never described, and a file that
 // ends inside a record (or a gzip stream that fails) make Next return a
-// *Error that wraps capture.ErrCorrupt and names the file, the record number and
-// the offset. Records longer than the snap length the file declares, but
+// *Error that wraps capture.ErrCorrupt and names the file, the record
+// number and the offset. Records longer than the snap length the file declares, but
 // within MaxCaptureLength, are read, as tcpdump and Wireshark read them:
 // some writers do not truncate to the snap length they declare.
 //
@@ -483,8 +484,8 @@ func (s *Reader) closeInput() error {
 	return err
 }
 
-// Close closes the file being read. Next then returns capture.ErrClosed. Standard
-// input is left open.
+// Close closes the file being read. Next then returns capture.ErrClosed.
+// Standard input is left open.
 func (s *Reader) Close() error {
 	if s.closed {
 		return nil
