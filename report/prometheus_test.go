@@ -19,6 +19,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -33,7 +34,7 @@ func prometheusBinary(t *testing.T) string {
 	if _, err := os.Stat(debian); err == nil {
 		return debian
 	}
-	t.Skip("no prometheus server binary in PATH or at /usr/bin/prometheus; " +
+	testutil.SkipOrFail(t, "no prometheus server binary in PATH or at /usr/bin/prometheus; "+
 		"install it with: DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus")
 	return ""
 }

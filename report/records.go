@@ -58,7 +58,8 @@ const (
 // back to the last whole record (see WriteError). Writing a record does not
 // allocate.
 //
-// A RecordWriter is not safe for concurrent use. It does not close its
+// A RecordWriter is a synchronous [Sink] (Records, Window and Close flush
+// as said there). It is not safe for concurrent use. It does not close its
 // destination.
 type RecordWriter struct {
 	out     wholeWriter
@@ -67,6 +68,8 @@ type RecordWriter struct {
 	buf     []byte // whole records not yet written
 	pending int    // records in buf
 }
+
+var _ Sink = (*RecordWriter)(nil)
 
 // NewRecordWriter returns a writer of records of the given key kind to w in
 // format: "jsonl" (or ""), "csv" or "text".
@@ -147,9 +150,33 @@ func (rw *RecordWriter) Record(r *pipeline.Record) error {
 	return nil
 }
 
+// Records buffers the records of b (see Record). When one fails, the
+// records of b after it are counted as lost too: its *WriteError's Lost
+// includes them.
+func (rw *RecordWriter) Records(b *Batch) error {
+	if rw.out.err != nil {
+		return rw.out.err
+	}
+	for i := range b.Records {
+		if err := rw.Record(&b.Records[i]); err != nil {
+			if we, ok := err.(*WriteError); ok {
+				we.Lost += len(b.Records) - i - 1
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Window flushes the records: those of the window that closed are written
+// before its summary is.
+func (rw *RecordWriter) Window(*Summary) error { return rw.Flush() }
+
+// Close flushes the records. It does not close the destination.
+func (rw *RecordWriter) Close() error { return rw.Flush() }
+
 // Flush writes the buffered records. Reporter flushes at the end of every
-// window; a live capture with long windows may also flush on a timer from
-// the goroutine that calls Record.
+// window and whenever the pipeline is idle.
 func (rw *RecordWriter) Flush() error {
 	err := rw.out.write(rw.buf, rw.pending)
 	if err == nil {
