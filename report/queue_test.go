@@ -101,12 +101,6 @@ func (s *fakeSink) Close() error {
 	return nil
 }
 
-func (s *fakeSink) setFail(f func(op string, b *Batch) error) {
-	s.mu.Lock()
-	s.fail = f
-	s.mu.Unlock()
-}
-
 // records returns every record delivered, in order.
 func (s *fakeSink) records() []pipeline.Record {
 	s.mu.Lock()

@@ -7,10 +7,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/flowdedup/flowdedup/capture"
 )
 
 // ReplayConfig holds the flags of `flowdedup replay`.
@@ -74,7 +73,7 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	if err := cfg.check(systemMemory()); err != nil {
 		return err
 	}
-	src, err := capture.OpenFiles(files...)
+	src, err := pcapfile.Open(files...)
 	if err != nil {
 		return err
 	}

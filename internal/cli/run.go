@@ -17,6 +17,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/fastpath"
 	"github.com/flowdedup/flowdedup/filters"
 )
@@ -42,7 +43,7 @@ Needs root (CAP_NET_ADMIN, CAP_NET_RAW; CAP_BPF for the XDP modes).`
 // LiveConfig holds the flags of `flowdedup run`.
 type LiveConfig struct {
 	CaptureConfig
-	AFPacket capture.AFPacketConfig
+	AFPacket afpacket.Config
 	XDP      xdpFlags
 	AFXDP    afxdpFlags
 	Mode     string
@@ -335,7 +336,7 @@ func orList(names []string) string {
 func (l *liveSetup) openXDP() (*liveSources, error) {
 	cfg := l.cfg
 	x, err := fastpath.OpenXDP(fastpath.XDPConfig{
-		Iface: cfg.AFPacket.Iface, Key: cfg.Key, Seed: prefilterSeed(cfg.Seed.v), Window: cfg.Window,
+		Iface: cfg.AFPacket.Iface, Key: cfg.Key, Seed: fastpath.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
 		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.AFPacket.PollTimeout,
 	})
 	if err != nil {
@@ -371,7 +372,7 @@ func (l *liveSetup) openAFPacket() (*liveSources, error) {
 	if !l.set("afpacket-sockets") {
 		afp.Sockets = l.cfg.Workers
 	}
-	sources, err := capture.OpenAFPacket(afp)
+	sources, err := afpacket.Open(afp)
 	if err != nil {
 		return nil, err
 	}
@@ -397,15 +398,6 @@ func (l *liveSetup) openAuto() (*liveSources, error) {
 	}
 	fmt.Fprintln(l.stderr, "flowdedup run: mode auto: using xdp")
 	return src, nil
-}
-
-// prefilterSeed derives the in-kernel prefilter's hash key from the run's
-// seed, so that --seed reproduces a run and the two hashes stay unrelated.
-func prefilterSeed(seed uint64) uint64 {
-	z := seed + 0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
 }
 
 // closeAll closes each source.
