@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/flowdedup
 
-.PHONY: all build test test-race bench fuzz lint generate check-generate demo eval-demo clean
+.PHONY: all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
@@ -22,6 +22,12 @@ test-race:
 # packet parsing and key hashing, and the BoomFilters comparison.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./filters/ ./flow/ ./pipeline/ ./capture/... ./bpf/
+
+# tune's budget (issue 11): `flowdedup tune` on a generated 1M-packet capture
+# (5-tuple keys, 1-minute windows, 64 KiB per shard) must finish within 60 s
+# with nothing cut; it reports the seconds of each phase.
+bench-tune:
+	$(GO) test -run '^$$' -bench Tune1M -benchtime 1x ./tune/
 
 # A short fuzzing pass over every parser (longer: FUZZTIME=10m make fuzz).
 FUZZTIME ?= 20s

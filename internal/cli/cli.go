@@ -63,6 +63,7 @@ func commands() []command {
 		replayCommand(),
 		runCommand(),
 		genCommand(),
+		tuneCommand(),
 	}
 }
 

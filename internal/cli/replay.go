@@ -51,6 +51,7 @@ const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
   flowdedup replay capture.pcapng --key pair --window 1m --summary - --format text
   flowdedup replay --key 5tuple --filter exact --out flows.jsonl day1.pcap day2.pcap.gz
   flowdedup replay -nr capture.pcap -w sources.jsonl     # tcpdump habits: -n, -r FILE, -w FILE
+  flowdedup replay big.pcap --key dst --window 1h -w 'dst-%Y%m%dT%H.jsonl' --retain 48
   flowdedup replay --stats --out /dev/null big.pcap      # throughput only
 `
 
@@ -58,7 +59,7 @@ func replayCommand() command {
 	return command{
 		use:     "replay [flags] FILE...",
 		short:   "pcap/pcapng files -> distinct flows and window summaries",
-		long:    replayLong,
+		long:    replayLong + "\n\n" + outputHelp,
 		example: replayExamples,
 		bind: func(cmd *cobra.Command) runFunc {
 			cfg := ReplayConfig{CaptureConfig: newCaptureConfig()}
@@ -73,6 +74,7 @@ func replayCommand() command {
 
 // runReplay replays files (or cfg.Read) as cfg says.
 func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, stderr io.Writer) error {
+	catchHangup()
 	switch {
 	case len(cfg.Read) > 0 && len(files) > 0:
 		return usagef("give the capture files with -r or as arguments, not both: the order they are read in would be ambiguous")
