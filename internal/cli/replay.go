@@ -19,14 +19,16 @@ import (
 // ReplayConfig holds the flags of `flowdedup replay`.
 type ReplayConfig struct {
 	CaptureConfig
-	Stats  bool
-	Strict bool     // exit 1 when a capture file was damaged
-	Read   []string // -r FILE, as tcpdump takes it
+	Profile ProfileConfig
+	Stats   bool
+	Strict  bool     // exit 1 when a capture file was damaged
+	Read    []string // -r FILE, as tcpdump takes it
 }
 
 // BindFlags registers the replay flags on fs.
 func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
 	c.CaptureConfig.BindFlags(fs)
+	c.Profile.BindFlags(fs)
 	fs.BoolVar(&c.Stats, "stats", c.Stats, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
 	fs.BoolVar(&c.Strict, "strict", c.Strict, "exit 1 when a capture file was truncated or damaged, once everything readable has been replayed (records, summaries and totals written); without it such a file gets a warning and the exit status is 0")
 	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
@@ -53,6 +55,7 @@ const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
   flowdedup replay -nr capture.pcap -w sources.jsonl     # tcpdump habits: -n, -r FILE, -w FILE
   flowdedup replay big.pcap --key dst --window 1h -w 'dst-%Y%m%dT%H.jsonl' --retain 48
   flowdedup replay --stats --out /dev/null big.pcap      # throughput only
+  flowdedup replay --out /dev/null --cpuprofile cpu.pprof big.pcap && go tool pprof -top cpu.pprof
 `
 
 func replayCommand() command {
@@ -73,7 +76,7 @@ func replayCommand() command {
 }
 
 // runReplay replays files (or cfg.Read) as cfg says.
-func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, stderr io.Writer) error {
+func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, stderr io.Writer) (err error) {
 	catchHangup()
 	switch {
 	case len(cfg.Read) > 0 && len(files) > 0:
@@ -98,6 +101,15 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	}
 	src := &warnSource{Reader: reader, warn: stderr, erase: isTerminal(stderr)}
 	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
+	stopProfile, err := cfg.Profile.start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfile(); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}()
 	s, err := openSession(ctx, &cfg.CaptureConfig, false, stdout, stderr)
 	if err != nil {
 		return err
