@@ -12,6 +12,7 @@ import (
 	"math/bits"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
@@ -41,6 +42,12 @@ const (
 	// interface blocks cannot grow the reader's memory with the file.
 	ngMaxIfaces = 1 << 16
 )
+
+// PollInterval bounds how long Next waits for data on a pipe (standard
+// input or a named pipe, not gzip-compressed) before it returns
+// capture.ErrTimeout, so that the caller can hand on what it holds while
+// the writer is quiet, and notice a stop.
+const PollInterval = 100 * time.Millisecond
 
 // Magic numbers, as the first four bytes of a file read big-endian.
 const (
@@ -291,6 +298,18 @@ func tsUnits(v byte) (uint64, bool) {
 // last file. Read errors of the operating system are returned the same way,
 // without capture.ErrCorrupt.
 //
+// Pipes: standard input ("-") and named pipes are read as they are
+// written, by a writer such as tcpdump -U -w -. When such a pipe, not
+// gzip-compressed, has had no data for PollInterval, Next returns
+// capture.ErrTimeout, as a live source does on a quiet link, so that the
+// caller can hand on the packets it holds and check for a stop; the bytes
+// of a record the pause cut stay buffered, and the next call goes on with
+// the same file. A gzip stream on a pipe is read without timeouts (gzip
+// keeps a read error for good). On Linux, standard input is opened anew
+// (/dev/stdin) for this: a file description of the reader's own, whose
+// non-blocking mode does not leak to the processes that share the
+// inherited one; elsewhere standard input waits for data.
+//
 // Current and Files tell which file is being read and how each one ended.
 // A Reader is used by one goroutine.
 //
@@ -315,9 +334,16 @@ type Reader struct {
 	closed bool
 	file   *os.File
 	stdin  io.Reader // standard input, with the bytes Open looked at put back
-	raw    *bufio.Reader
-	gz     *gzip.Reader
-	in     *bufio.Reader // the decompressed stream records are read from
+	// stdinFile is standard input's file when reads of it can time out
+	// (a pipe); ownStdin: Open opened it anew, and Close closes it.
+	stdinFile *os.File
+	ownStdin  bool
+	// poll is the file being read when it is a pipe whose reads time out
+	// after PollInterval (see Next); nil otherwise.
+	poll *os.File
+	raw  *bufio.Reader
+	gz   *gzip.Reader
+	in   *bufio.Reader // the decompressed stream records are read from
 	// win is what in holds buffered, from its read position; pos of its
 	// bytes have been consumed but not yet discarded from in. Records are
 	// framed in it (peek, discard) without a call into in, which is read
@@ -345,7 +371,10 @@ var _ capture.Source = (*Reader)(nil)
 // "-" reads standard input (at most once). Every file is opened and its
 // header checked up front, then closed again until its turn, so a missing
 // or unrecognised file is reported before any packet is read and a long
-// list does not hold one descriptor per file. The error joins one
+// list does not hold one descriptor per file. Standard input, named pipes
+// and devices cannot be read twice: of standard input only the magic
+// number is checked up front, of the others nothing but that they exist,
+// and their header when their turn comes. The error joins one
 // *Error per bad path: ErrNotCapture for a file of another kind, the
 // fs error (such as fs.ErrNotExist) otherwise.
 //
@@ -358,7 +387,19 @@ var _ capture.Source = (*Reader)(nil)
 // io.ErrUnexpectedEOF, Record 0), so that one empty file does not stop a
 // replay of many.
 func Open(paths ...string) (*Reader, error) {
-	return open(os.Stdin, paths...)
+	if !slices.Contains(paths, "-") {
+		return open(os.Stdin, paths...)
+	}
+	stdin, reopened := pollableStdin()
+	s, err := open(stdin, paths...)
+	if reopened {
+		if err != nil {
+			stdin.Close()
+		} else {
+			s.ownStdin = true
+		}
+	}
+	return s, err
 }
 
 // open is Open with stdin standing for standard input.
@@ -371,6 +412,9 @@ func open(stdin io.Reader, paths ...string) (*Reader, error) {
 		stats: make([]Stats, len(paths)),
 		raw:   bufio.NewReaderSize(nil, rawBufSize),
 		in:    bufio.NewReaderSize(nil, bufSize),
+	}
+	if f, ok := stdin.(*os.File); ok && f.SetReadDeadline(time.Time{}) == nil {
+		s.stdinFile = f
 	}
 	var errs []error
 	for i, path := range paths {
@@ -388,10 +432,14 @@ func open(stdin io.Reader, paths ...string) (*Reader, error) {
 
 // probe checks that paths[i] is a capture file. Standard input cannot be
 // opened twice: only its magic number is checked here, its header when its
-// turn comes.
+// turn comes. Nor can a named pipe be read twice, nor a device: their
+// header is checked in their turn.
 func (s *Reader) probe(i int, stdin io.Reader) error {
 	path := s.paths[i]
 	if path != "-" {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&(fs.ModeNamedPipe|fs.ModeDevice|fs.ModeSocket) != 0 {
+			return nil
+		}
 		err := s.openFile(i)
 		s.closeInput()
 		return err
@@ -605,6 +653,7 @@ func (s *Reader) nextSlow(p *capture.Packet) error {
 				s.endFile(err)
 				return err
 			}
+			s.poll = s.pollable()
 		}
 		var err error
 		if s.format == kindPcap {
@@ -620,6 +669,9 @@ func (s *Reader) nextSlow(p *capture.Packet) error {
 			s.endFile(nil)
 			continue
 		}
+		if err == capture.ErrTimeout {
+			return err // a quiet pipe: the file goes on
+		}
 		s.endFile(err)
 		return err
 	}
@@ -632,8 +684,36 @@ func (s *Reader) endFile(err error) {
 	s.closeInput()
 }
 
+// pollable returns the file being read if it is a pipe whose reads can
+// time out, uncompressed: gzip keeps the error of a read that timed out
+// and fails for good, so a compressed pipe is read without timeouts.
+func (s *Reader) pollable() *os.File {
+	if s.stats[s.cur].Compressed {
+		return nil
+	}
+	if s.paths[s.cur] == "-" {
+		return s.stdinFile
+	}
+	if fi, err := s.file.Stat(); err != nil || fi.Mode().IsRegular() {
+		return nil
+	}
+	if s.file.SetReadDeadline(time.Time{}) != nil {
+		return nil // a device, or a system where pipes take no deadlines
+	}
+	return s.file
+}
+
+// setDeadline sets the deadline of the next reads of a pipe; the zero
+// time waits as long as it takes.
+func (s *Reader) setDeadline(t time.Time) {
+	if s.poll != nil {
+		s.poll.SetReadDeadline(t)
+	}
+}
+
 func (s *Reader) closeInput() error {
 	s.open, s.pending = false, 0
+	s.poll = nil
 	s.win, s.pos = nil, 0
 	s.raw.Reset(nil)
 	s.in.Reset(nil)
@@ -653,7 +733,10 @@ func (s *Reader) Close() error {
 	}
 	s.closed = true
 	err := s.closeInput()
-	s.raw, s.in, s.gz, s.spill, s.stdin = nil, nil, nil, nil, nil
+	if s.ownStdin {
+		s.stdinFile.Close()
+	}
+	s.raw, s.in, s.gz, s.spill, s.stdin, s.stdinFile = nil, nil, nil, nil, nil, nil
 	return err
 }
 
@@ -720,6 +803,9 @@ func (s *Reader) peek(n int) ([]byte, error) {
 // what in then holds the window.
 func (s *Reader) peekSlow(n int) ([]byte, error) {
 	s.unwindow()
+	if s.poll != nil {
+		s.setDeadline(time.Now().Add(PollInterval))
+	}
 	b, err := s.in.Peek(n)
 	s.win, _ = s.in.Peek(s.in.Buffered()) // no read: the bytes are buffered
 	return b, err
@@ -749,6 +835,11 @@ func (s *Reader) readErr(err error) error {
 // short reports a read that came up short inside what, after got of its
 // want bytes (want 0: its length is not known yet).
 func (s *Reader) short(what string, got, want int, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// A pipe with nothing more for now. What was read stays in the
+		// buffer: the record is read whole at a later call.
+		return capture.ErrTimeout
+	}
 	gz := s.stats[s.cur].Compressed
 	// gzip.Reader returns io.ErrUnexpectedEOF for a stream cut short and
 	// io.EOF at its proper end; a file ends with io.EOF.
@@ -905,6 +996,7 @@ func (s *Reader) ngSkip(typ uint32, total int) error {
 		return nil
 	}
 	s.unwindow()
+	s.setDeadline(time.Time{}) // consumed in part, the block cannot be begun again
 	if n, err := s.in.Discard(total - 4); err != nil {
 		return s.short(blockName(typ), n, total, err)
 	}
@@ -1063,6 +1155,7 @@ func (s *Reader) ngPacket(p *capture.Packet, typ uint32, total int) error {
 		}
 		s.discard(hdr)
 		s.unwindow()
+		s.setDeadline(time.Time{}) // consumed in part, the block cannot be begun again
 		data := s.spill[:caplen:caplen]
 		if n, err := io.ReadFull(s.in, data); err != nil {
 			if err == io.ErrUnexpectedEOF {

@@ -39,6 +39,11 @@ the first time it is seen in its window; windows follow packet time, and a windo
 closes --lateness after the newest packet time passes its end. Replay never drops:
 it runs as fast as the workers take keys.
 
+FILE - reads standard input, as it is written: tcpdump -U -w - | flowdedup replay -
+(-U: tcpdump writes each packet at once). When the pipe has been quiet for 100 ms,
+the keys read so far are filtered and their records written, so slow traffic is
+not held back (not for a gzip stream on a pipe, which waits for more).
+
 The filter in effect (the spec with the product defaults of the parameters it
 leaves out, mem=auto resolved) is printed on stderr at start.
 
