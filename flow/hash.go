@@ -37,7 +37,41 @@ func (k Key) Hash(seed uint64) uint64 { return HashKey(&k, seed) }
 // until they reach the cache (in the pipeline's producer, passing keys by
 // value cost about a third of the time of a packet).
 func HashKey(k *Key, seed uint64) uint64 {
-	var buf [1 + 16 + 16 + 1 + 2 + 2]byte
+	var buf encoding
+	n := k.encode(&buf)
+	return xxh3.HashSeed(buf[:n], seed)
+}
+
+// HashKeys sets hashes[i] to keys[i].Hash(seed) for every key; hashes must
+// be as long as keys. It is HashKey for many keys at once, and faster: xxh3
+// reads the encoding of a key in 8-byte words, which the CPU cannot serve
+// from the narrower stores that have just written it and waits until they
+// reach the cache; HashKeys writes the encodings of a group of keys before
+// it hashes the first, by when its stores have long drained.
+// BenchmarkHashKeys: 6 ns a key against HashKey's 11.
+func HashKeys(keys []Key, seed uint64, hashes []uint64) {
+	const group = 16 // encodings written ahead: more stores than a store buffer holds
+	var bufs [group]encoding
+	var lens [group]uint8
+	hashes = hashes[:len(keys)]
+	for len(keys) > 0 {
+		m := min(len(keys), group)
+		for i := range m {
+			lens[i] = uint8(keys[i].encode(&bufs[i]))
+		}
+		for i := range m {
+			hashes[i] = xxh3.HashSeed(bufs[i][:lens[i]], seed)
+		}
+		keys, hashes = keys[m:], hashes[m:]
+	}
+}
+
+// encoding holds the encoding of a key that Hash documents.
+type encoding [1 + 16 + 16 + 1 + 2 + 2]byte
+
+// encode writes the encoding of k that Hash documents into buf and returns
+// its length.
+func (k *Key) encode(buf *encoding) int {
 	buf[0] = byte(k.kind) | k.flags<<4
 	// Fixed-size moves per family rather than copy(buf[n:], k.src[:alen]):
 	// a copy of a length known only at run time is a call to memmove,
@@ -68,7 +102,7 @@ func HashKey(k *Key, seed uint64) uint64 {
 		binary.BigEndian.PutUint16(buf[n+3:], k.dport)
 		n += 5
 	}
-	return xxh3.HashSeed(buf[:n], seed)
+	return n
 }
 
 // shardSalt is an arbitrary constant (the first fraction digits of pi) xored

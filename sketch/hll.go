@@ -134,12 +134,19 @@ func (h *HLL) Insert(k *flow.Key) {
 }
 
 // InsertKeys adds every key of keys, hashed under the HLL's seed; it does
-// not allocate. The HLL must come from New.
+// not allocate. The HLL must come from New. It hashes the keys in groups
+// (flow.HashKeys), which is faster than Insert one by one.
 func (h *HLL) InsertKeys(keys []flow.Key) {
 	h.mustSeed()
 	sk, seed := h.sk, h.seed
-	for i := range keys {
-		sk.InsertHash(keys[i].Hash(seed))
+	var hashes [64]uint64
+	for len(keys) > 0 {
+		n := min(len(keys), len(hashes))
+		flow.HashKeys(keys[:n], seed, hashes[:n])
+		for _, x := range hashes[:n] {
+			sk.InsertHash(x)
+		}
+		keys = keys[n:]
 	}
 }
 
