@@ -70,33 +70,3 @@ func BenchmarkShardOf(b *testing.B) {
 	}
 	sinkHash = h
 }
-
-// BenchmarkHashKeys hashes a batch of 256 keys of every kind and family
-// one at a time (HashKey) and together (HashKeys); ns/key is per key.
-func BenchmarkHashKeys(b *testing.B) {
-	all := testKeys(64)
-	keys := make([]Key, 256)
-	for i := range keys {
-		keys[i] = all[i%len(all)]
-	}
-	hashes := make([]uint64, len(keys))
-	perKey := func(b *testing.B) {
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(keys)), "ns/key")
-	}
-	b.Run("HashKey", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			for i := range keys {
-				hashes[i] = HashKey(&keys[i], 7)
-			}
-		}
-		perKey(b)
-	})
-	b.Run("HashKeys", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			HashKeys(keys, 7, hashes)
-		}
-		perKey(b)
-	})
-}

@@ -1,14 +1,12 @@
 package flow
 
 import (
-	"encoding/binary"
-
-	"github.com/zeebo/xxh3"
-
 	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
-// Hash returns the 64-bit xxh3 hash of k keyed by seed.
+// Hash returns the 64-bit xxh3 hash of k keyed by seed: XXH3-64 with a
+// seed, as github.com/zeebo/xxh3's HashSeed computes it, of the encoding
+// below.
 //
 // The hash covers a canonical encoding of exactly the fields of the kind:
 // one byte holding the kind (low nibble), the IPv6 flag (bit 4) and the
@@ -27,7 +25,8 @@ import (
 // and fingerprints from the low bits. Code that also derives a shard from the
 // hash must use [ShardOf], not the raw bits.
 //
-// Hash does not allocate: the encoding is built in an array on the stack.
+// Hash does not allocate, nor write the encoding to memory: it computes
+// XXH3 from the key's fields (see hashFields).
 func (k Key) Hash(seed uint64) uint64 { return HashKey(&k, seed) }
 
 // HashKey returns k.Hash(seed) without copying the key, for the
@@ -36,74 +35,7 @@ func (k Key) Hash(seed uint64) uint64 { return HashKey(&k, seed) }
 // that the CPU cannot serve from its pending narrow stores, and stalls
 // until they reach the cache (in the pipeline's producer, passing keys by
 // value cost about a third of the time of a packet).
-func HashKey(k *Key, seed uint64) uint64 {
-	var buf encoding
-	n := k.encode(&buf)
-	return xxh3.HashSeed(buf[:n], seed)
-}
-
-// HashKeys sets hashes[i] to keys[i].Hash(seed) for every key; hashes must
-// be as long as keys. It is HashKey for many keys at once, and faster: xxh3
-// reads the encoding of a key in 8-byte words, which the CPU cannot serve
-// from the narrower stores that have just written it and waits until they
-// reach the cache; HashKeys writes the encodings of a group of keys before
-// it hashes the first, by when its stores have long drained.
-// BenchmarkHashKeys: 6 ns a key against HashKey's 11.
-func HashKeys(keys []Key, seed uint64, hashes []uint64) {
-	const group = 16 // encodings written ahead: more stores than a store buffer holds
-	var bufs [group]encoding
-	var lens [group]uint8
-	hashes = hashes[:len(keys)]
-	for len(keys) > 0 {
-		m := min(len(keys), group)
-		for i := range m {
-			lens[i] = uint8(keys[i].encode(&bufs[i]))
-		}
-		for i := range m {
-			hashes[i] = xxh3.HashSeed(bufs[i][:lens[i]], seed)
-		}
-		keys, hashes = keys[m:], hashes[m:]
-	}
-}
-
-// encoding holds the encoding of a key that Hash documents.
-type encoding [1 + 16 + 16 + 1 + 2 + 2]byte
-
-// encode writes the encoding of k that Hash documents into buf and returns
-// its length.
-func (k *Key) encode(buf *encoding) int {
-	buf[0] = byte(k.kind) | k.flags<<4
-	// Fixed-size moves per family rather than copy(buf[n:], k.src[:alen]):
-	// a copy of a length known only at run time is a call to memmove,
-	// which cost a third of the hash of a short key.
-	n := 1
-	if k.flags&flagV6 == 0 {
-		if k.kind != KeyDst {
-			*(*[4]byte)(buf[n:]) = [4]byte(k.src[:4])
-			n += 4
-		}
-		if k.kind != KeySrc {
-			*(*[4]byte)(buf[n:]) = [4]byte(k.dst[:4])
-			n += 4
-		}
-	} else {
-		if k.kind != KeyDst {
-			*(*[16]byte)(buf[n:]) = k.src
-			n += 16
-		}
-		if k.kind != KeySrc {
-			*(*[16]byte)(buf[n:]) = k.dst
-			n += 16
-		}
-	}
-	if k.kind == Key5Tuple {
-		buf[n] = k.proto
-		binary.BigEndian.PutUint16(buf[n+1:], k.sport)
-		binary.BigEndian.PutUint16(buf[n+3:], k.dport)
-		n += 5
-	}
-	return n
-}
+func HashKey(k *Key, seed uint64) uint64 { return hashFields(k, seed) }
 
 // shardSalt is an arbitrary constant (the first fraction digits of pi) xored
 // into the hash before ShardOf mixes it, so that the shard is not the

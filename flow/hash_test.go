@@ -105,24 +105,6 @@ func TestHashSeeds(t *testing.T) {
 	}
 }
 
-// HashKeys gives each key its Hash, in groups and in what is left over.
-func TestHashKeys(t *testing.T) {
-	keys := append(testKeys(5), noPorts(tcp4), Key{}) // 42 keys: two groups of 16 and a part
-	hashes := make([]uint64, len(keys))
-	for _, n := range []int{0, 1, 16, 17, len(keys)} {
-		clear(hashes)
-		HashKeys(keys[:n], 99, hashes[:n])
-		for i, k := range keys[:n] {
-			if want := k.Hash(99); hashes[i] != want {
-				t.Fatalf("HashKeys of %d keys: key %d (%v) = %#x, Hash = %#x", n, i, k, hashes[i], want)
-			}
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { HashKeys(keys, 7, hashes) }); n != 0 {
-		t.Errorf("HashKeys allocates %v times", n)
-	}
-}
-
 func TestHashNoAllocs(t *testing.T) {
 	for _, k := range []Key{tcp4, tcp6, project(tcp6, KeySrc)} {
 		if n := testing.AllocsPerRun(100, func() { sinkHash = k.Hash(7) }); n != 0 {

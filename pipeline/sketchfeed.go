@@ -27,36 +27,23 @@ const recentBits = 14
 type sketchFeed struct {
 	hll    *sketch.HLL
 	recent *[1 << recentBits]uint64 // flow hash | 1 of a key inserted in the window, by the hash's top bits; 0: none
-	// missed gathers the keys the cache has not seen, to be inserted
-	// together: HLL.InsertKeys hashes a group of keys in about half the
-	// time Insert takes for each (flow.HashKeys).
-	missed *[missedKeys]flow.Key
 }
 
-// missedKeys is how many keys a sketch feed gathers before it inserts them.
-const missedKeys = 64
-
 func newSketchFeed(proto *sketch.HLL) sketchFeed {
-	return sketchFeed{hll: proto.Clone(), recent: new([1 << recentBits]uint64), missed: new([missedKeys]flow.Key)}
+	return sketchFeed{hll: proto.Clone(), recent: new([1 << recentBits]uint64)}
 }
 
 // add inserts the keys of a batch, whose flow hashes are hashes.
 func (f *sketchFeed) add(keys []flow.Key, hashes []uint64) {
-	recent, missed := f.recent, f.missed
-	n := 0
+	recent, hll := f.recent, f.hll
 	for i, h := range hashes {
 		e := &recent[h>>(64-recentBits)]
 		if *e == h|1 {
 			continue
 		}
 		*e = h | 1
-		missed[n] = keys[i]
-		if n++; n == len(missed) {
-			f.hll.InsertKeys(missed[:])
-			n = 0
-		}
+		hll.Insert(&keys[i])
 	}
-	f.hll.InsertKeys(missed[:n])
 }
 
 // take returns the sketch of the window, which the caller now owns, and
