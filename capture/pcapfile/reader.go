@@ -3,7 +3,6 @@ package pcapfile
 import (
 	"bufio"
 	"bytes"
-	gzip "github.com/klauspost/compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
