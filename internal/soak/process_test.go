@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,8 @@ import (
 var (
 	flagDays = flag.Int("soak.days", 0, "days of packet time the replay soak streams (default 2; 30 with FLOWDEDUP_SOAK=long)")
 	flagKeys = flag.Int("soak.keys", 0, "distinct keys per hour of the replay soak (default 100000)")
-	flagLive = flag.Duration("soak.live", 0, "how long the live soak sends traffic (default 30s; 10m with FLOWDEDUP_SOAK=long)")
+	flagGOGC = flag.Int("soak.gogc", 10, "GOGC of the flowdedup the replay soak runs (see TestReplaySoak)")
+	flagLive = flag.Duration("soak.live", 0, "run the live soak for this long (at least 5m; 10m with FLOWDEDUP_SOAK=long; default: not run)")
 )
 
 // longEnv is the environment variable that selects the long soak.
@@ -145,16 +147,17 @@ func scrape(ctx context.Context, client *http.Client, url string) (metrics, erro
 	return parseMetrics(resp.Body)
 }
 
-// scrapeSteady scrapes url three times and returns the first scrape with
-// go_goroutines replaced by its least value. A scrape counts goroutines
-// of its own: the Prometheus registry gathers with between one and one
-// per collector goroutines, started as the scheduler lets the first ones
-// run (client_golang's Registry.Gather), so one scrape in a few sees one
-// more. The least of three is the process's own goroutines plus the one
-// gathering worker every scrape has.
-func scrapeSteady(client *http.Client, url string) (metrics, error) {
+// scrapeSteady scrapes url n times and returns the first scrape with
+// go_goroutines replaced by its least value. A scrape counts goroutines of
+// its own: client_golang's Registry.Gather starts a collector worker, then
+// a goroutine that waits for the workers, then up to two more workers (one
+// per collector: the pipeline's, the Go runtime's and the process's) as
+// the scheduler lets them run, and the Go collector reads the count while
+// it runs in one of the workers: 1 to 4 goroutines that are the scrape's.
+// The least of several scrapes is most often the process's own plus 2.
+func scrapeSteady(client *http.Client, url string, n int) (metrics, error) {
 	var first metrics
-	for i := range 3 {
+	for i := range n {
 		m, err := scrape(context.Background(), client, url)
 		if err != nil {
 			return nil, err
@@ -165,6 +168,21 @@ func scrapeSteady(client *http.Client, url string) (metrics, error) {
 		first["go_goroutines"] = min(first["go_goroutines"], m["go_goroutines"])
 	}
 	return first, nil
+}
+
+// goroutinesFlat reports whether a series of go_goroutines samples
+// (scrapeSteady's) is flat: within 3 of each other, the range of the
+// scrape's own goroutines (1 to 4). A goroutine left behind per window,
+// per connection or per day grows the count past that within a few of
+// them; the soaks run hundreds (replay) or tens (live) of windows.
+func goroutinesFlat(g []float64) error {
+	if len(g) == 0 {
+		return fmt.Errorf("no samples")
+	}
+	if lo, hi := slices.Min(g), slices.Max(g); hi-lo > 3 {
+		return fmt.Errorf("from %v to %v: want at most 3 apart (the scrape's own goroutines)", lo, hi)
+	}
+	return nil
 }
 
 // parseMetrics reads the Prometheus text format (version 0.0.4): lines
