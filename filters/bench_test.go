@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // benchHashes are precomputed random hashes: the benchmarks time Observe,
@@ -42,14 +43,7 @@ func BenchmarkObserve(b *testing.B) {
 }
 
 func benchObserve(b *testing.B, spec string) {
-	f, err := New(spec, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := benchHashes()
-	for _, h := range hs[:1<<20] { // warm: state populated, pages touched
-		f.Observe(h)
-	}
+	f, hs := benchFilter(b, spec)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -57,4 +51,120 @@ func benchObserve(b *testing.B, spec string) {
 		i++
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mops/s")
+}
+
+// benchFilter builds spec and warms it with the first 2^20 benchmark
+// hashes: state populated, pages touched.
+func benchFilter(b *testing.B, spec string) (Filter, []uint64) {
+	f, err := New(spec, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := benchHashes()
+	for _, h := range hs[:1<<20] {
+		f.Observe(h)
+	}
+	return f, hs
+}
+
+// benchBatch is the pipeline's batch size (pipeline.BatchSize).
+const benchBatch = 256
+
+// BenchmarkObserveBatch compares, on BenchmarkObserve's stream, one
+// Observe at a time ("one") with ObserveAll ("batch"), 256 hashes (the
+// pipeline's batch) per iteration, run back to back for each filter and
+// size so that the two are measured under the same load. The families with
+// a BatchObserver request the lines of a batch's hashes before observing
+// them, once the state is larger than the L2 cache; the others loop. ns/key
+// is per hash (comparable with BenchmarkObserve's ns/op); allocs/op is per
+// batch. exact is measured holding the 4M hashes of the stream, a 64 MiB
+// table, where every hash is a duplicate.
+func BenchmarkObserveBatch(b *testing.B) {
+	for _, mem := range []string{"64KiB", "1MiB", "64MiB"} {
+		for _, f := range Families() {
+			if f.Name == "exact" {
+				continue
+			}
+			spec := f.Name + ":mem=" + mem
+			b.Run(fmt.Sprintf("%s/%s", f.Name, mem), func(b *testing.B) {
+				benchObserveBatch(b, spec, 1<<20)
+			})
+		}
+	}
+	b.Run("exact/64MiB", func(b *testing.B) { benchObserveBatch(b, "exact", 1<<22) })
+}
+
+// benchObserveBatch builds spec, observes the first warm hashes of the
+// stream, and times "one" and "batch" on filters built alike.
+func benchObserveBatch(b *testing.B, spec string, warm int) {
+	hs := benchHashes()
+	prefetchAbove() // read the L2 size now, not in the timed loop
+	build := func(b *testing.B) Filter {
+		f, err := New(spec, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, h := range hs[:warm] {
+			f.Observe(h)
+		}
+		return f
+	}
+	var dup [benchBatch]bool
+	run := func(b *testing.B, observe func([]uint64)) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			observe(hs[i : i+benchBatch])
+			i = (i + benchBatch) & (len(hs) - 1)
+		}
+		keys := float64(b.N) * benchBatch
+		b.ReportMetric(b.Elapsed().Seconds()*1e9/keys, "ns/key")
+	}
+	b.Run("one", func(b *testing.B) {
+		f := build(b)
+		run(b, func(batch []uint64) {
+			for i, h := range batch {
+				dup[i] = f.Observe(h)
+			}
+		})
+	})
+	b.Run("batch", func(b *testing.B) {
+		f := build(b)
+		run(b, func(batch []uint64) { ObserveAll(f, batch, dup[:]) })
+	})
+}
+
+// BenchmarkRandomLines is the memory floor under the 64 MiB figures, and
+// the measurement behind prefetch's PREFETCHT0: requesting the cache line
+// of one random word of 64 MiB per key, 256 keys a batch, nothing else.
+// "prefetch" requests them with prefetch (what the batch path does on
+// amd64), "load" with prefetchLoad (plain loads, the portable fallback).
+// ns/line is how fast this machine's memory hands out random lines with
+// many misses in flight: a filter that touches L random lines per key
+// cannot observe faster than L times it.
+func BenchmarkRandomLines(b *testing.B) {
+	words := make([]uint64, 8<<20) // 64 MiB
+	for i := range words {
+		words[i] = uint64(i)
+	}
+	hs := benchHashes()
+	for _, mode := range []string{"prefetch", "load"} {
+		b.Run(mode+"/64MiB", func(b *testing.B) {
+			var lines [benchBatch]unsafe.Pointer
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				for j, h := range hs[i : i+benchBatch] {
+					lines[j] = unsafe.Pointer(&words[reduce(h, len(words))])
+				}
+				if mode == "prefetch" {
+					prefetch(lines[:])
+				} else {
+					prefetchLoad(lines[:])
+				}
+				i = (i + benchBatch) & (len(hs) - 1)
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/(float64(b.N)*benchBatch), "ns/line")
+		})
+	}
 }
