@@ -7,8 +7,8 @@ var _ BatchObserver = (*BDBF)(nil)
 // BatchObserver). The blocks decayed go through the counters in order, one
 // per arrival, which the hardware prefetcher follows.
 func (f *BDBF) ObserveBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, f.SizeBits()) {
-		var buf lineBuf
 		n := 0
 		for _, h := range st.ahead {
 			step := bloomStep(h)

@@ -5,8 +5,9 @@ var _ BatchObserver = (*Bloom)(nil)
 // ObserveBatch is Observe over hashes in order, with the k words of a
 // stretch of hashes requested before they are observed (see BatchObserver).
 func (b *Bloom) ObserveBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for s := range stretches(hashes, dup, b.m) {
-		b.prefetchLines(s.ahead)
+		b.prefetchLines(s.ahead, &buf)
 		for i, h := range s.hashes {
 			s.dup[i] = b.Observe(h)
 		}
@@ -14,8 +15,7 @@ func (b *Bloom) ObserveBatch(hashes []uint64, dup []bool) {
 }
 
 // prefetchLines requests the word of each of h's k bits.
-func (b *Bloom) prefetchLines(hs []uint64) {
-	var buf lineBuf
+func (b *Bloom) prefetchLines(hs []uint64, buf *lineBuf) {
 	n := 0
 	for _, h := range hs {
 		step := bloomStep(h)

@@ -23,8 +23,9 @@ type samplingAhead struct {
 // read, so only its k bits are requested then.
 func (b *SamplingBF) ObserveBatch(hashes []uint64, dup []bool) {
 	ahead := samplingAhead{rng: b.rng, n: b.n}
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, b.SizeBits()) {
-		ahead = b.prefetchLines(st.ahead, ahead)
+		ahead = b.prefetchLines(st.ahead, ahead, &buf)
 		for i, h := range st.hashes {
 			st.dup[i] = b.Observe(h)
 		}
@@ -34,8 +35,7 @@ func (b *SamplingBF) ObserveBatch(hashes []uint64, dup []bool) {
 // prefetchLines requests, for each h, the words of its k bits and of the
 // bits its insertion would reset, drawing them from ahead in Observe's
 // order; it returns ahead advanced past those draws.
-func (b *SamplingBF) prefetchLines(hs []uint64, ahead samplingAhead) samplingAhead {
-	var buf lineBuf
+func (b *SamplingBF) prefetchLines(hs []uint64, ahead samplingAhead, buf *lineBuf) samplingAhead {
 	n := 0
 	w := b.words
 	r := ahead.rng

@@ -7,8 +7,8 @@ var _ BatchObserver = (*Cuckoo)(nil)
 // BatchObserver). The relocations of a full table follow fingerprints
 // read on the way, and are not predicted.
 func (c *Cuckoo) ObserveBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, c.SizeBits()) {
-		var buf lineBuf
 		n := 0
 		for _, h := range st.ahead {
 			i1 := int(h >> c.shift)

@@ -15,8 +15,9 @@ var _ BatchObserver = (*FPSBF)(nil)
 // needed after duplicates.
 func (s *FPSBF) ObserveBatch(hashes []uint64, dup []bool) {
 	ahead := s.rng
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, s.SizeBits()) {
-		ahead = s.prefetchLines(st.ahead, ahead)
+		ahead = s.prefetchLines(st.ahead, ahead, &buf)
 		for i, h := range st.hashes {
 			st.dup[i] = s.Observe(h)
 		}
@@ -26,8 +27,7 @@ func (s *FPSBF) ObserveBatch(hashes []uint64, dup []bool) {
 // prefetchLines requests, for each h, the words of its k cells and of the
 // L cells its eviction round would decrement, drawing them from ahead as
 // Observe and evict do; it returns ahead advanced past those draws.
-func (s *FPSBF) prefetchLines(hs []uint64, ahead rng) rng {
-	var buf lineBuf
+func (s *FPSBF) prefetchLines(hs []uint64, ahead rng, buf *lineBuf) rng {
 	n := 0
 	m := uint64(s.m)
 	for _, h := range hs {

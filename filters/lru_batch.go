@@ -12,8 +12,9 @@ var (
 // stretch of hashes requested before they are observed (see
 // BatchObserver).
 func (l *LRU) ObserveBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, l.stateBits()) {
-		l.prefetchLines(st.ahead)
+		l.prefetchLines(st.ahead, &buf)
 		for i, h := range st.hashes {
 			st.dup[i] = l.Observe(h)
 		}
@@ -28,8 +29,7 @@ func (l *LRU) stateBits() int {
 
 // prefetchLines requests h's home slot for each h, where Observe's probe
 // starts.
-func (l *LRU) prefetchLines(hs []uint64) {
-	var buf lineBuf
+func (l *LRU) prefetchLines(hs []uint64, buf *lineBuf) {
 	n := 0
 	for _, h := range hs {
 		n = buf.add(n, unsafe.Pointer(&l.slots[l.home(h)]))
@@ -40,8 +40,9 @@ func (l *LRU) prefetchLines(hs []uint64) {
 // ObserveBatch is Observe over hashes in order, with the LRU's batch path
 // (see BatchObserver): the coin for a miss is drawn in Observe's order.
 func (f *FPBuffer) ObserveBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, f.lru.stateBits()) {
-		f.lru.prefetchLines(st.ahead)
+		f.lru.prefetchLines(st.ahead, &buf)
 		for i, h := range st.hashes {
 			st.dup[i] = f.Observe(h)
 		}
@@ -53,8 +54,8 @@ func (f *FPBuffer) ObserveBatch(hashes []uint64, dup []bool) {
 // BatchObserver). A slot requested before the table grows is in the old
 // table; the prefetch only misses, and the answers stay Observe's.
 func (x *Exact) ObserveBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, 64*len(x.slots)) {
-		var buf lineBuf
 		n := 0
 		mask := len(x.slots) - 1
 		for _, h := range st.ahead {

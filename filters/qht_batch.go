@@ -19,8 +19,9 @@ func (q *QHT) ObserveBatch(hashes []uint64, dup []bool) { q.observeBatch(hashes,
 func (f *SQF) ObserveBatch(hashes []uint64, dup []bool) { f.observeBatch(hashes, dup) }
 
 func (t *qhtTable) observeBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for s := range stretches(hashes, dup, t.rows*int(t.rowBits)) {
-		t.prefetchLines(s.ahead)
+		t.prefetchLines(s.ahead, &buf)
 		for i, h := range s.hashes {
 			s.dup[i] = t.Observe(h)
 		}
@@ -28,16 +29,18 @@ func (t *qhtTable) observeBatch(hashes []uint64, dup []bool) {
 }
 
 // prefetchLines requests the words of h's row for each h: those Observe
-// reads and writes back.
-func (t *qhtTable) prefetchLines(hs []uint64) {
-	var buf lineBuf
+// reads and writes back. QHT rows come from the hash, SQF rows from its
+// quotient (remMask is 0 for QHT).
+func (t *qhtTable) prefetchLines(hs []uint64, buf *lineBuf) {
 	n := 0
+	w, rowBits := t.cells.words, int(t.rowBits)
 	for _, h := range hs {
-		if t.sig.remMask == 0 {
-			n = t.prefetchRow(&buf, n, reduce(h, t.rows))
-		} else {
-			n = t.prefetchRow(&buf, n, reduce(h&^t.sig.remMask, t.rows))
+		bit := reduce(h&^t.sig.remMask, t.rows) * rowBits
+		if t.wide {
+			n = t.prefetchWideRow(buf, n, bit)
+			continue
 		}
+		n = buf.pair(n, w, bit>>6) // prefetchRow, inlined
 	}
 	buf.flush(n)
 }
@@ -50,6 +53,12 @@ func (t *qhtTable) prefetchRow(buf *lineBuf, n, r int) int {
 	if !t.wide {
 		return buf.pair(n, t.cells.words, bit>>6)
 	}
+	return t.prefetchWideRow(buf, n, bit)
+}
+
+// prefetchWideRow is prefetchRow for rows wider than a word, out of line
+// so that prefetchRow inlines.
+func (t *qhtTable) prefetchWideRow(buf *lineBuf, n, bit int) int {
 	return buf.words(n, t.cells.words, bit>>6, (bit+int(t.rowBits)-1)>>6+1)
 }
 
@@ -58,8 +67,8 @@ func (t *qhtTable) prefetchRow(buf *lineBuf, n, r int) int {
 // BatchObserver): Observe reads them until one holds h's signature, and
 // inserts into all of them when none does.
 func (f *ISQF) ObserveBatch(hashes []uint64, dup []bool) {
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for s := range stretches(hashes, dup, f.SizeBits()) {
-		var buf lineBuf
 		n := 0
 		for _, h := range s.ahead {
 			for i := range f.tables {

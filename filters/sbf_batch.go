@@ -9,8 +9,9 @@ var _ BatchObserver = (*SBF)(nil)
 // draws, predicted on a copy of it.
 func (s *SBF) ObserveBatch(hashes []uint64, dup []bool) {
 	ahead := s.rng
+	var buf lineBuf // zeroed once a batch, not once a stretch
 	for st := range stretches(hashes, dup, s.m*s.d) {
-		ahead = s.prefetchLines(st.ahead, ahead)
+		ahead = s.prefetchLines(st.ahead, ahead, &buf)
 		for i, h := range st.hashes {
 			st.dup[i] = s.Observe(h)
 		}
@@ -20,8 +21,7 @@ func (s *SBF) ObserveBatch(hashes []uint64, dup []bool) {
 // prefetchLines requests, for each h, the words of its K cells and of the
 // first cells of the P its Observe decrements, whose start it draws from
 // ahead; it returns ahead advanced past those draws.
-func (s *SBF) prefetchLines(hs []uint64, ahead rng) rng {
-	var buf lineBuf
+func (s *SBF) prefetchLines(hs []uint64, ahead rng, buf *lineBuf) rng {
 	n := 0
 	w := s.cells.words
 	for _, h := range hs {
