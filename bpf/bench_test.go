@@ -4,6 +4,7 @@ package bpf_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/flow"
@@ -11,7 +12,9 @@ import (
 
 // BenchmarkXDP measures the program in the kernel (BPF_PROG_TEST_RUN with
 // repeat): ns/op and ns/pkt are the kernel's time per run, without the
-// syscall, and pkts/s its inverse, on one CPU.
+// syscall, and pkts/s its inverse, on one CPU. Each case runs with one
+// window and with hourly windows, where every frame reads the clock and
+// is counted in its window too.
 func BenchmarkXDP(b *testing.B) {
 	v6ext := cat(eth(etIPv6), ip6(pHop, a6, b6, 0), ext6(pDst, 0), ext6(pRoute, 1), ext6(pFrag, 0),
 		frag6(pTCP, 0, true), tcp(443, 50000))
@@ -26,35 +29,45 @@ func BenchmarkXDP(b *testing.B) {
 		{"hit/5tuple/ipv6-4ext-tcp", flow.Key5Tuple, v6ext, hit},
 		{"notip/arp", flow.Key5Tuple, cat(eth(etARP), make([]byte, 28)), bpf.Counters{Packets: 1, Errors: [bpf.NumErrs]uint64{1: 1}}},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			h := newHarness(b, bpf.Config{Kind: c.kind, Seed: 1, RingBytes: 1 << 16})
-			pinCPU(b)
-			h.mustRun(c.frame) // the key is in the prefilter from now on
-			h.drain(nil)
-			h.delta()
-			b.ReportAllocs()
-			b.ResetTimer()
-			ret, per, err := h.o.Program.Benchmark(c.frame, b.N, b.ResetTimer)
-			b.StopTimer()
-			if err != nil {
-				b.Fatal(err)
+		for _, window := range []time.Duration{0, time.Hour} {
+			name := c.name
+			if window > 0 {
+				name += "/1h-windows"
 			}
-			if ret != xdpPass {
-				b.Fatalf("returned %d", ret)
-			}
-			// Every run took the path the name says (the kernel may
-			// run the program more than b.N times).
-			d := h.delta()
-			runs := d.Packets
-			if runs < uint64(b.N) || d.Keyed != c.want.Keyed*runs || d.PrefilterHits != c.want.PrefilterHits*runs || d.Errors != [bpf.NumErrs]uint64{c.want.Errors[0] * runs, c.want.Errors[1] * runs} {
-				b.Fatalf("%d runs: counters moved by %+v, want %+v per run", b.N, d, c.want)
-			}
-			ns := float64(per.Nanoseconds())
-			b.ReportMetric(ns, "ns/op")
-			b.ReportMetric(ns, "ns/pkt")
-			if ns > 0 {
-				b.ReportMetric(1e9/ns, "pkts/s")
-			}
-		})
+			benchmarkXDP(b, name, bpf.Config{Kind: c.kind, Seed: 1, Window: window, RingBytes: 1 << 16}, c.frame, c.want)
+		}
 	}
+}
+
+func benchmarkXDP(b *testing.B, name string, cfg bpf.Config, frame []byte, want bpf.Counters) {
+	b.Run(name, func(b *testing.B) {
+		h := newHarness(b, cfg)
+		pinCPU(b)
+		h.mustRun(frame) // the key is in the prefilter from now on
+		h.drain(nil)
+		h.delta()
+		b.ReportAllocs()
+		b.ResetTimer()
+		ret, per, err := h.o.Program.Benchmark(frame, b.N, b.ResetTimer)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ret != xdpPass {
+			b.Fatalf("returned %d", ret)
+		}
+		// Every run took the path the name says (the kernel may run
+		// the program more than b.N times).
+		d := h.delta()
+		runs := d.Packets
+		if runs < uint64(b.N) || d.Keyed != want.Keyed*runs || d.PrefilterHits != want.PrefilterHits*runs || d.Errors != [bpf.NumErrs]uint64{want.Errors[0] * runs, want.Errors[1] * runs} {
+			b.Fatalf("%d runs: counters moved by %+v, want %+v per run", b.N, d, want)
+		}
+		ns := float64(per.Nanoseconds())
+		b.ReportMetric(ns, "ns/op")
+		b.ReportMetric(ns, "ns/pkt")
+		if ns > 0 {
+			b.ReportMetric(1e9/ns, "pkts/s")
+		}
+	})
 }

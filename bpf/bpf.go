@@ -1,24 +1,5 @@
 //go:build linux
 
-// Package bpf holds flowdedup's XDP program and loads it.
-//
-// xdp.c parses each frame by the rules of flow.Parse, builds the flow key of
-// the configured kind, asks a per-CPU prefilter (a QHT row table in a per-CPU
-// array map) whether the key was seen on this CPU in the current window, and
-// writes unseen keys to the ring buffer of its CPU (a map of ring buffers
-// indexed by CPU, so no two CPUs contend for a ring). It always returns
-// XDP_PASS: it observes traffic and never drops or alters it. flowdedup.h is
-// the contract between the C program and this package.
-//
-// The object files are built by bpf2go (go generate, `make generate`) and
-// committed with the generated Go; CI regenerates them and fails when they
-// differ. Only a little-endian object is built, and this file is for Linux
-// only. The program needs Linux 5.8 or later (BPF ring buffers,
-// bpf_ktime_get_boot_ns) and the privileges to load an XDP program
-// (CAP_BPF and CAP_NET_ADMIN, or root). Load wraps the kernel's errors, so
-// that errors.Is(err, ebpf.ErrNotSupported) and errors.Is(err,
-// os.ErrPermission) still work; a program the verifier rejects is an
-// *ebpf.VerifierError, which wraps EACCES (os.ErrPermission) too.
 package bpf
 
 import (
@@ -28,6 +9,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -46,6 +28,12 @@ const (
 	DefaultRingBytes = 4 << 20
 	// DefaultPrefilterBytes is each CPU's prefilter size when Config.PrefilterBytes is 0.
 	DefaultPrefilterBytes = 256 << 10
+	// WindowSlots is how many windows each CPU keeps counts of
+	// (FD_WINDOW_SLOTS): the counts of window i are there until the CPU's
+	// clock reaches window i+WindowSlots. It is twice the most windows
+	// the pipeline keeps open, so a pipeline that many windows behind
+	// still finds them.
+	WindowSlots = 128
 )
 
 // Config configures Load.
@@ -68,8 +56,8 @@ type Config struct {
 }
 
 // Counters are one CPU's counters (struct fd_counters), cumulative since
-// Load. Packets = Keyed + the sum of Errors; Keyed = PrefilterHits + Emitted
-// + RingFull.
+// Load or of one window. Packets = Keyed + the sum of Errors; Keyed =
+// PrefilterHits + Emitted + RingFull.
 type Counters struct {
 	Packets       uint64
 	Keyed         uint64
@@ -77,6 +65,16 @@ type Counters struct {
 	Emitted       uint64
 	RingFull      uint64
 	Errors        [NumErrs]uint64 // by ErrIndex
+}
+
+// WindowCounters are one CPU's counters of one window.
+type WindowCounters struct {
+	Counters
+	// Gone says the CPU's clock has reached WindowSlots windows past this
+	// one, so that its slot may hold a newer window's counts: this
+	// window's are lost (Counters is zero). Its frames are still in the
+	// totals.
+	Gone bool
 }
 
 // NumErrs is the number of error classes the program counts (FD_NUM_ERRS).
@@ -95,10 +93,18 @@ type Objects struct {
 	// holds the keys CPU i emitted.
 	Rings []*ebpf.Map
 
-	outer     *ebpf.Map // fd_rings: Rings by CPU
-	counters  *ebpf.Map // fd_counters
-	prefilter *ebpf.Map // fd_prefilter
-	config    *ebpf.Map // fd_config
+	outer     *ebpf.Map      // fd_rings: Rings by CPU
+	cpu       *ebpf.Map      // fd_cpu: totals and clock by CPU
+	windows   *ebpf.Map      // fd_windows: counts by window slot and CPU
+	prefilter *ebpf.Map      // fd_prefilter
+	config    *ebpf.Map      // fd_config
+	floor     *ebpf.Variable // fd_floor_ns
+	windowNs  uint64
+
+	mu      sync.Mutex    // serialises EndWindow, and the reads into the buffers
+	floorNs uint64        // the floor last set
+	cpuBuf  []xdpFdCpu    // values of fd_cpu
+	winBuf  []xdpFdWindow // values of one fd_windows slot
 }
 
 // settings are a Config checked, with its defaults applied.
@@ -195,12 +201,14 @@ func Load(cfg Config) (*Objects, error) {
 	var objs struct {
 		xdpPrograms
 		xdpMaps
+		xdpVariables
 	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		o.Close()
 		return nil, fmt.Errorf("bpf: loading the XDP program: %w", err)
 	}
-	o.Program, o.outer, o.counters, o.prefilter, o.config = objs.FdXdp, objs.FdRings, objs.FdCounters, objs.FdPrefilter, objs.FdConfig
+	o.Program, o.outer, o.cpu, o.windows, o.prefilter, o.config = objs.FdXdp, objs.FdRings, objs.FdCpu, objs.FdWindows, objs.FdPrefilter, objs.FdConfig
+	o.floor, o.windowNs = objs.FdFloorNs, s.windowNs
 	if err := o.SyncClock(); err != nil {
 		o.Close()
 		return nil, err
@@ -212,7 +220,7 @@ func Load(cfg Config) (*Objects, error) {
 // through a link stays loaded until the link is closed).
 func (o *Objects) Close() error {
 	// (Close methods of nil Programs and Maps do nothing.)
-	errs := []error{o.Program.Close(), o.outer.Close(), o.counters.Close(), o.prefilter.Close(), o.config.Close()}
+	errs := []error{o.Program.Close(), o.outer.Close(), o.cpu.Close(), o.windows.Close(), o.prefilter.Close(), o.config.Close()}
 	for _, r := range o.Rings {
 		errs = append(errs, r.Close())
 	}
@@ -222,22 +230,142 @@ func (o *Objects) Close() error {
 // Counters reads every CPU's counters into dst, resized to the number of
 // possible CPUs, and returns it.
 func (o *Objects) Counters(dst []Counters) ([]Counters, error) {
-	var vals []xdpFdCounters
-	if err := o.counters.Lookup(uint32(0), &vals); err != nil {
+	var vals []xdpFdCpu
+	if err := o.cpu.Lookup(uint32(0), &vals); err != nil {
 		return dst, fmt.Errorf("bpf: reading the counters: %w", err)
 	}
 	dst = slices.Grow(dst[:0], len(vals))[:len(vals)]
-	for i, v := range vals {
-		dst[i] = Counters{
-			Packets:       v.Packets,
-			Keyed:         v.Keyed,
-			PrefilterHits: v.PrefilterHits,
-			Emitted:       v.Emitted,
-			RingFull:      v.RingFull,
-			Errors:        v.Errors,
+	for i := range vals {
+		dst[i] = counters(&vals[i].Total)
+	}
+	return dst, nil
+}
+
+func counters(v *xdpFdCounters) Counters {
+	return Counters{
+		Packets:       v.Packets,
+		Keyed:         v.Keyed,
+		PrefilterHits: v.PrefilterHits,
+		Emitted:       v.Emitted,
+		RingFull:      v.RingFull,
+		Errors:        v.Errors,
+	}
+}
+
+// CPUWindows reads every CPU's window into dst, resized to the number of
+// possible CPUs, and returns it: the newest window the CPU has counted a
+// frame in (0 with one window, or before the CPU's first frame). A CPU
+// counts no frame in an earlier window.
+func (o *Objects) CPUWindows(dst []int64) ([]int64, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.cpu.Lookup(uint32(0), &o.cpuBuf); err != nil {
+		return dst, fmt.Errorf("bpf: reading the CPUs' windows: %w", err)
+	}
+	dst = slices.Grow(dst[:0], len(o.cpuBuf))[:len(o.cpuBuf)]
+	for i := range o.cpuBuf {
+		dst[i] = int64(o.cpuBuf[i].Window)
+	}
+	return dst, nil
+}
+
+// WindowCounters reads every CPU's counts of window i (the frames the CPU
+// stamped with a time in [i*Window, (i+1)*Window)) into dst, resized to
+// the number of possible CPUs, and returns it. With one window
+// (Config.Window 0) every frame is in window 0. A CPU that counted no
+// frame of window i has zero counts; one whose clock has reached window
+// i+WindowSlots has Gone set. The counts may still grow while a CPU's
+// clock is in window i or earlier: see EndWindow.
+func (o *Objects) WindowCounters(i int64, dst []WindowCounters) ([]WindowCounters, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	// The slot, then the CPUs' windows: a CPU takes a slot over only
+	// after its window has moved on (fd_clock, fd_xdp), so if its window
+	// is still within WindowSlots of i after the slot was read, the slot
+	// was not taken over before or while it was read.
+	if err := o.windows.Lookup(uint32(slotOf(i)), &o.winBuf); err != nil {
+		return dst, fmt.Errorf("bpf: reading the counts of window %d: %w", i, err)
+	}
+	if err := o.cpu.Lookup(uint32(0), &o.cpuBuf); err != nil {
+		return dst, fmt.Errorf("bpf: reading the CPUs' windows: %w", err)
+	}
+	n := min(len(o.winBuf), len(o.cpuBuf))
+	dst = slices.Grow(dst[:0], n)[:n]
+	for cpu := range n {
+		w, cur := &o.winBuf[cpu], int64(o.cpuBuf[cpu].Window)
+		switch {
+		case i < 0:
+			// Before 1970: the program's times are unsigned.
+			dst[cpu] = WindowCounters{}
+		case cur > i && uint64(cur-i) >= WindowSlots:
+			dst[cpu] = WindowCounters{Gone: true}
+		case w.Window == uint64(i):
+			dst[cpu] = WindowCounters{Counters: counters(&w.Counts)}
+		default:
+			// The slot holds an older window (a newer one would be
+			// WindowSlots past i): the CPU counted no frame in i.
+			dst[cpu] = WindowCounters{}
 		}
 	}
 	return dst, nil
+}
+
+// slotOf returns the slot of window i: i modulo WindowSlots, as the
+// program computes it from the unsigned window.
+func slotOf(i int64) int { return int(uint64(i) % WindowSlots) }
+
+// EndWindow ends window i: when it returns, no CPU counts a frame in
+// window i or an earlier one, so their counts are final. It raises the
+// floor of the program's clock to the start of window i+1, so that a frame
+// whose time is earlier (a CPU still in window i, its clock a little behind
+// the caller's) is stamped with that start, and counted, keyed and emitted
+// in window i+1; then it waits for the program's runs in progress, which
+// may have read the old floor, to finish (the kernel waits for them when a
+// map of maps is updated, so that user space knows they all use the new
+// value: this updates fd_rings with the ring it holds). This takes an RCU
+// grace period, milliseconds; ending a window already ended returns at
+// once.
+//
+// It never moves the floor past the end of the window the program's clock
+// (the boot clock plus the offset) is in now: ending a window that has not
+// begun ends only the current one. With one window it does nothing.
+func (o *Objects) EndWindow(i int64) error {
+	if o.windowNs == 0 {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var cfg xdpFdConfig
+	if err := o.config.Lookup(uint32(0), &cfg); err != nil {
+		return fmt.Errorf("bpf: reading the clock offset: %w", err)
+	}
+	var boot unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err != nil {
+		return fmt.Errorf("bpf: reading the boot clock: %w", err)
+	}
+	now := uint64(boot.Nano() + cfg.ClockOffsetNs) // as the program computes it
+	next := uint64(i) + 1
+	if i < 0 {
+		next = 0
+	}
+	if cur := now / o.windowNs; next > cur+1 {
+		next = cur + 1
+	}
+	floor := uint64(math.MaxUint64)
+	if next <= math.MaxUint64/o.windowNs {
+		floor = next * o.windowNs
+	}
+	if floor <= o.floorNs {
+		return nil // ended, and waited for, already
+	}
+	if err := o.floor.Set(floor); err != nil {
+		return fmt.Errorf("bpf: setting the clock's floor: %w", err)
+	}
+	if err := o.outer.Update(uint32(0), o.Rings[0], ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("bpf: waiting for the program's runs: %w", err)
+	}
+	o.floorNs = floor
+	return nil
 }
 
 // SyncClock sets the offset the program adds to CLOCK_BOOTTIME to get Unix

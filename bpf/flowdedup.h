@@ -62,7 +62,8 @@ struct fd_event {
 };
 
 /*
- * Per-CPU counters (fd_counters map, one entry), cumulative since load:
+ * Counters of one CPU, for the whole run (struct fd_cpu) or for one window
+ * (struct fd_window):
  *   packets = keyed + errors[0] + ... + errors[FD_NUM_ERRS-1]
  *   keyed   = prefilter_hits + emitted + ring_full
  */
@@ -73,6 +74,41 @@ struct fd_counters {
 	__u64 emitted;        /* keys written to the CPU's ring buffer */
 	__u64 ring_full;      /* keys lost because the ring buffer was full (not inserted in the prefilter) */
 	__u64 errors[FD_NUM_ERRS];
+};
+
+/*
+ * What each CPU keeps (fd_cpu map, one per-CPU entry): its counters since
+ * load, and its clock's window, the newest window it has counted a frame
+ * in. A CPU's clock never goes back across a window boundary: a frame whose
+ * time (CLOCK_BOOTTIME + fd_config.clock_offset_ns, raised to fd_floor_ns)
+ * falls before start_ns is stamped start_ns, and so counted, keyed and
+ * emitted in the CPU's window. With fd_window_ns 0 the window stays 0 and
+ * start_ns and end_ns are not used.
+ */
+struct fd_cpu {
+	struct fd_counters total;
+	__u64 window;   /* the CPU's window: time / fd_window_ns */
+	__u64 start_ns; /* its start and end, Unix ns */
+	__u64 end_ns;
+};
+
+/*
+ * Per-window counters (fd_windows map, FD_WINDOW_SLOTS per-CPU entries): a
+ * CPU counts each frame in the slot of its window, window %
+ * FD_WINDOW_SLOTS, as well as in fd_cpu.total. The slot is tagged with the
+ * window it counts; when the CPU's clock enters a window whose slot holds
+ * an older one, the slot is zeroed and retagged. A CPU's window only grows
+ * (see struct fd_cpu), so a slot is only ever taken by a newer window, no
+ * frame is counted in a slot of another window, and the counts of window i
+ * stay in their slot until the CPU counts a frame in window
+ * i + k * FD_WINDOW_SLOTS. FD_WINDOW_SLOTS is a power of two, and at least
+ * twice the windows the pipeline keeps open (64), so that a pipeline as
+ * many windows behind as it keeps open still finds its counts.
+ */
+#define FD_WINDOW_SLOTS 128
+struct fd_window {
+	__u64 window; /* the window counted here (0 in a slot never used) */
+	struct fd_counters counts;
 };
 
 /* Settings user space may change while the program runs (fd_config map, one entry). */

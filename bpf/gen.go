@@ -8,4 +8,4 @@ package bpf
 // zero extensions of 32-bit values.
 //
 // Regenerate this object alone with `go generate -run 'xdp\.c' ./bpf/`.
-//go:generate sh -c "go tool bpf2go -tags linux -target bpfel -cflags \"-O2 -g -mcpu=v3 -Wall -Werror -fno-strict-aliasing -I/usr/include/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || ${BPF2GO_CC:-clang} -print-multiarch)\" xdp xdp.c"
+//go:generate sh -c "go tool bpf2go -tags linux -target bpfel -type fd_counters -cflags \"-O2 -g -mcpu=v3 -Wall -Werror -fno-strict-aliasing -I/usr/include/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || ${BPF2GO_CC:-clang} -print-multiarch)\" xdp xdp.c"

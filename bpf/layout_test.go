@@ -77,6 +77,12 @@ func TestLayout(t *testing.T) {
 		cm = append(cm, member{names[f.Name], uint32(f.Offset), uint32(f.Type.Size())})
 	}
 	checkStruct(t, spec, "fd_counters", uint32(ct.Size()), cm)
+	cs := uint32(ct.Size())
+	checkStruct(t, spec, "fd_cpu", cs+24, []member{
+		// Objects.Counters and CPUWindows.
+		{"total", 0, cs}, {"window", cs, 8}, {"start_ns", cs + 8, 8}, {"end_ns", cs + 16, 8},
+	})
+	checkStruct(t, spec, "fd_window", 8+cs, []member{{"window", 0, 8}, {"counts", 8, cs}})
 	if n := len(bpf.Errs); n != bpf.NumErrs {
 		t.Errorf("%d Errs, want NumErrs = %d", n, bpf.NumErrs)
 	}
@@ -88,7 +94,8 @@ func TestLayout(t *testing.T) {
 		valueBytes uint32
 	}{
 		"fd_rings":     {ebpf.ArrayOfMaps, 4, 4},
-		"fd_counters":  {ebpf.PerCPUArray, 72, 72},
+		"fd_cpu":       {ebpf.PerCPUArray, 96, 96},
+		"fd_windows":   {ebpf.PerCPUArray, 80, 80},
 		"fd_prefilter": {ebpf.PerCPUArray, bpf.RowBytes, bpf.RowBytes},
 		"fd_config":    {ebpf.Array, 8, 8},
 	} {
@@ -101,8 +108,14 @@ func TestLayout(t *testing.T) {
 			t.Errorf("map %s: %v, key %d bytes, value %d bytes; want %v, 4, %d", name, m.Type, m.KeySize, m.ValueSize, want.typ, want.value)
 		}
 	}
+	if n := spec.Maps["fd_windows"].MaxEntries; n != bpf.WindowSlots {
+		t.Errorf("fd_windows has %d slots, want WindowSlots = %d", n, bpf.WindowSlots)
+	}
 	if in := spec.Maps["fd_rings"].InnerMap; in == nil || in.Type != ebpf.RingBuf {
 		t.Errorf("fd_rings' inner map: %+v, want a ring buffer", in)
+	}
+	if v, ok := spec.Variables["fd_floor_ns"]; !ok || v.Size() != 8 || v.Constant() {
+		t.Errorf("variable fd_floor_ns: %+v, want 8 bytes, writable", v)
 	}
 	for name, size := range map[string]uint32{"fd_key_kind": 1, "fd_hash_seed": 8, "fd_window_ns": 8, "fd_prefilter_rows": 4} {
 		v, ok := spec.Variables[name]

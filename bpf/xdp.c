@@ -42,6 +42,16 @@ volatile const __u64 fd_hash_seed = 0;
 volatile const __u64 fd_window_ns = 0;      /* 0: one window for the whole run */
 volatile const __u32 fd_prefilter_rows = 0; /* 0: prefilter off, every key is emitted */
 
+/*
+ * The floor of the program's clock, Unix ns, set by user space when it ends
+ * a window (bpf.Objects.EndWindow): a frame whose time is earlier is
+ * stamped fd_floor_ns, so that no frame is counted in a window user space
+ * has ended. It only grows. A global in .bss, which user space writes
+ * through a memory mapping with one aligned 8-byte store, so the program
+ * never reads half of an update (a map update is a memcpy).
+ */
+volatile __u64 fd_floor_ns = 0;
+
 /* The per-CPU ring buffers, indexed by CPU number. The loader sets the
  * outer max_entries to the number of possible CPUs and the inner size to
  * Config.RingBytes, and creates the inner maps. */
@@ -61,8 +71,15 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct fd_counters);
-} fd_counters SEC(".maps");
+	__type(value, struct fd_cpu);
+} fd_cpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FD_WINDOW_SLOTS);
+	__type(key, __u32);
+	__type(value, struct fd_window);
+} fd_windows SEC(".maps");
 
 /* max_entries = fd_prefilter_rows, at least 1 (set by the loader). */
 struct {
@@ -136,6 +153,7 @@ struct {
 _Static_assert(sizeof(struct fd_key) == 40, "struct fd_key is flow.Key's 40-byte binary form");
 _Static_assert(sizeof(struct fd_event) == 48, "struct fd_event is bpf.EventSize bytes");
 _Static_assert(sizeof(struct fd_row) == 32, "struct fd_row is bpf.RowBytes bytes");
+_Static_assert((FD_WINDOW_SLOTS & (FD_WINDOW_SLOTS - 1)) == 0, "FD_WINDOW_SLOTS is a power of two");
 
 static __always_inline int has_ports(__u8 proto)
 {
@@ -425,50 +443,93 @@ static __always_inline __u64 fd_hash(const struct fd_key *key, __u64 seed)
 
 _Static_assert(sizeof(struct fd_key) == 5 * sizeof(__u64), "fd_hash reads the key as five words");
 
+/* COUNT(field): count the frame in the CPU's totals and its window's slot. */
+#define COUNT(field)                                                       \
+	do {                                                               \
+		pc->total.field++;                                         \
+		win->counts.field++;                                       \
+	} while (0)
+
 /*
- * Per frame: count it; parse it (on failure count the error class, done);
+ * fd_clock returns the program's time for a frame, CLOCK_BOOTTIME plus
+ * the offset, raised to fd_floor_ns and to the start of the CPU's window,
+ * and moves the CPU's window forward when the time is past its end (see
+ * struct fd_cpu). Within the CPU's window the time is the clock's: it may
+ * go back there, but never across a boundary.
+ */
+static __always_inline __u64 fd_clock(struct fd_cpu *pc, const struct fd_config *cfg, __u64 window)
+{
+	__u64 now = bpf_ktime_get_boot_ns() + cfg->clock_offset_ns;
+	__u64 floor = fd_floor_ns;
+
+	if (now < floor)
+		now = floor;
+	if (now < pc->start_ns)
+		return pc->start_ns;
+	if (now >= pc->end_ns) {
+		/* The window before its slot is taken over (fd_xdp): user
+		 * space reads a slot, then the window, to tell whether the
+		 * slot may have been taken over while it read. */
+		pc->window = now / window;
+		pc->start_ns = pc->window * window;
+		pc->end_ns = pc->start_ns + window;
+	}
+	return now;
+}
+
+/*
+ * Per frame: take the time (windows: see fd_clock) and find the CPU's
+ * window slot, taking it over for the window if it holds an older one;
+ * count the frame; parse it (on failure count the error class, done);
  * count the key; look its fingerprint up in the CPU's prefilter row for
- * the current window (found: count a hit, done); reserve an event in the
- * CPU's ring (full: count it, done, and the key is not remembered, so that
- * the flow's next packet tries again); fill in the time and the key, submit
- * it, count it; remember the fingerprint in the row.
+ * the window (found: count a hit, done); reserve an event in the CPU's
+ * ring (full: count it, done, and the key is not remembered, so that the
+ * flow's next packet tries again); fill in the time and the key, submit
+ * it, count it; remember the fingerprint in the row. Every count goes to
+ * the CPU's totals and to its window's slot alike.
  */
 SEC("xdp")
 int fd_xdp(struct xdp_md *ctx)
 {
-	__u32 zero = 0, rows = fd_prefilter_rows, cpu, idx, fp = 0, epoch = 0;
+	__u32 zero = 0, rows = fd_prefilter_rows, cpu, idx, fp = 0;
 	__u64 window = fd_window_ns, now = 0, h;
 	struct fd_event ev = {}; /* the event being built: its key is 8-aligned */
-	struct fd_counters *c;
+	struct fd_cpu *pc;
+	struct fd_window *win;
 	struct fd_config *cfg;
 	struct fd_row *row = NULL;
 	struct fd_event *e;
 	void *ring;
 	int err, i;
 
-	c = bpf_map_lookup_elem(&fd_counters, &zero);
-	if (!c)
-		return XDP_PASS;
-	c->packets++;
+	pc = bpf_map_lookup_elem(&fd_cpu, &zero);
+	cfg = bpf_map_lookup_elem(&fd_config, &zero);
+	if (!pc || !cfg)
+		return XDP_PASS; /* not reached: an array has every index */
+	if (window)
+		now = fd_clock(pc, cfg, window);
+	idx = (__u32)pc->window & (FD_WINDOW_SLOTS - 1);
+	win = bpf_map_lookup_elem(&fd_windows, &idx);
+	if (!win)
+		return XDP_PASS; /* not reached */
+	if (win->window != pc->window) {
+		/* The slot holds an older window: the CPU's window takes
+		 * it over. */
+		win->window = pc->window;
+		__builtin_memset(&win->counts, 0, sizeof(win->counts));
+	}
+	COUNT(packets);
 
 	err = parse(ctx, &ev);
 	if (err != FD_OK) {
 		if ((unsigned int)err < FD_NUM_ERRS)
-			c->errors[err]++;
+			COUNT(errors[err]);
 		return XDP_PASS;
 	}
 	ev.key.kind = fd_key_kind;
-	c->keyed++;
-
-	cfg = bpf_map_lookup_elem(&fd_config, &zero);
-	if (!cfg)
-		return XDP_PASS; /* not reached: an array has every index */
+	COUNT(keyed);
 
 	if (rows) {
-		if (window) {
-			now = bpf_ktime_get_boot_ns() + cfg->clock_offset_ns;
-			epoch = (__u32)(now / window);
-		}
 		h = fd_hash(&ev.key, fd_hash_seed);
 		idx = (__u32)(((h >> 32) * rows) >> 32);
 		fp = (__u32)h;
@@ -476,9 +537,9 @@ int fd_xdp(struct xdp_md *ctx)
 			fp = 1; /* 0 marks an empty bucket */
 		row = bpf_map_lookup_elem(&fd_prefilter, &idx);
 		if (row) {
-			if (row->epoch != epoch) {
-				/* A row of an older window is empty. */
-				row->epoch = epoch;
+			if (row->epoch != (__u32)pc->window) {
+				/* A row of another window is empty. */
+				row->epoch = (__u32)pc->window;
 #pragma clang loop unroll(full)
 				for (i = 0; i < FD_ROW_BUCKETS; i++)
 					row->fp[i] = 0;
@@ -486,7 +547,7 @@ int fd_xdp(struct xdp_md *ctx)
 #pragma clang loop unroll(full)
 				for (i = 0; i < FD_ROW_BUCKETS; i++) {
 					if (row->fp[i] == fp) {
-						c->prefilter_hits++;
+						COUNT(prefilter_hits);
 						return XDP_PASS;
 					}
 				}
@@ -497,21 +558,21 @@ int fd_xdp(struct xdp_md *ctx)
 	cpu = bpf_get_smp_processor_id();
 	ring = bpf_map_lookup_elem(&fd_rings, &cpu);
 	if (!ring) {
-		c->ring_full++; /* not reached: the loader gives every CPU a ring */
+		COUNT(ring_full); /* not reached: the loader gives every CPU a ring */
 		return XDP_PASS;
 	}
 	e = bpf_ringbuf_reserve(ring, sizeof(*e), 0);
 	if (!e) {
 		/* Not remembered: the flow's next packet tries again. */
-		c->ring_full++;
+		COUNT(ring_full);
 		return XDP_PASS;
 	}
-	if (!rows || !window)
+	if (!window)
 		now = bpf_ktime_get_boot_ns() + cfg->clock_offset_ns;
 	ev.time_ns = now;
 	*e = ev;
 	bpf_ringbuf_submit(e, 0);
-	c->emitted++;
+	COUNT(emitted);
 
 	if (row) {
 		/* The first empty bucket, or a random one when the row is

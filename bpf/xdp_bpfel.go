@@ -28,10 +28,24 @@ type xdpFdCounters struct {
 	Errors        [4]uint64
 }
 
+type xdpFdCpu struct {
+	_       structs.HostLayout
+	Total   xdpFdCounters
+	Window  uint64
+	StartNs uint64
+	EndNs   uint64
+}
+
 type xdpFdRow struct {
 	_     structs.HostLayout
 	Epoch uint32
 	Fp    [7]uint32
+}
+
+type xdpFdWindow struct {
+	_      structs.HostLayout
+	Window uint64
+	Counts xdpFdCounters
 }
 
 // Names of all BPF objects in the ELF.
@@ -39,10 +53,12 @@ type xdpFdRow struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xdpMapFdConfig        = "fd_config"
-	xdpMapFdCounters      = "fd_counters"
+	xdpMapFdCpu           = "fd_cpu"
 	xdpMapFdPrefilter     = "fd_prefilter"
 	xdpMapFdRings         = "fd_rings"
+	xdpMapFdWindows       = "fd_windows"
 	xdpProgFdXdp          = "fd_xdp"
+	xdpVarFdFloorNs       = "fd_floor_ns"
 	xdpVarFdHashSeed      = "fd_hash_seed"
 	xdpVarFdKeyKind       = "fd_key_kind"
 	xdpVarFdPrefilterRows = "fd_prefilter_rows"
@@ -99,15 +115,17 @@ type xdpProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
 	FdConfig    *ebpf.MapSpec `ebpf:"fd_config"`
-	FdCounters  *ebpf.MapSpec `ebpf:"fd_counters"`
+	FdCpu       *ebpf.MapSpec `ebpf:"fd_cpu"`
 	FdPrefilter *ebpf.MapSpec `ebpf:"fd_prefilter"`
 	FdRings     *ebpf.MapSpec `ebpf:"fd_rings"`
+	FdWindows   *ebpf.MapSpec `ebpf:"fd_windows"`
 }
 
 // xdpVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
+	FdFloorNs       *ebpf.VariableSpec `ebpf:"fd_floor_ns"`
 	FdHashSeed      *ebpf.VariableSpec `ebpf:"fd_hash_seed"`
 	FdKeyKind       *ebpf.VariableSpec `ebpf:"fd_key_kind"`
 	FdPrefilterRows *ebpf.VariableSpec `ebpf:"fd_prefilter_rows"`
@@ -135,17 +153,19 @@ func (o *xdpObjects) Close() error {
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
 	FdConfig    *ebpf.Map `ebpf:"fd_config"`
-	FdCounters  *ebpf.Map `ebpf:"fd_counters"`
+	FdCpu       *ebpf.Map `ebpf:"fd_cpu"`
 	FdPrefilter *ebpf.Map `ebpf:"fd_prefilter"`
 	FdRings     *ebpf.Map `ebpf:"fd_rings"`
+	FdWindows   *ebpf.Map `ebpf:"fd_windows"`
 }
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
 		m.FdConfig,
-		m.FdCounters,
+		m.FdCpu,
 		m.FdPrefilter,
 		m.FdRings,
+		m.FdWindows,
 	)
 }
 
@@ -153,6 +173,7 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
+	FdFloorNs       *ebpf.Variable `ebpf:"fd_floor_ns"`
 	FdHashSeed      *ebpf.Variable `ebpf:"fd_hash_seed"`
 	FdKeyKind       *ebpf.Variable `ebpf:"fd_key_kind"`
 	FdPrefilterRows *ebpf.Variable `ebpf:"fd_prefilter_rows"`

@@ -8,5 +8,5 @@
 // Observe alone.
 //
 // FPR counts false positives over distinct elements, FNR false negatives
-// over duplicates, as the papers in shared/papers do.
+// over duplicates, as the papers do (docs/papers.md lists them).
 package eval

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -144,27 +143,7 @@ func drawFigure(lines []plotLine, title, caption, ylabel string, y func(Result) 
 	p.Y.Max = max(p.Y.Max*1.02, 0.05)
 	p.Y.Tick.Marker = rateTicks(p.Y.Max)
 
-	cw, err := draw.NewFormattedCanvas(figWidth, figHeight, format)
-	if err != nil {
-		return fmt.Errorf("eval: plot: %w", err)
-	}
-	dc := draw.New(cw)
-	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: figWidth, Y: 0}, {X: figWidth, Y: figHeight}, {X: 0, Y: figHeight}})
-	// The legend gets its own column right of the chart, so it never
-	// covers a line however the rates fall.
-	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
-	legend.YOffs = -0.6 * vg.Inch
-	legend.Draw(draw.Crop(dc, figWidth-legendWidth+vg.Points(8), 0, 0, 0))
-
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("eval: plot: %w", err)
-	}
-	if _, err := cw.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("eval: plot %s: %w", path, err)
-	}
-	return f.Close()
+	return SaveFigure(p, legend, path, format)
 }
 
 // rateTicks labels a rate axis from 0 to hi at a round step giving 5 to 10

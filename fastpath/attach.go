@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // AttachMode says how an XDP program is attached to an interface.
@@ -58,8 +59,8 @@ var (
 	// ErrNoInterface: the interface does not exist (in this namespace).
 	ErrNoInterface = errors.New("fastpath: no such interface")
 	// ErrPermission: the process may not load BPF programs or attach them
-	// (it needs CAP_BPF and CAP_NET_ADMIN, or root).
-	ErrPermission = errors.New("fastpath: permission denied: loading and attaching XDP programs needs CAP_BPF and CAP_NET_ADMIN (run as root)")
+	// (it needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, or root).
+	ErrPermission = errors.New("fastpath: permission denied: loading and attaching XDP programs needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)")
 	// ErrUnsupported: the kernel or the interface's driver lacks a feature
 	// the mode needs (the error says which).
 	ErrUnsupported = errors.New("fastpath: not supported")
@@ -136,6 +137,13 @@ func loadError(err error) error {
 	// stricter than the one the program was written for.
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
+		// The verifier allows pointer arithmetic on map values only to
+		// a process with CAP_PERFMON (or CAP_SYS_ADMIN): without it the
+		// program is refused "for !root", which is a permission problem,
+		// not an old kernel.
+		if !perfmonCapable() {
+			return fmt.Errorf("%w: the kernel's verifier accepts the XDP program only from a process with CAP_PERFMON (or CAP_SYS_ADMIN), which this one lacks: %v", ErrPermission, ve)
+		}
 		return fmt.Errorf("%w: the kernel's verifier rejected the XDP program (kernel too old? 5.8+ is needed): %v", ErrUnsupported, ve)
 	}
 	switch {
@@ -148,4 +156,18 @@ func loadError(err error) error {
 		return fmt.Errorf("%w: the kernel is too old (BPF ring buffers need 5.8, XDP links 5.9): %v", ErrUnsupported, err)
 	}
 	return fmt.Errorf("fastpath: loading the XDP program: %w", err)
+}
+
+// perfmonCapable reports whether the calling thread holds CAP_PERFMON or
+// CAP_SYS_ADMIN in its effective set, as the kernel's perfmon_capable()
+// asks. When the set cannot be read it says yes, so that the error names
+// the verifier's own reason rather than a guess.
+func perfmonCapable() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return true
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	return has(unix.CAP_PERFMON) || has(unix.CAP_SYS_ADMIN)
 }

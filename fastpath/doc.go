@@ -5,7 +5,8 @@
 // interface through a BPF link, and reads the per-CPU ring buffers: each ring
 // is a capture.Source whose packets carry ready-made keys (capture.Packet.Key)
 // and whose kernel counters (capture.KernelCounter) account for the frames the
-// kernel handled alone.
+// kernel handled alone, in total and by window (capture.WindowCounter: each
+// frame counted in the window of the time its CPU stamped it with, exactly).
 //
 // OpenAFXDP is the AF_XDP mode for mirror and SPAN ports: an XDP program
 // redirects every frame of the interface into AF_XDP sockets, one per receive

@@ -40,7 +40,8 @@ type XDPConfig struct {
 	Seed uint64
 	// Window is the pipeline's window: the prefilter forgets every key at
 	// each window boundary, so each key reaches user space again in every
-	// window it occurs in. 0: one window.
+	// window it occurs in, and the kernel counts frames by window
+	// (WindowCounts). 0: one window.
 	Window time.Duration
 	// Attach selects the XDP hook (AttachAuto when empty).
 	Attach AttachMode
@@ -67,6 +68,7 @@ type XDP struct {
 
 	mu       sync.Mutex // serialises counter reads (one buffer for all sources)
 	counters []bpf.Counters
+	wins     windowReader // for WindowCounts, under mu
 
 	closeOnce sync.Once
 	closeErr  error
@@ -140,14 +142,52 @@ func (x *XDP) Mode() AttachMode { return x.mode }
 
 // Sources returns one source per CPU, in CPU order. Each yields the keys its
 // CPU's prefilter had not seen (capture.Packet.Key set, Data empty, TimeNs
-// the kernel's Unix time for the frame) and implements capture.KernelCounter
-// with the CPU's counters. Each source is read by one goroutine.
+// the kernel's Unix time for the frame) and implements
+// capture.WindowCounter with the CPU's counters (see WindowCounts for when a
+// window's counts are final). Each source is read by one goroutine.
 func (x *XDP) Sources() []capture.Source {
 	out := make([]capture.Source, len(x.sources))
 	for i, s := range x.sources {
 		out[i] = s
 	}
 	return out
+}
+
+// WindowSlots implements capture.WindowCounter: each CPU keeps the counts
+// of its last bpf.WindowSlots windows.
+func (x *XDP) WindowSlots() int { return bpf.WindowSlots }
+
+// KernelCounts implements capture.KernelCounter with the sum of the CPUs'
+// counters.
+func (x *XDP) KernelCounts(c *capture.KernelCounts) error { return x.kernelCounts(-1, c) }
+
+// WindowCounts implements capture.WindowCounter with the sum of the CPUs'
+// counts of window i: the frames the kernel stamped with a time in window
+// i (the time their events carry), with the window length of
+// XDPConfig.Window (with one window, window 0 holds every frame). It
+// returns an error wrapping capture.ErrWindowGone when a CPU's clock has
+// moved bpf.WindowSlots windows past i.
+//
+// The counts it returns are final: when a CPU's clock has not yet passed
+// window i, it ends the window in the kernel first (bpf.Objects.EndWindow,
+// an RCU grace period: milliseconds), after which every CPU stamps each
+// frame with a time in window i+1 or later, even when its clock still reads
+// a time in window i. So call it when window i is over, and once its
+// events have been read from the CPUs' rings, so that the keys read and the
+// counts describe the same frames. The pipeline does so when it closes a
+// window on reading, from the CPU's ring, an event of a later window: a
+// CPU's events come in the order of their windows, so every event of
+// window i came before. When a live pipeline closes a window by the wall
+// clock instead (its end plus the lateness has passed), events of the
+// window can still be in the ring if the reader is behind, or if the
+// kernel's clock lags the wall clock (by the slew since the last clock
+// sync, under a millisecond): they then arrive after their window's counts
+// and are counted late. A lateness that covers both avoids it. A window
+// that has not begun is not ended, and its counts (none yet) are not final.
+func (x *XDP) WindowCounts(i int64, c *capture.KernelCounts) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.wins.read(x.objs, -1, i, c)
 }
 
 // Counters returns each CPU's kernel counters.
@@ -195,7 +235,8 @@ func (x *XDP) syncClock() {
 	}
 }
 
-// kernelCounts fills c with the counters of cpu.
+// kernelCounts fills c with the counters of cpu, or of every CPU when cpu
+// is negative.
 func (x *XDP) kernelCounts(cpu int, c *capture.KernelCounts) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -206,15 +247,82 @@ func (x *XDP) kernelCounts(cpu int, c *capture.KernelCounts) error {
 	if cpu >= len(x.counters) {
 		return fmt.Errorf("fastpath: no counters for CPU %d", cpu)
 	}
-	k := &x.counters[cpu]
+	var k bpf.Counters
+	for i := range x.counters {
+		if cpu < 0 || i == cpu {
+			addCounters(&k, &x.counters[i])
+		}
+	}
+	fillKernelCounts(c, &k)
+	return nil
+}
+
+// windowReader reads the kernel's counts of a window into buffers of its
+// own.
+type windowReader struct {
+	cpus []int64
+	wins []bpf.WindowCounters
+}
+
+// read fills c with the counts of window i of cpu, or of every CPU when
+// cpu is negative, ending the window first on a CPU whose clock has not
+// passed it (see XDP.WindowCounts).
+func (r *windowReader) read(o *bpf.Objects, cpu int, i int64, c *capture.KernelCounts) error {
+	var err error
+	if r.cpus, err = o.CPUWindows(r.cpus); err != nil {
+		return err
+	}
+	if cpu >= len(r.cpus) {
+		return fmt.Errorf("fastpath: no counters for CPU %d", cpu)
+	}
+	for n, w := range r.cpus {
+		if (cpu < 0 || n == cpu) && w <= i {
+			// This CPU may still count a frame in window i.
+			if err := o.EndWindow(i); err != nil {
+				return fmt.Errorf("fastpath: ending window %d: %w", i, err)
+			}
+			break
+		}
+	}
+	if r.wins, err = o.WindowCounters(i, r.wins); err != nil {
+		return err
+	}
+	var k bpf.Counters
+	for n := range r.wins {
+		if cpu >= 0 && n != cpu {
+			continue
+		}
+		if r.wins[n].Gone {
+			return fmt.Errorf("fastpath: window %d of CPU %d: %w", i, n, capture.ErrWindowGone)
+		}
+		addCounters(&k, &r.wins[n].Counters)
+	}
+	fillKernelCounts(c, &k)
+	return nil
+}
+
+// addCounters adds b to a.
+func addCounters(a, b *bpf.Counters) {
+	a.Packets += b.Packets
+	a.Keyed += b.Keyed
+	a.PrefilterHits += b.PrefilterHits
+	a.Emitted += b.Emitted
+	a.RingFull += b.RingFull
+	for i, n := range b.Errors {
+		a.Errors[i] += n
+	}
+}
+
+// fillKernelCounts sets c to k, reusing c's map.
+func fillKernelCounts(c *capture.KernelCounts, k *bpf.Counters) {
 	c.Packets, c.Keyed, c.Prefiltered, c.RingFull = k.Packets, k.Keyed, k.PrefilterHits, k.RingFull
 	if c.Errors == nil {
 		c.Errors = make(map[string]uint64, bpf.NumErrs)
 	}
+	clear(c.Errors)
 	for i, n := range k.Errors {
 		c.Errors[flow.Reason(bpf.Errs[i])] = n
 	}
-	return nil
 }
 
 // ringSource reads one CPU's ring buffer.
@@ -224,6 +332,7 @@ type ringSource struct {
 	rd     *ringbuf.Reader
 	rec    ringbuf.Record
 	poll   time.Duration
+	wins   windowReader // for WindowCounts, by the reading goroutine
 	closed atomic.Bool
 }
 
@@ -260,11 +369,22 @@ func (s *ringSource) KernelCounts(c *capture.KernelCounts) error {
 	return s.x.kernelCounts(s.cpu, c)
 }
 
+// WindowCounts implements capture.WindowCounter with the CPU's counts of
+// window i; see XDP.WindowCounts, whose contract it shares. Call it from
+// the goroutine that reads the source.
+func (s *ringSource) WindowCounts(i int64, c *capture.KernelCounts) error {
+	return s.wins.read(s.x.objs, s.cpu, i, c)
+}
+
+// WindowSlots implements capture.WindowCounter.
+func (s *ringSource) WindowSlots() int { return bpf.WindowSlots }
+
 // Close closes the whole fast path (all CPUs' sources): the pipeline's
 // caller owns it and closes it once; this is for capture.Source.
 func (s *ringSource) Close() error { return s.x.Close() }
 
 var (
 	_ capture.Source        = (*ringSource)(nil)
-	_ capture.KernelCounter = (*ringSource)(nil)
+	_ capture.WindowCounter = (*ringSource)(nil)
+	_ capture.WindowCounter = (*XDP)(nil)
 )

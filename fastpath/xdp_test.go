@@ -105,6 +105,44 @@ func readKeys(t *testing.T, x *XDP) []capture.Packet {
 	return out
 }
 
+// processed returns how many frames the program has finished with, over
+// all CPUs: each ends as a prefilter hit, an emitted key, a ring-full drop
+// or an error (emitted is counted once the event is in the ring).
+func processed(t *testing.T, x *XDP) uint64 {
+	t.Helper()
+	cs, err := x.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range cs {
+		n += c.PrefilterHits + c.Emitted + c.RingFull
+		for _, e := range c.Errors {
+			n += e
+		}
+	}
+	return n
+}
+
+// waitProcessed waits until the program has finished with at least n
+// frames (veth hands frames to XDP in a softirq after the send returns),
+// or fails the test after a deadline. When it returns, the events of those
+// frames are in the rings.
+func waitProcessed(t *testing.T, x *XDP, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := processed(t, x)
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the XDP program finished with %d frames in 10 s, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // total sums the counters of all CPUs.
 func total(t *testing.T, x *XDP) capture.KernelCounts {
 	t.Helper()
@@ -146,7 +184,7 @@ func TestXDPKeysFrames(t *testing.T) {
 		}
 	}
 	in.send(t, udp4Frame(srcAddr(0), srcAddr(1), 1, 2)[:14+10]) // cut inside the IPv4 header
-	time.Sleep(100 * time.Millisecond)
+	waitProcessed(t, x, flows*repeats+1)
 	after := time.Now().UnixNano()
 
 	got := map[flow.Key]int{}
@@ -196,7 +234,7 @@ func TestXDPBurstCountsDrops(t *testing.T) {
 		frames = append(frames, udp4Frame(srcAddr(i), netip.MustParseAddr("192.0.2.1"), 1000, 53))
 	}
 	in.send(t, frames...) // nobody reads yet
-	time.Sleep(50 * time.Millisecond)
+	waitProcessed(t, x, burst)
 	first := readKeys(t, x)
 	c := total(t, x)
 	if c.RingFull == 0 {
@@ -213,14 +251,10 @@ func TestXDPBurstCountsDrops(t *testing.T) {
 	}
 	for i := 0; i < burst; i += 50 {
 		in.send(t, frames[i:min(i+50, burst)]...)
-		time.Sleep(2 * time.Millisecond)
+		waitProcessed(t, x, uint64(burst+min(i+50, burst)))
 		for _, p := range readKeys(t, x) {
 			seen[p.Key] = true
 		}
-	}
-	time.Sleep(50 * time.Millisecond)
-	for _, p := range readKeys(t, x) {
-		seen[p.Key] = true
 	}
 	if len(seen) != burst {
 		t.Errorf("%d of %d keys delivered after the second pass", len(seen), burst)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // a2DefaultFPR is the QHT paper's benchmark setting (Sec. 6.1): "A2 Filter,
@@ -24,8 +26,9 @@ var a2Family = &Family{
 }
 
 // A2 is Yoon's aging Bloom filter with two active buffers (IEEE TKDE 2010),
-// as this package reads it (the QHT paper only cites it; Yoon's paper is not
-// in shared/papers).
+// as this package reads it: the QHT paper only cites it, and this is written
+// from that citation, not from Yoon's text (docs/papers.md has the
+// reference).
 //
 // Two Bloom filters of m = mem/2 bits and k hash functions, active1 and
 // active2, both queried; n counts the elements inserted into active1.
@@ -142,7 +145,7 @@ func (a *A2) Observe(h uint64) bool {
 	in1, in2 := uint64(1), uint64(1)
 	g := h
 	for range a.k {
-		i := reduce(g, a.m)
+		i := mix.Reduce(g, a.m)
 		wi, bit := i>>6, uint(i&63)
 		old := w[a1+wi]
 		in1 &= old >> bit

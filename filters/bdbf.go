@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // bdbfDefaultWindow is the QHT paper's benchmark setting (Sec. 6.1):
@@ -25,9 +27,9 @@ var bdbfFamily = &Family{
 }
 
 // BDBF is a block-decaying Bloom filter over a sliding window of the last W
-// arrivals, as this package reads Shen & Zhang (the QHT paper only cites
-// it; their paper is not in shared/papers, so this is a reconstruction, not
-// a transcription).
+// arrivals, as this package reads Shen & Zhang (J. Comput. Sci. Technol.
+// 23(6), 2008; the QHT paper only cites it, and this is a reconstruction
+// from that citation, not a transcription of their text).
 //
 // The decaying Bloom filter (DBF) is a counting Bloom filter whose counters
 // hold remaining lifetimes: an arriving element sets its k counters to the
@@ -144,7 +146,7 @@ func (f *BDBF) Observe(h uint64) bool {
 	alive := true
 	g := h
 	for range f.k {
-		i := reduce(g, f.m)
+		i := mix.Reduce(g, f.m)
 		e := cur - i>>f.shift
 		if e < 0 {
 			e += f.blocks

@@ -1,5 +1,7 @@
 package filters
 
+import "github.com/flowdedup/flowdedup/internal/mix"
+
 var _ BatchObserver = (*BDBF)(nil)
 
 // ObserveBatch is Observe over hashes in order, with the k counters of a
@@ -14,7 +16,7 @@ func (f *BDBF) ObserveBatch(hashes []uint64, dup []bool) {
 			step := bloomStep(h)
 			g := h
 			for range f.k {
-				n = buf.cell(n, &f.cells, reduce(g, f.m))
+				n = buf.cell(n, &f.cells, mix.Reduce(g, f.m))
 				g += step
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // benchHashes are precomputed random hashes: the benchmarks time Observe,
@@ -13,10 +15,10 @@ import (
 // all over the array, so cache misses are measured, and no filter sees the
 // same hash twice within one pass of its state's capacity.
 var benchHashes = sync.OnceValue(func() []uint64 {
-	r := newRNG(42)
+	r := mix.NewWyrand(42)
 	hs := make([]uint64, 1<<22)
 	for i := range hs {
-		hs[i] = r.next()
+		hs[i] = r.Uint64()
 	}
 	return hs
 })
@@ -161,7 +163,7 @@ func BenchmarkRandomLines(b *testing.B) {
 				i = (i + benchBatch) & (len(hs) - 1)
 				if mode == "one" {
 					for _, h := range batch {
-						words[reduce(h, len(words))] ^= h
+						words[mix.Reduce(h, len(words))] ^= h
 					}
 					continue
 				}
@@ -169,7 +171,7 @@ func BenchmarkRandomLines(b *testing.B) {
 					var buf lineBuf
 					n := 0
 					for _, h := range s.ahead {
-						n = buf.word(n, words, reduce(h, len(words)))
+						n = buf.word(n, words, mix.Reduce(h, len(words)))
 					}
 					if mode == "prefetch" {
 						buf.flush(n)
@@ -177,7 +179,7 @@ func BenchmarkRandomLines(b *testing.B) {
 						prefetchLoad(buf[:n])
 					}
 					for _, h := range s.hashes {
-						words[reduce(h, len(words))] ^= h
+						words[mix.Reduce(h, len(words))] ^= h
 					}
 				}
 			}

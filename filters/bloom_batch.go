@@ -1,5 +1,7 @@
 package filters
 
+import "github.com/flowdedup/flowdedup/internal/mix"
+
 var _ BatchObserver = (*Bloom)(nil)
 
 // ObserveBatch is Observe over hashes in order, with the k words of a
@@ -21,7 +23,7 @@ func (b *Bloom) prefetchLines(hs []uint64, buf *lineBuf) {
 		step := bloomStep(h)
 		g := h
 		for range b.k {
-			n = buf.word(n, b.words, reduce(g, b.m)>>6)
+			n = buf.word(n, b.words, mix.Reduce(g, b.m)>>6)
 			g += step
 		}
 	}

@@ -1,13 +1,17 @@
 package filters
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
+)
 
 var _ BatchObserver = (*SamplingBF)(nil)
 
 // samplingAhead predicts, on copies, what a SamplingBF's Observe will draw
 // and count for the elements ahead of the one being observed.
 type samplingAhead struct {
-	rng rng
+	rng mix.Wyrand
 	n   uint64 // RSBF's stream position
 }
 
@@ -49,24 +53,24 @@ func (b *SamplingBF) prefetchLines(hs []uint64, ahead samplingAhead, buf *lineBu
 		switch b.rule {
 		case ruleBSBF:
 			for f := range b.k {
-				n = buf.word(n, w, (f*b.stride+r.intn(b.s))>>6)
+				n = buf.word(n, w, (f*b.stride+r.IntN(b.s))>>6)
 			}
 		case ruleBSBFSD:
-			f := r.intn(b.k)
-			n = buf.word(n, w, (f*b.stride+r.intn(b.s))>>6)
+			f := r.IntN(b.k)
+			n = buf.word(n, w, (f*b.stride+r.IntN(b.s))>>6)
 		case ruleRLBSBF:
 			for f := range b.k {
-				n = buf.word(n, w, (f*b.stride+r.intn(b.s))>>6)
-				r.next() // the coin
+				n = buf.word(n, w, (f*b.stride+r.IntN(b.s))>>6)
+				r.Uint64() // the coin
 			}
 		case ruleRSBF:
 			if ahead.n < b.phase3 {
 				ahead.n++
 			}
 			if i := ahead.n; i > uint64(b.s) && i < b.phase3 { // phase 2
-				if hi, _ := bits.Mul64(r.next(), i); hi < uint64(b.s) {
+				if hi, _ := bits.Mul64(r.Uint64(), i); hi < uint64(b.s) {
 					for f := range b.k {
-						n = buf.word(n, w, (f*b.stride+r.intn(b.s))>>6)
+						n = buf.word(n, w, (f*b.stride+r.IntN(b.s))>>6)
 					}
 				}
 			}

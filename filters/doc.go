@@ -1,8 +1,12 @@
 // Package filters holds the streaming duplicate filters of flowdedup: the
-// ones of the papers in shared/papers (SBF, QHT and its variants, SQF and
-// ISQF, FP-SBF, RSBF/BSBF/BSBFSD/RLBSBF) and their baselines (Bloom, LRU
-// buffering, FPBuffering, a streaming cuckoo filter, A2, b_DBF, an exact
-// set).
+// ones of the papers (SBF: Deng & Rafiei, SIGMOD 2006; QHT and its
+// variants: Géraud, Lombard-Platet & Naccache, arXiv:1901.04358, 2019; SQF:
+// Dutta, Narang & Bera, PVLDB 6(8), 2013; ISQF: Che, Yang & Wang, IAJIT
+// 17(5), 2020; FP-SBF: Singh & Batra, Computing and Informatics 37(6),
+// 2018; RSBF/BSBF/BSBFSD/RLBSBF: Bera, Dutta, Narang & Bhattacherjee,
+// arXiv:1212.3964, 2012) and their baselines (Bloom, LRU buffering,
+// FPBuffering, a streaming cuckoo filter, A2, b_DBF, an exact set).
+// docs/papers.md gives the full references and reading notes.
 //
 // Every filter implements Filter over precomputed 64-bit keyed hashes: the
 // caller hashes a flow key once (flow.Key.Hash) and the filter derives the
@@ -31,7 +35,8 @@
 //
 // # Traps in the papers, found while implementing them
 //
-// These add to shared/papers/ERRATA.md; each is tested where the filter is.
+// These add to the reading notes of docs/papers.md; each is tested where the
+// filter is.
 //
 //   - SBF: P from fps is Eq. 17 rounded up, so the bound asked for holds
 //     (fps=0.1 gives P=5; the paper truncates to 4, whose Eq. 8 is 11.1%).

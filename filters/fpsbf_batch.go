@@ -1,6 +1,10 @@
 package filters
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
+)
 
 var _ BatchObserver = (*FPSBF)(nil)
 
@@ -27,22 +31,22 @@ func (s *FPSBF) ObserveBatch(hashes []uint64, dup []bool) {
 // prefetchLines requests, for each h, the words of its k cells and of the
 // L cells its eviction round would decrement, drawing them from ahead as
 // Observe and evict do; it returns ahead advanced past those draws.
-func (s *FPSBF) prefetchLines(hs []uint64, ahead rng, buf *lineBuf) rng {
+func (s *FPSBF) prefetchLines(hs []uint64, ahead mix.Wyrand, buf *lineBuf) mix.Wyrand {
 	n := 0
 	m := uint64(s.m)
 	for _, h := range hs {
 		g, step, _ := s.indexHash(h)
 		base := 0
 		for range s.k {
-			n = buf.cell(n, &s.cells, base+reduce(g, s.sub))
+			n = buf.cell(n, &s.cells, base+mix.Reduce(g, s.sub))
 			g += step
 			base += s.sub
 		}
-		if s.xi < 1 && !(ahead.float64() < s.xi) {
+		if s.xi < 1 && !(ahead.Float64() < s.xi) {
 			continue
 		}
 		for range s.l {
-			i, _ := bits.Mul64(ahead.next(), m)
+			i, _ := bits.Mul64(ahead.Uint64(), m)
 			n = buf.cell(n, &s.cells, int(i))
 		}
 	}

@@ -1,5 +1,7 @@
 package filters
 
+import "github.com/flowdedup/flowdedup/internal/mix"
+
 // The batch path of the QHT family and of SQF and ISQF, which share its rows
 // (qhtTable). A row depends only on the hash, so its words are known before
 // the batch is observed; a replacement's random bucket is in the same row.
@@ -35,7 +37,7 @@ func (t *qhtTable) prefetchLines(hs []uint64, buf *lineBuf) {
 	n := 0
 	w, rowBits := t.cells.words, int(t.rowBits)
 	for _, h := range hs {
-		bit := reduce(h&^t.sig.remMask, t.rows) * rowBits
+		bit := mix.Reduce(h&^t.sig.remMask, t.rows) * rowBits
 		if t.wide {
 			n = t.prefetchWideRow(buf, n, bit)
 			continue

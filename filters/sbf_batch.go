@@ -1,5 +1,7 @@
 package filters
 
+import "github.com/flowdedup/flowdedup/internal/mix"
+
 var _ BatchObserver = (*SBF)(nil)
 
 // ObserveBatch is Observe over hashes in order, with the K cells and the
@@ -21,7 +23,7 @@ func (s *SBF) ObserveBatch(hashes []uint64, dup []bool) {
 // prefetchLines requests, for each h, the words of its K cells and of the
 // first cells of the P its Observe decrements, whose start it draws from
 // ahead; it returns ahead advanced past those draws.
-func (s *SBF) prefetchLines(hs []uint64, ahead rng, buf *lineBuf) rng {
+func (s *SBF) prefetchLines(hs []uint64, ahead mix.Wyrand, buf *lineBuf) mix.Wyrand {
 	n := 0
 	w := s.cells.words
 	for _, h := range hs {
@@ -29,9 +31,9 @@ func (s *SBF) prefetchLines(hs []uint64, ahead rng, buf *lineBuf) rng {
 		g := h
 		for range s.k {
 			if s.d == 1 {
-				n = buf.word(n, w, reduce(g, s.m)>>6)
+				n = buf.word(n, w, mix.Reduce(g, s.m)>>6)
 			} else {
-				n = buf.cell(n, &s.cells, reduce(g, s.m))
+				n = buf.cell(n, &s.cells, mix.Reduce(g, s.m))
 			}
 			g += step
 		}
@@ -39,7 +41,7 @@ func (s *SBF) prefetchLines(hs []uint64, ahead rng, buf *lineBuf) rng {
 			continue
 		}
 		// decrement(start): cells start..start+P-1, wrapping at m.
-		start := ahead.intn(s.m)
+		start := ahead.IntN(s.m)
 		end := start + s.p
 		if end > s.m {
 			n = buf.words(n, w, 0, ((end-s.m)*s.d-1)>>6)

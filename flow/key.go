@@ -238,10 +238,11 @@ func (k Key) String() string {
 //	5tuple     tcp 10.0.0.1:1234 > 10.0.0.2:80
 //	           udp [2001:db8::1]:53 > [2001:db8::2]:5353
 //	           icmp 10.0.0.1 > 10.0.0.2  (no ports)
-//	           47 10.0.0.1 > 10.0.0.2    (protocol without a name)
+//	           gre 10.0.0.1 > 10.0.0.2
+//	           200 10.0.0.1 > 10.0.0.2   (protocol without a name)
 //
-// Protocols are named tcp, udp, sctp, icmp and icmp6, others are written as
-// their number. A 5-tuple without ports (a protocol without ports, or a
+// Protocols are written by name ([ProtoName]) where IANA gives them one,
+// others as their number. A 5-tuple without ports (a protocol without ports, or a
 // non-first fragment) omits them. The zero Key is "invalid Key". The form is
 // stable: reports and tests may depend on it.
 func (k Key) AppendText(b []byte) ([]byte, error) {
@@ -270,17 +271,8 @@ func (k Key) AppendText(b []byte) ([]byte, error) {
 }
 
 func appendProto(b []byte, proto uint8) []byte {
-	switch proto {
-	case protoTCP:
-		return append(b, "tcp"...)
-	case protoUDP:
-		return append(b, "udp"...)
-	case protoSCTP:
-		return append(b, "sctp"...)
-	case protoICMP:
-		return append(b, "icmp"...)
-	case protoICMPv6:
-		return append(b, "icmp6"...)
+	if name := ProtoName(proto); name != "" {
+		return append(b, name...)
 	}
 	return strconv.AppendUint(b, uint64(proto), 10)
 }

@@ -134,10 +134,11 @@ func TestKeyString(t *testing.T) {
 		{MakeKey(Key5Tuple, a, b, protoTCP, 1234, 80), "tcp 10.0.0.1:1234 > 10.0.0.2:80"},
 		{MakeKey(Key5Tuple, a6, b6, protoUDP, 53, 5353), "udp [2001:db8::1]:53 > [2001:db8::2]:5353"},
 		{MakeKey(Key5Tuple, a, b, protoSCTP, 1, 2), "sctp 10.0.0.1:1 > 10.0.0.2:2"},
-		{MakeKey(Key5Tuple, a, b, protoUDPLite, 1, 2), "136 10.0.0.1:1 > 10.0.0.2:2"},
+		{MakeKey(Key5Tuple, a, b, protoUDPLite, 1, 2), "udplite 10.0.0.1:1 > 10.0.0.2:2"},
 		{MakeKey(Key5Tuple, a, b, protoICMP, 1, 2), "icmp 10.0.0.1 > 10.0.0.2"},
 		{MakeKey(Key5Tuple, a6, b6, protoICMPv6, 0, 0), "icmp6 2001:db8::1 > 2001:db8::2"},
-		{MakeKey(Key5Tuple, a, b, 47, 0, 0), "47 10.0.0.1 > 10.0.0.2"},
+		{MakeKey(Key5Tuple, a, b, 47, 0, 0), "gre 10.0.0.1 > 10.0.0.2"},
+		{MakeKey(Key5Tuple, a, b, 200, 0, 0), "200 10.0.0.1 > 10.0.0.2"}, // unassigned
 		{noPorts(MakeKey(Key5Tuple, a, b, protoTCP, 1, 2)), "tcp 10.0.0.1 > 10.0.0.2"},
 		{MakeKey(Key5Tuple, max6, max6, protoSCTP, 65535, 65535), "sctp [ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535 > [ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"},
 	} {

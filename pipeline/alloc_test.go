@@ -73,3 +73,44 @@ func (s *limitSource) Next(p *capture.Packet) error {
 	s.left--
 	return s.fakeSource.Next(p)
 }
+
+// TestSketchAllocs: the sketches allocate nothing per window, and
+// KeepSketch one encoding per window: two runs of the same 100 windows,
+// with and without KeepSketch, differ by at most 2 allocations a window
+// (the encoding, and now and then its pooled compressor refilled after a
+// garbage collection emptied the pool).
+func TestSketchAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const packets = 100_000
+	pkts := make([]pkt, packets)
+	for i := range pkts {
+		pkts[i] = pkt{srcFrame(i % 3000), t0 + int64(i)*int64(10*time.Microsecond)} // 1 s: 100 windows of 10 ms
+	}
+	allocs := func(keep bool) (uint64, int) {
+		sink := &countSink{}
+		p, err := New(Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Window: 10 * time.Millisecond, KeepSketch: keep}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if err := p.Run(t.Context(), newSource(pkts)); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.Mallocs - before.Mallocs, sink.windows
+	}
+	allocs(true) // fill the encoder pool
+	without, n := allocs(false)
+	with, n2 := allocs(true)
+	t.Logf("%d windows: %d allocations without KeepSketch, %d with", n, without, with)
+	if n != 100 || n2 != 100 {
+		t.Fatalf("%d and %d windows, want 100", n, n2)
+	}
+	if with > without+2*uint64(n) {
+		t.Errorf("KeepSketch: %d allocations more for %d windows, want at most 2 a window", with-without, n)
+	}
+}

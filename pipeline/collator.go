@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/flowdedup/flowdedup/sketch"
 )
 
 // Output batching: each worker owns outPool batches of outBatchSize
@@ -47,6 +50,15 @@ type collator struct {
 	fin bool
 	// unflushed: records went to the sink since its last Flush.
 	unflushed bool
+
+	// The distinct-count sketches: each assembly merges its workers'
+	// sketches into one of its own, taken from spare (empty ones, cloned
+	// from proto while there are too few: as many as windows are assembled
+	// at once) and given back when its summary is written.
+	proto       *sketch.HLL
+	spare       []*sketch.HLL
+	keep        bool   // Config.KeepSketch
+	emptySketch []byte // binary form of an empty sketch, for empty windows (keep)
 }
 
 // assembly is a window being put together from the workers' closes.
@@ -57,9 +69,12 @@ type assembly struct {
 	keys     uint64
 	distinct uint64
 	counts   counts
+	sketch   *sketch.HLL // the union of the workers' sketches so far
 }
 
-func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *outBatch, stop *atomic.Bool, windows *atomic.Uint64) *collator {
+// newCollator makes the collator; proto is an empty sketch of the run's
+// precision and seed.
+func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *outBatch, stop *atomic.Bool, windows *atomic.Uint64, proto *sketch.HLL, keep bool) *collator {
 	return &collator{
 		sink:     sink,
 		win:      win,
@@ -71,13 +86,17 @@ func newCollator(sink Sink, win windowing, out <-chan *outBatch, free []chan *ou
 		seen:     make([]int, len(free)),
 		last:     winUnknown,
 		nw:       len(free),
+		proto:    proto,
+		keep:     keep,
 	}
 }
 
 // run reports until the last window is written, then closes the Sink. It
 // returns the first Sink error. After an error the collator goes on
-// receiving, without calling the Sink, so that the workers and producers
-// (told to stop) wind down through the normal end-of-input path.
+// receiving, giving the Sink no more records but still the summaries of
+// the windows it closes, so that the workers and producers (told to stop)
+// wind down through the normal end-of-input path and the Sink's totals are
+// whole.
 func (r *collator) run() error {
 	flusher, _ := r.sink.(Flusher)
 	for !r.fin {
@@ -123,7 +142,7 @@ func (r *collator) consume(m *outBatch) {
 		k := r.seen[m.worker] - r.done
 		r.seen[m.worker]++
 		if k == len(r.pending) {
-			r.pending = append(r.pending, assembly{window: m.window})
+			r.pending = append(r.pending, assembly{window: m.window, sketch: r.spareSketch()})
 			r.pending[k].counts.reset()
 		}
 		a := &r.pending[k]
@@ -137,6 +156,10 @@ func (r *collator) consume(m *outBatch) {
 		if m.worker == 0 {
 			a.counts.add(&m.counts)
 		}
+		if err := a.sketch.Merge(m.sketch); err != nil && r.err == nil {
+			r.fail(fmt.Errorf("pipeline: merging the workers' sketches: %w", err)) // never: every sketch of a run is a clone of one
+		}
+		m.sketch.Reset()
 	}
 	m.recs = m.recs[:0]
 	m.close, m.final = false, false
@@ -160,14 +183,37 @@ func (r *collator) summarize() {
 	r.emit(r.summary(&a))
 	r.last = a.window
 	r.fin = a.final
+	a.sketch.Reset()
+	r.spare = append(r.spare, a.sketch)
 }
 
+// spareSketch returns an empty sketch for a new assembly.
+func (r *collator) spareSketch() *sketch.HLL {
+	if n := len(r.spare); n > 0 {
+		s := r.spare[n-1]
+		r.spare = r.spare[:n-1]
+		return s
+	}
+	return r.proto.Clone()
+}
+
+// encode returns the binary form of sk for a summary: a new slice, which
+// the pipeline never touches again.
+func (r *collator) encode(sk *sketch.HLL) []byte {
+	b, err := sk.MarshalBinary()
+	if err != nil && r.err == nil {
+		r.fail(fmt.Errorf("pipeline: encoding a window's sketch: %w", err)) // never: sk is not the zero HLL
+	}
+	return b
+}
+
+// emit gives the Sink the summary s. After a Sink error it still does, and
+// ignores what the Sink returns, so that a Sink that keeps run totals
+// counts every window the pipeline closed (the run's real totals), not
+// only those closed before the error.
 func (r *collator) emit(s *WindowSummary) {
 	r.windows.Add(1)
-	if r.err != nil {
-		return
-	}
-	if err := r.sink.Window(s); err != nil {
+	if err := r.sink.Window(s); err != nil && r.err == nil {
 		r.fail(err)
 	}
 }
@@ -179,7 +225,11 @@ func (r *collator) emit(s *WindowSummary) {
 // its wall-clock span.
 func (r *collator) summary(a *assembly) *WindowSummary {
 	c := &a.counts
-	s := &WindowSummary{Packets: c.packets, Keys: a.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: a.distinct, Final: a.final}
+	s := &WindowSummary{Packets: c.packets, Keys: a.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: a.distinct, Final: a.final,
+		DistinctEstimate: a.sketch.Estimate()}
+	if r.keep {
+		s.Sketch = r.encode(a.sketch)
+	}
 	s.MalformedBy, s.Malformed = byLabel(c.malformed[:len(reasonLabels)], reasonLabels)
 	s.SkippedBy, s.Skipped = byLabel(c.skipped[:len(reasonLabels)], reasonLabels)
 	s.DroppedBy, s.Dropped = byLabel(c.dropped[:], dropLabels[:])
@@ -208,8 +258,18 @@ func (r *collator) emitGap(from, to int64) {
 }
 
 func (r *collator) empty(start, end int64) *WindowSummary {
-	return &WindowSummary{
+	s := &WindowSummary{
 		StartNs: start, EndNs: end,
 		MalformedBy: map[string]uint64{}, SkippedBy: map[string]uint64{}, DroppedBy: map[string]uint64{}, LateBy: map[string]uint64{},
 	}
+	if r.keep {
+		// An empty window has an empty sketch, so that a merge over a
+		// period finds one in every summary. All empty windows share one
+		// encoding: the pipeline never writes to it.
+		if r.emptySketch == nil {
+			r.emptySketch = r.encode(r.proto)
+		}
+		s.Sketch = r.emptySketch
+	}
+	return s
 }

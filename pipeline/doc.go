@@ -87,6 +87,27 @@
 // producer has; with windows off (one window, index 0) or wall-clock
 // windows, everybody starts in the known windows.
 //
+// # Distinct-count sketches
+//
+// Besides its filter, each worker keeps a HyperLogLog (package sketch) for
+// each window slot, and adds to it every key of every batch it is given,
+// hashed under Config.SketchSeed: not only the keys its filter found
+// unseen, so the estimate does not inherit the filter's errors. A cache of
+// the flow hashes of the keys it inserted lately (sketchFeed, exact up to
+// 64-bit hash collisions) spares the repeats of a flow that hash and
+// update. When a worker closes a window it swaps that window's sketch with
+// the empty one its output batch carries, and hands the full one to the
+// collator with its close; the collator merges the workers' sketches of
+// the window (register by register: the sketch of the union of their
+// keys), writes the estimate (and, with Config.KeepSketch, the binary
+// form) into the summary, and empties the sketches for reuse. Nothing
+// allocates per key or, without KeepSketch, per window: each worker has
+// 2^p bytes (16 KiB at the default p = 14) and a 128 KiB cache per window
+// slot (ceil(Lateness/Window)+1 slots) and 2^p bytes per output batch (4),
+// the collator 2^p bytes per window being assembled; KeepSketch allocates
+// the encoded sketch of each window (62 bytes empty, about 7.5 KiB full
+// at p = 14).
+//
 // # Lifecycle
 //
 // New checks the Config and builds the filters; Run runs the pipeline once

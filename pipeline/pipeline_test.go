@@ -432,9 +432,20 @@ func TestSinkError(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop after a Sink error")
 	}
-	recs, _ := sink.snapshot()
+	recs, wins := sink.snapshot()
 	if len(recs) != 99 || sink.closes != 1 {
 		t.Errorf("%d records kept, %d closes; want 99, 1", len(recs), sink.closes)
+	}
+	// The summaries of the windows closed after the error still came, so
+	// a Sink's totals are the run's: every packet read, every window.
+	st := p.Stats()
+	var packets uint64
+	for _, w := range wins {
+		packets += w.Packets
+	}
+	if len(wins) == 0 || !wins[len(wins)-1].Final || uint64(len(wins)) != st.Windows || packets != st.Packets {
+		t.Errorf("after the error: %d summaries (final %v) of %d packets; the pipeline closed %d windows of %d packets",
+			len(wins), len(wins) > 0 && wins[len(wins)-1].Final, packets, st.Windows, st.Packets)
 	}
 }
 

@@ -58,10 +58,10 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 	for w := range t.workers {
 		free[w] = make(chan *outBatch, outPool)
 		for range outPool {
-			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize)}
+			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize), sketch: p.sketch.Clone()}
 		}
-		t.workers[w] = newWorker(w, p.filters[w], cfg, lo, t.rings[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
+		t.workers[w] = newWorker(w, p.filters[w], p.sketch, cfg, lo, t.rings[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
 	}
-	t.collator = newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows)
+	t.collator = newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows, p.sketch, cfg.KeepSketch)
 	return t
 }

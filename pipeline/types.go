@@ -51,10 +51,20 @@ type WindowSummary struct {
 	// DistinctEstimate is a HyperLogLog estimate (package sketch) of the
 	// distinct keys of the window: every key the workers were given, hashed
 	// under Config.SketchSeed, so it is independent of the filters' errors
-	// and mergeable across workers, windows and routers.
+	// and mergeable across workers, windows and routers. Its standard error
+	// is 1.04/sqrt(2^Config.SketchPrecision): 0.81% by default. With a
+	// source that keys in the kernel (capture.KernelCounter) the workers
+	// get only the keys the kernel's prefilter had not seen in the window,
+	// which is each distinct key at least once: the estimate is that of
+	// every key of the window all the same (keys the kernel lost to a full
+	// ring, and never sent again in the window, are missing, as they are
+	// from the records).
 	DistinctEstimate uint64
 	// Sketch is that HyperLogLog in its binary form (sketch.HLL
-	// MarshalBinary), nil unless Config.KeepSketch.
+	// MarshalBinary, with its precision and seed fingerprint), nil unless
+	// Config.KeepSketch. Empty windows carry the form of an empty sketch.
+	// Unlike the rest of the summary it is never reused: the pipeline does
+	// not write to it after the Window call, so a Sink may keep it.
 	Sketch []byte
 }
 
@@ -66,7 +76,10 @@ type WindowSummary struct {
 // before the summary of window i (Record.WindowNs says which window a
 // record is of). Summaries come in window order. An error from a Sink
 // stops the pipeline and is returned by Run (a full disk must not be lost
-// silently).
+// silently). After that error the Sink is given no more records, but
+// still the summary of every window the pipeline closes as it stops (what
+// Window then returns is ignored), so that run totals kept by the Sink are
+// the real ones.
 //
 // The pointers passed to Record and Window are valid only for the call: the
 // pipeline reuses the memory they point to. A Sink that keeps a Record or a

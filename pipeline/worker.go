@@ -6,6 +6,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/sketch"
 )
 
 // batchesPerTurn is how many batches a worker takes from one ring before
@@ -73,7 +74,8 @@ type wslot struct {
 	endNs    int64
 	keys     uint64
 	distinct uint64
-	counts   counts // worker 0: the producers' counts
+	counts   counts     // worker 0: the producers' counts
+	sketch   sketchFeed // every key of the window given to this worker
 }
 
 // workerStats are a worker's counters for Stats, stored once per batch.
@@ -99,11 +101,15 @@ type outBatch struct {
 	keys     uint64
 	distinct uint64
 	counts   counts // worker 0 only
+	// sketch: with close, the worker's sketch of the window, which the
+	// collator merges into the window's; it is empty whenever the batch is
+	// with the worker.
+	sketch *sketch.HLL
 }
 
 // newWorker makes worker id with its filters (one per window that can be
 // open at once), starting with producers at window lo.
-func newWorker(id int, filt []filters.Filter, cfg *Config, lo int64, rings []*ring, prodPark []*parker, park *parker, out chan<- *outBatch, free <-chan *outBatch, stats *workerStats) *worker {
+func newWorker(id int, filt []filters.Filter, sk *sketch.HLL, cfg *Config, lo int64, rings []*ring, prodPark []*parker, park *parker, out chan<- *outBatch, free <-chan *outBatch, stats *workerStats) *worker {
 	w := &worker{
 		id:       id,
 		rings:    rings,
@@ -119,7 +125,7 @@ func newWorker(id int, filt []filters.Filter, cfg *Config, lo int64, rings []*ri
 		dup:      make([]bool, cfg.BatchSize),
 	}
 	for i, f := range filt {
-		w.slots[i] = wslot{window: winNone, filter: f}
+		w.slots[i] = wslot{window: winNone, filter: f, sketch: newSketchFeed(sk)}
 		w.slots[i].fill, _ = f.(fillRatioer)
 	}
 	w.hot = &w.slots[0]
@@ -234,6 +240,7 @@ func (w *worker) observe(b *batch) {
 			w.emit(sl, &b.keys[i], b.times[i])
 		}
 	}
+	sl.sketch.add(b.keys[:b.n], hashes) // every key, not only the unseen: the estimate must not inherit the filter's errors
 	n := uint64(len(hashes))
 	sl.keys += n
 	w.keys += n
@@ -290,6 +297,7 @@ func (w *worker) close(sl *wslot, final bool) {
 	ob.window = sl.window
 	ob.keys, ob.distinct = sl.keys, sl.distinct
 	ob.counts = sl.counts
+	ob.sketch = sl.sketch.take(ob.sketch) // the collator merges the window's and empties it; the slot takes the empty one
 	if w.id == 0 {
 		ob.counts.add(&w.pre) // what producers that never had a packet counted goes to the first window closed
 		w.pre.reset()
@@ -319,7 +327,7 @@ func (w *worker) finish() {
 		}
 	}
 	if last == nil {
-		sl := &wslot{window: winUnknown, filter: w.slots[0].filter}
+		sl := &wslot{window: winUnknown, filter: w.slots[0].filter, sketch: w.slots[0].sketch} // empty: no window was held
 		sl.counts.reset()
 		w.close(sl, true) // with w.pre's counts
 		return

@@ -55,7 +55,7 @@ func TestDevFull(t *testing.T) {
 	}
 
 	sw := NewSummaryWriter(f)
-	if err := sw.Window(&pipeline.WindowSummary{}); !errors.Is(err, syscall.ENOSPC) {
+	if err := sw.Window(&Summary{}); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("summary to /dev/full: %v, want ENOSPC", err)
 	}
 }

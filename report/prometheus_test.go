@@ -17,8 +17,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -33,7 +34,7 @@ func prometheusBinary(t *testing.T) string {
 	if _, err := os.Stat(debian); err == nil {
 		return debian
 	}
-	t.Skip("no prometheus server binary in PATH or at /usr/bin/prometheus; " +
+	testutil.SkipOrFail(t, "no prometheus server binary in PATH or at /usr/bin/prometheus; "+
 		"install it with: DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus")
 	return ""
 }
@@ -77,7 +78,7 @@ func TestPrometheusScrape(t *testing.T) {
 	dir := t.TempDir()
 
 	const packets = 2000
-	src, err := capture.OpenFiles(filepath.Join("..", "testdata", "pcaps", "malformed.pcap"))
+	src, err := pcapfile.Open(filepath.Join("..", "testdata", "pcaps", "malformed.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}

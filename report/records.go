@@ -58,7 +58,8 @@ const (
 // back to the last whole record (see WriteError). Writing a record does not
 // allocate.
 //
-// A RecordWriter is not safe for concurrent use. It does not close its
+// A RecordWriter is a synchronous [Sink] (Records, Window and Close flush
+// as said there). It is not safe for concurrent use. It does not close its
 // destination.
 type RecordWriter struct {
 	out     wholeWriter
@@ -67,6 +68,8 @@ type RecordWriter struct {
 	buf     []byte // whole records not yet written
 	pending int    // records in buf
 }
+
+var _ Sink = (*RecordWriter)(nil)
 
 // NewRecordWriter returns a writer of records of the given key kind to w in
 // format: "jsonl" (or ""), "csv" or "text".
@@ -79,10 +82,10 @@ type RecordWriter struct {
 // window the start of that window, both RFC 3339 in UTC with as many
 // fractional digits as needed (time.RFC3339Nano). The key fields are those
 // of the kind: src (src, pair, 5tuple), dst (dst, pair, 5tuple), proto
-// (5tuple, the IP protocol number), proto_name (5tuple, when the protocol
-// has a name: tcp, udp, sctp, icmp, icmp6), sport and dport (5tuple, when
-// the key has ports: not for ICMP, other portless protocols or non-first
-// fragments). window is omitted when windows are off
+// (5tuple, the IP protocol number), proto_name (5tuple, when IANA names
+// the protocol: flow.ProtoName, e.g. tcp, udp, icmp, icmp6, igmp, gre),
+// sport and dport (5tuple, when the key has ports: not for ICMP, other
+// portless protocols or non-first fragments). window is omitted when windows are off
 // (pipeline.Record.WindowEndNs == 0).
 //
 // csv writes a header line naming the kind's columns, then one row per
@@ -147,9 +150,33 @@ func (rw *RecordWriter) Record(r *pipeline.Record) error {
 	return nil
 }
 
+// Records buffers the records of b (see Record). When one fails, the
+// records of b after it are counted as lost too: its *WriteError's Lost
+// includes them.
+func (rw *RecordWriter) Records(b *Batch) error {
+	if rw.out.err != nil {
+		return rw.out.err
+	}
+	for i := range b.Records {
+		if err := rw.Record(&b.Records[i]); err != nil {
+			if we, ok := err.(*WriteError); ok {
+				we.Lost += len(b.Records) - i - 1
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Window flushes the records: those of the window that closed are written
+// before its summary is.
+func (rw *RecordWriter) Window(*Summary) error { return rw.Flush() }
+
+// Close flushes the records. It does not close the destination.
+func (rw *RecordWriter) Close() error { return rw.Flush() }
+
 // Flush writes the buffered records. Reporter flushes at the end of every
-// window; a live capture with long windows may also flush on a timer from
-// the goroutine that calls Record.
+// window and whenever the pipeline is idle.
 func (rw *RecordWriter) Flush() error {
 	err := rw.out.write(rw.buf, rw.pending)
 	if err == nil {
@@ -177,7 +204,7 @@ func appendJSON(b []byte, r *pipeline.Record) []byte {
 	if k.Kind() == flow.Key5Tuple {
 		b = append(b, `,"proto":`...)
 		b = strconv.AppendUint(b, uint64(k.Proto()), 10)
-		if name := protoName(k.Proto()); name != "" {
+		if name := flow.ProtoName(k.Proto()); name != "" {
 			b = append(b, `,"proto_name":"`...)
 			b = append(b, name...)
 			b = append(b, '"')
@@ -214,7 +241,7 @@ func appendCSV(b []byte, r *pipeline.Record) []byte {
 		b = append(b, ',')
 		b = strconv.AppendUint(b, uint64(k.Proto()), 10)
 		b = append(b, ',')
-		b = append(b, protoName(k.Proto())...)
+		b = append(b, flow.ProtoName(k.Proto())...)
 		b = append(b, ',')
 		if k.HasPorts() {
 			b = strconv.AppendUint(b, uint64(k.SrcPort()), 10)
@@ -242,22 +269,4 @@ func appendText(b []byte, r *pipeline.Record) []byte {
 // RFC 3339 form, in UTC, without trailing zeros in the fraction.
 func appendTime(b []byte, ns int64) []byte {
 	return time.Unix(0, ns).UTC().AppendFormat(b, time.RFC3339Nano)
-}
-
-// protoName returns the name flow.Key.AppendText gives the IP protocol
-// proto, or "" when it writes the number.
-func protoName(proto uint8) string {
-	switch proto {
-	case 1:
-		return "icmp"
-	case 6:
-		return "tcp"
-	case 17:
-		return "udp"
-	case 58:
-		return "icmp6"
-	case 132:
-		return "sctp"
-	}
-	return ""
 }

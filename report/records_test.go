@@ -135,14 +135,24 @@ var recordCases = []recordCase{
 		text:   `2026-01-01T00:00:02.75Z  icmp 192.0.2.1 > 192.0.2.254`,
 	},
 	{
-		name: "5tuple/gre/v4/unnamed",
+		name: "5tuple/gre/v4/named",
 		rec: pipeline.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, addr("192.0.2.1"), addr("198.51.100.7"), 47, 0, 0),
 			TimeNs: at("2026-01-01T00:00:03.25Z"),
 		},
-		jsonl:  `{"ts":"2026-01-01T00:00:03.25Z","src":"192.0.2.1","dst":"198.51.100.7","proto":47}`,
-		csvRow: `2026-01-01T00:00:03.25Z,192.0.2.1,198.51.100.7,47,,,,`,
-		text:   `2026-01-01T00:00:03.25Z  47 192.0.2.1 > 198.51.100.7`,
+		jsonl:  `{"ts":"2026-01-01T00:00:03.25Z","src":"192.0.2.1","dst":"198.51.100.7","proto":47,"proto_name":"gre"}`,
+		csvRow: `2026-01-01T00:00:03.25Z,192.0.2.1,198.51.100.7,47,gre,,,`,
+		text:   `2026-01-01T00:00:03.25Z  gre 192.0.2.1 > 198.51.100.7`,
+	},
+	{
+		name: "5tuple/unassigned/v4/unnamed",
+		rec: pipeline.Record{
+			Key:    flow.MakeKey(flow.Key5Tuple, addr("192.0.2.1"), addr("198.51.100.7"), 200, 0, 0),
+			TimeNs: at("2026-01-01T00:00:03.25Z"),
+		},
+		jsonl:  `{"ts":"2026-01-01T00:00:03.25Z","src":"192.0.2.1","dst":"198.51.100.7","proto":200}`,
+		csvRow: `2026-01-01T00:00:03.25Z,192.0.2.1,198.51.100.7,200,,,,`,
+		text:   `2026-01-01T00:00:03.25Z  200 192.0.2.1 > 198.51.100.7`,
 	},
 	{
 		// The longest record: full-length IPv6 addresses, 5-digit ports,

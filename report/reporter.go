@@ -6,34 +6,67 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
 // Config says where a Reporter writes. The Reporter does not close any of
-// the writers.
+// the writers; it closes the Sinks and Queues it is given.
 type Config struct {
 	Out     io.Writer    // distinct-flow records; nil writes none
 	Format  string       // record format, one of Formats; "" is jsonl
 	Kind    flow.KeyKind // key kind of the records
 	Summary io.Writer    // window summaries, one JSON line each; nil writes none
-	Totals  io.Writer    // run totals, one text line on Close (stderr); nil writes none
+	Totals  io.Writer    // run totals, one text line on Close (stderr), and a line per export; nil writes none
+
+	// Observer names this observation point in every summary (--observer).
+	Observer string
+	// Filter is the effective filter spec, in every summary.
+	Filter string
+	// Sinks are more synchronous sinks, fed after Out and Summary: their
+	// first error stops the run, as a file's does.
+	Sinks []Sink
+	// Exports are the --export destinations, each in its Queue (see
+	// package report/export): they are fed every record and summary
+	// without ever making the Reporter wait, and what they cannot deliver
+	// is counted (Summary.ExportDropped), never an error.
+	Exports []*Queue
 }
 
-// Reporter is the pipeline.Sink of the CLI: it writes records, window
-// summaries and, on Close, run totals.
+// stageSize is how many records the Reporter gathers before handing them
+// on: enough that a Queue's lock is taken once per 256 records, few enough
+// that records reach a file within moments of the pipeline's idle Flush.
+const stageSize = 256
+
+// Reporter is the pipeline.Sink of the CLI: it hands records and window
+// summaries to report.Sinks, and on Close writes the run totals.
 //
-// The records of a window are flushed before its summary is written, so a
-// summary on disk implies its records are too. The first error of any
-// writer stops the Reporter: it is returned by that call and by every
-// later one, Close included. Close still writes the totals, which count
-// every window given to Window.
+// The synchronous sinks are the record file (--out, a RecordWriter), the
+// summary file (--summary, a SummaryWriter) and Config.Sinks; the first
+// error of any of them stops the Reporter: it is returned by that call and
+// by every later one, Close included. The records of a window reach every
+// sink before its summary does, so a summary on disk implies its records
+// are too. The export Queues get the same records and summaries, copied,
+// and never return an error.
+//
+// Records are gathered into batches of up to 256 and handed on when a
+// batch fills, when a window closes, and on Flush (the pipeline calls it
+// when idle). Each summary the sinks get is the pipeline's, with the
+// Observer and Filter of the Config and what each export Queue dropped
+// since the previous summary (Summary.ExportDropped).
+//
+// Window counts every summary in the totals even after an error, since
+// the pipeline still gives the summaries of the windows it closes while
+// it stops, so the totals are the run's real ones.
 //
 // A Reporter is used from one goroutine, as pipeline.Sink says.
 type Reporter struct {
-	records *RecordWriter
-	summary *SummaryWriter
+	sinks   []Sink
+	exports []*Queue
+	stage   Batch
+	sum     Summary
 	out     io.Writer // for totals
 	totals  pipeline.WindowSummary
 	windows uint64
@@ -42,6 +75,7 @@ type Reporter struct {
 }
 
 var _ pipeline.Sink = (*Reporter)(nil)
+var _ pipeline.Flusher = (*Reporter)(nil)
 
 // New returns a Reporter writing as cfg says. Format and Kind are checked
 // even when Out is nil.
@@ -52,69 +86,128 @@ func New(cfg Config) (*Reporter, error) {
 	if !cfg.Kind.IsValid() {
 		return nil, fmt.Errorf("report: %w: %v", flow.ErrBadKind, cfg.Kind)
 	}
-	r := &Reporter{out: cfg.Totals}
+	r := &Reporter{out: cfg.Totals, exports: cfg.Exports}
 	if cfg.Out != nil {
-		var err error
-		if r.records, err = NewRecordWriter(cfg.Out, cfg.Format, cfg.Kind); err != nil {
+		records, err := NewRecordWriter(cfg.Out, cfg.Format, cfg.Kind)
+		if err != nil {
 			return nil, err
 		}
+		r.sinks = append(r.sinks, records)
 	}
 	if cfg.Summary != nil {
-		r.summary = NewSummaryWriter(cfg.Summary)
+		r.sinks = append(r.sinks, NewSummaryWriter(cfg.Summary))
 	}
+	r.sinks = append(r.sinks, cfg.Sinks...)
+	r.stage.Records = make([]pipeline.Record, 0, stageSize)
+	r.sum.Observer, r.sum.Filter = cfg.Observer, cfg.Filter
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
 	r.totals.DroppedBy = make(map[string]uint64)
+	r.totals.LateBy = make(map[string]uint64)
 	return r, nil
 }
 
-// Record writes the distinct-flow record rec (buffered).
+// Record takes the distinct-flow record rec. It does not allocate.
 func (r *Reporter) Record(rec *pipeline.Record) error {
-	if r.err != nil || r.records == nil {
-		return r.err
-	}
-	r.err = r.records.Record(rec)
-	return r.err
-}
-
-// Window flushes the records and writes the summary of the closed window s.
-func (r *Reporter) Window(s *pipeline.WindowSummary) error {
 	if r.err != nil {
 		return r.err
 	}
-	r.add(s)
-	if r.records != nil {
-		if r.err = r.records.Flush(); r.err != nil {
-			return r.err
-		}
+	r.stage.Records = append(r.stage.Records, *rec)
+	if len(r.stage.Records) == stageSize {
+		return r.dispatch()
 	}
-	if r.summary != nil {
-		r.err = r.summary.Window(s)
-	}
-	return r.err
+	return nil
 }
 
-// Flush writes the buffered records.
-func (r *Reporter) Flush() error {
-	if r.err != nil || r.records == nil {
+// dispatch hands the gathered records to the exports, then to the sinks.
+func (r *Reporter) dispatch() error {
+	if len(r.stage.Records) == 0 {
 		return r.err
 	}
-	r.err = r.records.Flush()
+	for _, q := range r.exports {
+		q.Records(&r.stage)
+	}
+	for _, s := range r.sinks {
+		if r.err = s.Records(&r.stage); r.err != nil {
+			break
+		}
+	}
+	r.stage.ID++
+	r.stage.Records = r.stage.Records[:0]
 	return r.err
 }
 
-// Close flushes the records and writes the run totals. It returns the
-// first error of the Reporter's life; calls after Close return an error.
+// Window hands on the records gathered, then the summary of the closed
+// window s. It counts s in the totals even after an error.
+func (r *Reporter) Window(s *pipeline.WindowSummary) error {
+	r.add(s)
+	if r.err != nil {
+		return r.err
+	}
+	if err := r.dispatch(); err != nil {
+		return err
+	}
+	sum := &r.sum
+	sum.WindowSummary = *s
+	sum.ExportDropped = nil
+	for _, q := range r.exports {
+		q.takeDropped(&sum.ExportDropped)
+	}
+	for _, q := range r.exports {
+		q.Window(sum)
+	}
+	for _, snk := range r.sinks {
+		if r.err = snk.Window(sum); r.err != nil {
+			break
+		}
+	}
+	sum.WindowSummary = pipeline.WindowSummary{} // keep no pointer into the pipeline's memory
+	return r.err
+}
+
+// Flush hands on the records gathered and flushes the synchronous sinks.
+// The export Queues send on their own schedule (QueueConfig.BatchAge).
+func (r *Reporter) Flush() error {
+	if r.err != nil {
+		return r.err
+	}
+	if err := r.dispatch(); err != nil {
+		return err
+	}
+	for _, s := range r.sinks {
+		if r.err = s.Flush(); r.err != nil {
+			break
+		}
+	}
+	return r.err
+}
+
+// Close hands on the records gathered, closes the synchronous sinks and
+// the export Queues (which drain, all at once, each for up to its
+// DrainTimeout), and writes the run totals and a line per export. It
+// returns the first error of the Reporter's life; calls after Close
+// return an error.
 func (r *Reporter) Close() error {
 	if r.closed {
 		return errFirst(r.err, errClosed)
 	}
 	r.closed = true
-	if r.err == nil && r.records != nil {
-		r.err = r.records.Flush()
+	if r.err == nil {
+		r.dispatch()
 	}
+	for _, s := range r.sinks {
+		r.err = errFirst(r.err, s.Close())
+	}
+	var wg sync.WaitGroup
+	for _, q := range r.exports {
+		wg.Go(func() { q.Close() })
+	}
+	wg.Wait()
 	if r.out != nil {
 		line := appendTotals(nil, &r.totals, r.windows)
+		for _, q := range r.exports {
+			line = appendExportTotals(line, q.Stats())
+		}
 		tw := wholeWriter{w: r.out, op: "totals"}
 		r.err = errFirst(r.err, tw.write(line, 1))
 	}
@@ -141,6 +234,10 @@ func (r *Reporter) add(s *pipeline.WindowSummary) {
 	for reason, n := range s.DroppedBy {
 		t.DroppedBy[reason] += n
 	}
+	t.Late += s.Late
+	for reason, n := range s.LateBy {
+		t.LateBy[reason] += n
+	}
 	r.windows++
 }
 
@@ -165,8 +262,30 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 	b = strconv.AppendUint(b, t.Distinct, 10)
 	b = append(b, ", dropped "...)
 	b = appendCountBy(b, t.Dropped, t.DroppedBy)
+	if t.Late != 0 {
+		b = append(b, ", late "...)
+		b = appendCountBy(b, t.Late, t.LateBy)
+	}
 	b = append(b, ", windows "...)
 	b = strconv.AppendUint(b, windows, 10)
+	return append(b, '\n')
+}
+
+// appendExportTotals appends the line of an export's totals:
+//
+//	export ipfix://127.0.0.1:4739: sent 1200 records and 2 window summaries, dropped 5 (queue_full 5), 0 records and 0 summaries left in the spool
+//
+// The spool part is there only with a spool.
+func appendExportTotals(b []byte, st QueueStats) []byte {
+	var dropped uint64
+	for _, n := range st.Dropped {
+		dropped += n
+	}
+	b = fmt.Appendf(b, "export %s: sent %d records and %d window summaries, dropped ", st.Dest, st.Sent, st.SentWindows)
+	b = appendCountBy(b, dropped, st.Dropped)
+	if st.Spooled != 0 || st.SpooledWins != 0 {
+		b = fmt.Appendf(b, ", %d records and %d window summaries left in the spool for the next run", st.Spooled, st.SpooledWins)
+	}
 	return append(b, '\n')
 }
 

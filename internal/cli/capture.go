@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/filters"
@@ -28,58 +29,163 @@ import (
 // heavy hitter sharing a row pushes the other keys out and they are
 // reported again (seen on zipf.pcap.gz: 1-3 extra keys per window of ~300,
 // where QHT matches the exact count). The papers' own benchmark setting
-// (1 bucket, 3 bits) aims at a 25% FPR, not at reporting flows.
+// (1 bucket, 3 bits) aims at a 25% FPR, not at reporting flows; a spec
+// that leaves buckets or fpbits out gets the product's values too
+// (filters.WithProductDefaults).
 const DefaultFilter = "qht:mem=auto,buckets=4,fpbits=12"
 
-// CaptureConfig holds the flags replay and run share (DESIGN.md section 5).
+// DefaultLateness is how long a window stays open after its end when
+// --lateness is not given, but at most one window. Packet time goes back
+// by up to about a second in the captures this is for: a pcapng file
+// whose interfaces dumpcap wrote from separate buffers, flushed every few
+// hundred milliseconds; AF_PACKET rings handed over by block timeout and
+// poll interval (10 ms, 100 ms) and read by readers a loaded machine
+// deschedules. 5s covers that several times over. Its cost is memory and
+// delay, not accuracy: a worker keeps a filter for each window that can
+// be open, ceil(lateness/window)+1, so 2 filters whenever the window is at
+// least 5s (hence the cap at one window: a short window does not multiply
+// the memory by surprise), and each window's summary and records are
+// final 5s after its end. Files merged out of order by hours are beyond
+// any lateness: their old packets are counted as late, never put in the
+// wrong window.
+const DefaultLateness = 5 * time.Second
+
+// maxOpenWindows is the most windows the pipeline keeps open at once
+// (pipeline/window.go; TestLatenessBoundIsThePipelines checks the two
+// agree).
+const maxOpenWindows = 64
+
+// CaptureConfig holds the flags replay and run share (DESIGN.md section
+// 5). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
-	Key     flow.KeyKind
-	Filter  string
-	Workers int
-	Window  time.Duration
-	Out     string
-	Format  string
-	Summary string
-	Metrics string
-	Seed    seedFlag
-	Pin     bool
+	Key      flow.KeyKind
+	Filter   string
+	Workers  int
+	Window   time.Duration
+	Lateness time.Duration // DefaultLateness, capped at Window, unless given
+	Out      string
+	Format   string
+	Summary  string
+	Retain   int // newest files of each time-pattern output kept; 0 all
+	Metrics  string
+	Seed     seedFlag
+	Pin      bool
+	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
+
+	latenessSet bool
+
+	// Set by check.
+	spec         string // the filter spec in effect: canonical, product defaults in
+	open         int    // windows open at once, each with a filter per worker
+	out, summary output // --out and --summary parsed
 }
 
-// BindFlags registers the shared flags on fs.
-func (c *CaptureConfig) BindFlags(fs *flag.FlagSet) {
-	c.Key = flow.KeySrc
-	fs.TextVar(&c.Key, "key", flow.KeySrc, "flow `KIND`: src | dst | pair | 5tuple")
-	fs.StringVar(&c.Filter, "filter", DefaultFilter, "duplicate filter `SPEC` of each worker's shard (see 'flowdedup filters'); mem= is per shard")
-	fs.IntVar(&c.Workers, "workers", runtime.NumCPU(), "worker shards, each owning one filter; the default is the number of CPUs")
-	fs.DurationVar(&c.Window, "window", 0, "landmark window, e.g. 1h: each key is reported at most once per window and filters are cleared at its end (0: one window for the whole run)")
-	fs.StringVar(&c.Out, "out", "-", "distinct-flow records `PATH` (- = stdout)")
-	fs.StringVar(&c.Format, "format", "jsonl", "record format: jsonl | csv | text")
-	fs.StringVar(&c.Summary, "summary", "", "write one JSON summary per closed window to `PATH` (- = stderr)")
-	fs.StringVar(&c.Metrics, "metrics", "", "serve Prometheus metrics on `ADDR`, e.g. 127.0.0.1:9100 (default off)")
+// newCaptureConfig returns the defaults of replay and run.
+func newCaptureConfig() CaptureConfig {
+	return CaptureConfig{
+		Key:     flow.KeySrc,
+		Filter:  DefaultFilter,
+		Workers: runtime.NumCPU(),
+		Out:     "-",
+		Format:  "jsonl",
+	}
+}
+
+// BindFlags registers the shared flags on fs, with c's values as their
+// defaults.
+func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
+	fs.TextVar(&c.Key, "key", c.Key, "flow `KIND`: src | dst | pair | 5tuple")
+	fs.StringVar(&c.Filter, "filter", c.Filter, "duplicate filter `SPEC` of each worker's shard; mem= is per shard, and parameters the spec leaves out take the product defaults 'flowdedup filters' lists")
+	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards, each owning one filter per open window; the default is the number of CPUs, the most %d per CPU", maxWorkersPerCPU))
+	durationFlag(fs, &c.Window, "window", "landmark window `D`, e.g. 1h: each key is reported at most once per window and filters are cleared at its end (0: one window for the whole run)")
+	fs.Var(durationValue{p: &c.Lateness, set: &c.latenessSet}, "lateness", fmt.Sprintf("allowed lateness `D`: a window closes when the newest packet time passes its end plus D, so packets whose time goes back by up to D (pcapng interfaces interleaved, several capture rings) are still counted in their own window; older ones are counted as late. Each worker keeps ceil(D/window)+1 filters (default %s, at most one --window: 2 filters)", DefaultLateness))
+	fs.StringVarP(&c.Out, "out", "w", c.Out, "distinct-flow records `PATH` (- = stdout), or a time pattern for one file per period, e.g. 'flows-%Y%m%dT%H.jsonl' (UTC, conversions in the file name only, %% for a literal %; see Output files above); SIGHUP reopens a plain file")
+	fs.StringVar(&c.Format, "format", c.Format, "record format: jsonl | csv | text")
+	fs.StringVar(&c.Summary, "summary", c.Summary, "write one JSON summary per closed window to `PATH` (- = stderr), or to a time pattern's files as --out")
+	fs.IntVar(&c.Retain, "retain", c.Retain, "keep the newest `N` files of each time-pattern output, removing older ones as new ones are finished (0 = keep all); needs names that sort in time, e.g. %Y%m%dT%H")
+	fs.StringVar(&c.Metrics, "metrics", c.Metrics, "serve Prometheus metrics on `ADDR`, e.g. 127.0.0.1:9100 (default off)")
 	fs.Var(&c.Seed, "seed", "hash key `N` (default: random per run, so nobody can craft colliding keys; set it to reproduce a run)")
-	fs.BoolVar(&c.Pin, "pin", false, "pin each worker and reader to its own CPU")
+	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
+	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
 }
 
-func (c *CaptureConfig) check() error {
+// completeCaptureFlags registers the shell completions of the shared flags.
+func completeCaptureFlags(cmd *cobra.Command) {
+	complete(cmd, "key", "src", "dst", "pair", "5tuple")
+	complete(cmd, "format", report.Formats...)
+	complete(cmd, "filter", filters.Names()...)
+}
+
+// check validates the flags, fills in the defaults that depend on others,
+// and refuses, before anything is allocated, filters that need more memory
+// than budget or more workers than this machine should run.
+func (c *CaptureConfig) check(budget memoryBudget) error {
 	if !c.Key.IsValid() {
 		return usagef("--key: want src, dst, pair or 5tuple")
 	}
 	if c.Workers < 1 {
 		return usagef("--workers must be at least 1")
 	}
+	if n := maxWorkers(); c.Workers > n {
+		return usagef("--workers %d: more than %d per CPU (%d here): a worker wants a CPU of its own, and more of them only take turns",
+			c.Workers, maxWorkersPerCPU, n)
+	}
 	if c.Window < 0 {
 		return usagef("--window must not be negative")
+	}
+	if c.Lateness < 0 {
+		return usagef("--lateness must not be negative")
+	}
+	switch {
+	case c.latenessSet && c.Window == 0:
+		return usagef("--lateness needs --window: without windows the whole run is one window and no packet is late")
+	case !c.latenessSet:
+		c.Lateness = min(DefaultLateness, c.Window)
+	}
+	c.open = 1
+	if c.Window > 0 {
+		c.open = int((c.Lateness+c.Window-1)/c.Window) + 1
+	}
+	if c.open > maxOpenWindows {
+		return usagef("--lateness %v with --window %v keeps %d windows open: at most %d (a lateness of up to %v)",
+			c.Lateness, c.Window, c.open, maxOpenWindows, (maxOpenWindows-1)*c.Window)
 	}
 	if !slices.Contains(report.Formats, c.Format) {
 		return usagef("--format %q: want jsonl, csv or text", c.Format)
 	}
-	if _, err := filters.New(c.Filter, 0); err != nil {
+	if err := c.checkOutputs(); err != nil {
+		return err
+	}
+	spec, err := filters.WithProductDefaults(c.Filter)
+	if err != nil {
 		return usageError{fmt.Errorf("--filter: %w", err)}
 	}
+	if err := checkFootprint(spec, c.Workers, c.open, budget); err != nil {
+		return err
+	}
+	// One filter, within the budget: New checks the values and gives the
+	// canonical spec (mem=auto resolved).
+	f, err := filters.New(spec, 0)
+	if err != nil {
+		return usageError{fmt.Errorf("--filter: %w", err)}
+	}
+	c.spec = f.String()
 	if !c.Seed.set {
 		c.Seed.v = randomSeed()
 	}
 	return nil
+}
+
+// describe says what the filters are, for the line printed at start.
+func (c *CaptureConfig) describe() string {
+	s := fmt.Sprintf("filter %s, %d workers", c.spec, c.Workers)
+	if c.Window > 0 {
+		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
+	}
+	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
+		s += ", up to " + formatBytes(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
+	}
+	return s
 }
 
 // session is one replay or run: outputs opened, pipeline built.
@@ -95,35 +201,27 @@ type session struct {
 // live backpressure policy (drop and count) and wall-clock windows.
 func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
 	s := &session{cfg: cfg, stderr: stderr}
-	out, err := s.create(cfg.Out, stdout)
+	sinks, err := s.outputs(stdout, stderr)
 	if err != nil {
+		s.close()
 		return nil, err
 	}
-	var summary io.Writer
-	if cfg.Summary != "" {
-		if summary, err = s.create(cfg.Summary, stderr); err != nil {
-			s.close()
-			return nil, err
-		}
-	}
-	s.reporter, err = report.New(report.Config{Out: out, Format: cfg.Format, Kind: cfg.Key, Summary: summary, Totals: stderr})
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Sinks: sinks, Totals: stderr, Filter: cfg.spec})
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Filter: cfg.Filter, Key: cfg.Key,
+		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
-		Window: cfg.Window, Live: live, WallClockWindows: live, Pin: cfg.Pin,
+		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
 	}, s.reporter)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	if cfg.Metrics != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(report.NewCollector(s.pipe.Stats), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		addr, err := report.Serve(ctx, cfg.Metrics, reg)
+		addr, err := report.Serve(ctx, cfg.Metrics, metricsRegistry(s.pipe.Stats, cfg.spec))
 		if err != nil {
 			s.close()
 			return nil, err
@@ -133,17 +231,15 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 	return s, nil
 }
 
-// create opens path for writing ("-" is std).
-func (s *session) create(path string, std io.Writer) (io.Writer, error) {
-	if path == "-" {
-		return std, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	s.closers = append(s.closers, f)
-	return f, nil
+// metricsRegistry gathers the pipeline's counters, each labelled with the
+// filter in effect (filter="qht:mem=1MiB,buckets=4,fpbits=12"), so that
+// dashboards tell runs of different filters apart, and the Go runtime's
+// and the process's metrics.
+func metricsRegistry(stats func() pipeline.Stats, filter string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(report.NewCollector(stats))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 func (s *session) close() error {

@@ -1,15 +1,13 @@
-// Package cli implements the flowdedup command line: each subcommand is a
-// function over explicit arguments and writers, so tests call it directly and
-// cmd/flowdedup stays a thin main.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // Exit codes.
@@ -27,100 +25,181 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// ranError marks an error a subcommand's own code returned, as opposed to
+// one of cobra's (an unknown flag or command), which is always a usage
+// error.
+type ranError struct{ err error }
+
+func (e ranError) Error() string { return e.err.Error() }
+func (e ranError) Unwrap() error { return e.err }
+
+// errNoCommand: flowdedup was run without a command; the usage text has
+// been printed.
+var errNoCommand = errors.New("no command given")
+
+// command is one `flowdedup NAME`: its help texts and bind, which
+// registers its flags (and their shell completions) on cmd and returns the
+// function that runs it once cobra has parsed them. To add a subcommand,
+// write a function that returns its command (see replayCommand) and list
+// it in commands.
 type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	use     string // the name and synopsis, e.g. "replay [flags] FILE..."
+	short   string // one line for the list of commands
+	long    string // what it does, above the usage
+	example string // indented example command lines
+	bind    func(cmd *cobra.Command) runFunc
 }
 
+// runFunc runs a subcommand on its positional arguments, its flags already
+// parsed into the variables bind gave them. A usageError (usagef) exits 2,
+// any other error 1.
+type runFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// commands lists the subcommands, in the order help lists them.
 func commands() []command {
 	return []command{
-		{"eval", "compare filters' error rates and speed on a synthetic or recorded stream", runEval},
-		{"filters", "list the filters and their parameters", runFilters},
-		{"replay", "pcap/pcapng files -> distinct flows and window summaries", runReplay},
-		{"run", "live capture from an interface (afpacket) -> distinct flows and window summaries", runLive},
-		{"gen", "write a synthetic pcap/pcapng: N packets over F distinct flows", runGen},
+		evalCommand(),
+		filtersCommand(),
+		replayCommand(),
+		runCommand(),
+		genCommand(),
+		tuneCommand(),
 	}
+}
+
+// cobra builds c's cobra.Command. Positional arguments are the
+// subcommand's to check (cobra's own checks speak of unknown commands).
+func (c command) cobra() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     c.use,
+		Short:   c.short,
+		Long:    c.long,
+		Example: strings.TrimRight(c.example, "\n"),
+		Args:    cobra.ArbitraryArgs,
+	}
+	run := c.bind(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := run(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+			return ranError{err}
+		}
+		return nil
+	}
+	return cmd
 }
 
 // Main runs flowdedup with args (without the program name) and returns the
 // process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return ExitUsage
+	if args == nil {
+		args = []string{} // cobra reads os.Args when given nil
 	}
-	name := args[0]
-	switch name {
-	case "-h", "-help", "--help", "help":
-		usage(stdout)
+	root := newRoot(args)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return ExitOK
 	}
-	for _, c := range commands() {
-		if c.name != name {
-			continue
-		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		switch {
-		case err == nil:
-			return ExitOK
-		case errors.Is(err, flag.ErrHelp):
-			return ExitOK
-		}
-		fmt.Fprintf(stderr, "flowdedup %s: %v\n", name, err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "run 'flowdedup %s --help' for usage\n", name)
-			return ExitUsage
-		}
-		return ExitError
+	if cmd == nil {
+		cmd = root
 	}
-	fmt.Fprintf(stderr, "flowdedup: unknown command %q\n\n", name)
-	usage(stderr)
+	name := cmd.CommandPath()
+	var ran ranError
+	if errors.As(err, &ran) {
+		err = ran.err
+		var ue usageError
+		if !errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return ExitError
+		}
+	}
+	if errors.Is(err, errNoCommand) {
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(stderr, "run '%s --help' for usage\n", name)
 	return ExitUsage
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "flowdedup: a packet-rate network flow deduplicator built on streaming duplicate filters.")
-	fmt.Fprintln(w, "\nUsage: flowdedup COMMAND [flags]\n\nCommands:")
+// newRoot builds the flowdedup command with its subcommands; args are the
+// command line, for hints in flag errors.
+func newRoot(args []string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "flowdedup",
+		Short: "a packet-rate network flow deduplicator built on streaming duplicate filters",
+		Long: `flowdedup: a packet-rate network flow deduplicator built on streaming duplicate filters.
+
+It reads packets (pcap/pcapng files, or live from an interface), keys them by flow
+(source, destination, pair or 5-tuple) and writes each key the first time it is
+seen in its window, with a summary per window.`,
+		Version:       version(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Runs only without a command: cobra finds the subcommands, and
+		// calls an unknown one an error itself.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			if err := cmd.Help(); err != nil {
+				return err
+			}
+			return errNoCommand
+		},
+	}
+	// --version without -v: tcpdump's -v is verbose.
+	root.Flags().Bool("version", false, "print the version (module version, commit, Go release) and exit")
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetUsageTemplate(usageTemplate)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return flagError(cmd, err, args)
+	})
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		root.AddCommand(c.cobra())
 	}
-	fmt.Fprintln(w, "\nRun 'flowdedup COMMAND --help' for a command's flags and examples.")
+	return root
 }
 
-// newFlagSet returns a flag set that reports errors instead of exiting and
-// prints usage to stderr with the given synopsis and examples.
-func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("flowdedup "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: flowdedup %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
-		if examples != "" {
-			fmt.Fprintf(stderr, "\nExamples:\n%s", examples)
+// usageTemplate is cobra's usage text with the flags before the examples
+// and wrapped to 100 columns.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} COMMAND [flags]
+
+Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsagesWrapped 100 | trimTrailingWhitespaces}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Run '{{.CommandPath}} COMMAND --help' for a command's flags and examples.{{end}}
+`
+
+// flagError adds to a flag error the hint a user of Go's flag package (and
+// of flowdedup before it used pflag) needs: long flags take two dashes, and
+// pflag reads -key as the short flags -k -e -y.
+func flagError(cmd *cobra.Command, err error, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && len(name) > 1 && cmd.Flags().Lookup(name) != nil {
+			return fmt.Errorf("%w (long flags take two dashes: --%s)", err, name)
 		}
 	}
-	return fs
+	return err
 }
 
-// parseFlags parses args and turns flag errors into usage errors; the flag
-// package has already printed its message and the usage text.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	return nil
+// complete registers fixed completions for flag name of cmd.
+func complete(cmd *cobra.Command, name string, values ...string) {
+	_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 }
 
-// specList is a repeatable string flag (--filter A --filter B).
-type specList []string
-
-func (l *specList) String() string { return strings.Join(*l, " ") }
-func (l *specList) Set(s string) error {
-	*l = append(*l, s)
-	return nil
+// noArgs marks a command that takes no positional arguments, for shell
+// completion (otherwise file names are offered).
+func noArgs(cmd *cobra.Command) {
+	cmd.ValidArgsFunction = cobra.NoFileCompletions
 }

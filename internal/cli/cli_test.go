@@ -72,6 +72,11 @@ func TestUsageErrors(t *testing.T) {
 		{"replay", "--filter", "nosuch", "x.pcap"},
 		{"replay", "--workers", "0", "x.pcap"},
 		{"replay", "--format", "xml", "x.pcap"},
+		{"replay", "--window", "1x", "x.pcap"},
+		{"replay", "--lateness", "5s", "x.pcap"},
+		{"replay", "--workers", "100000", "x.pcap"},
+		{"replay", "--filter", "qht:mem=128GiB", "--window", "1s", "--lateness", "63s", "x.pcap"},
+		{"replay", "x.pcap", "--bogus"},
 		{"run"},
 		{"run", "--iface", "lo", "--mode", "teleport"},
 		{"run", "--iface", "lo", "--mode", "xdp", "--bpf", "tcp"},
@@ -116,9 +121,12 @@ func TestHelp(t *testing.T) {
 	if code, out, _ := run("help"); code != ExitOK || !strings.Contains(out, "eval") {
 		t.Errorf("help: exit %d\n%s", code, out)
 	}
-	code, _, errs := run("eval", "--help")
-	if code != ExitOK || !strings.Contains(errs, "--stream") && !strings.Contains(errs, "-stream") || !strings.Contains(errs, "Examples") {
-		t.Errorf("eval --help: exit %d\n%s", code, errs)
+	// Help that was asked for goes to stdout (so that it pages: `flowdedup
+	// eval --help | less`), as with kubectl and gh; Go's flag package sent
+	// it to stderr.
+	code, out, errs := run("eval", "--help")
+	if code != ExitOK || !strings.Contains(out, "--stream") && !strings.Contains(out, "-stream") || !strings.Contains(out, "Examples") || errs != "" {
+		t.Errorf("eval --help: exit %d\n%s\nstderr: %s", code, out, errs)
 	}
 }
 

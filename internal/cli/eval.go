@@ -5,13 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/eval"
 	"github.com/flowdedup/flowdedup/filters"
@@ -19,7 +20,7 @@ import (
 
 // EvalConfig holds the flags of `flowdedup eval`.
 type EvalConfig struct {
-	Filters specList
+	Filters []string
 	Stream  string
 	Runs    int
 	Warmup  int
@@ -30,16 +31,23 @@ type EvalConfig struct {
 }
 
 // BindFlags registers the eval flags on fs.
-func (c *EvalConfig) BindFlags(fs *flag.FlagSet) {
-	fs.Var(&c.Filters, "filter", "filter `SPEC` to evaluate, name[:key=value,...]; repeat to compare several on the same stream (see 'flowdedup filters')")
+func (c *EvalConfig) BindFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&c.Filters, "filter", nil, "filter `SPEC` to evaluate, name[:key=value,...], with the papers' defaults for the parameters it leaves out; repeat to compare several on the same stream (see 'flowdedup filters')")
 	fs.StringVar(&c.Stream, "stream", "", "stream `SPEC`: distinct:n=N | uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | file:PATH (one key per line)")
-	fs.IntVar(&c.Runs, "runs", 1, "independent runs to average, each with its own seed derived from --seed")
+	fs.IntVar(&c.Runs, "runs", c.Runs, "independent runs to average, each with its own seed derived from --seed")
 	fs.IntVar(&c.Warmup, "warmup", 0, "leading elements observed but not counted (lets filters reach their stable state)")
 	fs.Var(&c.Seed, "seed", "base `seed` for hashing and random streams (default: random, printed with the results)")
-	fs.StringVar(&c.Format, "format", "text", "output format: text | json (one object per line) | csv")
+	fs.StringVar(&c.Format, "format", c.Format, "output format: text | json (one object per line) | csv")
 	fs.StringVar(&c.Mems, "mem", "", "sweep every filter over memory `LIST`, comma-separated sizes (8KiB,16KiB,...,1MiB): each spec's mem= is replaced once per size; filters without mem (exact) run once")
 	fs.StringVar(&c.Plot, "plot", "", "draw FNR against memory, one line per filter family, to `PATH` (.svg or .png), and FPR to PATH with -fpr before the extension")
 }
+
+const evalLong = `Runs each filter over the same stream of keys and counts its errors against the
+exact answer: false positives (an unseen key answered "duplicate": FPR over the
+distinct keys) and false negatives (a seen key answered "unseen": FNR over the
+duplicates), with the time per element. Parameters a spec leaves out take the
+papers' defaults, so that eval reproduces the papers (replay and run take the
+product defaults instead: see 'flowdedup filters').`
 
 const evalExamples = `  flowdedup eval --filter qht:mem=64KiB --filter sbf:mem=64KiB,fps=0.1 \
       --stream uniform:n=1000000,universe=1048576
@@ -49,15 +57,31 @@ const evalExamples = `  flowdedup eval --filter qht:mem=64KiB --filter sbf:mem=6
       --stream uniform:n=1000000,universe=1048576 --seed 1 --plot fnr-vs-memory.svg
 `
 
-func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg EvalConfig
-	fs := newFlagSet("eval", "--filter SPEC [--filter SPEC...] --stream SPEC [flags]", evalExamples, stderr)
-	cfg.BindFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func evalCommand() command {
+	return command{
+		use:     "eval --filter SPEC [--filter SPEC...] --stream SPEC [flags]",
+		short:   "compare filters' error rates and speed on a synthetic or recorded stream",
+		long:    evalLong,
+		example: evalExamples,
+		bind: func(cmd *cobra.Command) runFunc {
+			cfg := EvalConfig{Runs: 1, Format: "text"}
+			fs := cmd.Flags()
+			cfg.BindFlags(fs)
+			complete(cmd, "filter", filters.Names()...)
+			complete(cmd, "format", eval.Formats...)
+			noArgs(cmd)
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return runEval(ctx, &cfg, fs.Changed("mem"), args, stdout, stderr)
+			}
+		},
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+}
+
+// runEval evaluates as cfg says; memSet tells whether --mem was given (an
+// empty --mem is a mistake, not "no sweep").
+func runEval(ctx context.Context, cfg *EvalConfig, memSet bool, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
 	}
 	if len(cfg.Filters) == 0 {
 		return usagef("at least one --filter is required")
@@ -69,9 +93,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--format %q: want one of text, json, csv", cfg.Format)
 	}
 	var mems []string
-	memSet := false
-	fs.Visit(func(f *flag.Flag) { memSet = memSet || f.Name == "mem" })
-	if memSet { // --mem "" is a mistake, not "no sweep"
+	if memSet {
 		var err error
 		if mems, err = eval.ParseMems(cfg.Mems); err != nil {
 			return usagef("--mem: %v", err)
@@ -119,28 +141,6 @@ func isSpecError(err error) bool {
 		}
 	}
 	return false
-}
-
-// seedFlag is a uint64 flag that remembers whether it was given.
-type seedFlag struct {
-	v   uint64
-	set bool
-}
-
-func (s *seedFlag) String() string {
-	if !s.set {
-		return ""
-	}
-	return strconv.FormatUint(s.v, 10)
-}
-
-func (s *seedFlag) Set(v string) error {
-	n, err := strconv.ParseUint(v, 0, 64)
-	if err != nil {
-		return errors.New("not an unsigned 64-bit integer")
-	}
-	s.v, s.set = n, true
-	return nil
 }
 
 // randomSeed draws a seed nobody can predict: hashes keyed with it resist

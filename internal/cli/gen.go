@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/gen"
 )
@@ -20,22 +22,21 @@ type GenConfig struct {
 }
 
 // BindFlags registers the gen flags on fs.
-func (c *GenConfig) BindFlags(fs *flag.FlagSet) {
+func (c *GenConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Packets, "packets", 0, "frames to write, malformed ones included (required), e.g. --packets 20000")
 	fs.IntVar(&c.Flows, "flows", 0, fmt.Sprintf("distinct flows (5-tuples) the well-formed frames carry, each at least once; at most --packets and %d (required), e.g. --flows 2000", gen.MaxFlows))
 	fs.Float64Var(&c.Zipf, "zipf", 0, "flow popularity: 0 = uniform, S > 0 = Zipf law P(rank k) ∝ k^-S, e.g. --zipf 1.1")
 	fs.Float64Var(&c.IPv6, "ipv6", 0, "fraction of the flows that are IPv6, e.g. --ipv6 0.3")
 	fs.BoolVar(&c.VLAN, "vlan", false, "tag every frame with 802.1Q (about one client in four behind an 802.1ad QinQ stack)")
-	fs.DurationVar(&c.Duration, "duration", time.Minute, "timestamps spread over this span after --start, e.g. --duration 150s")
+	durationFlag(fs, &c.Duration, "duration", "timestamps spread over this span `D` after --start, e.g. --duration 150s")
 	fs.TextVar(&c.Start, "start", gen.DefaultStart, "`TIME` of the first packet, RFC 3339")
-	fs.Uint64Var(&c.Seed, "seed", 1, "random seed; the same flags and seed give the same file, byte for byte")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed; the same flags and seed give the same file, byte for byte")
 	fs.StringVar(&c.Format, "format", "", "pcap | pcapng (default: pcapng when FILE ends in .pcapng or .pcapng.gz, else pcap)")
 	fs.BoolVar(&c.Gzip, "gzip", false, "gzip the file (implied when FILE ends in .gz)")
 	fs.Float64Var(&c.Malformed, "malformed", 0, "fraction of frames written broken: cut inside the IP header, a bad IP version, or ARP (equally often), e.g. --malformed 0.05")
 	fs.Float64Var(&c.Fragments, "fragments", 0, "fraction of IPv4 UDP packets written as non-first fragments (keyed without ports), e.g. --fragments 0.1")
-	fs.IntVar(&c.SnapLen, "snaplen", 0, fmt.Sprintf("cut frames to this many bytes, as a capture's snap length does; 0 = no limit, else at least %d", gen.MinSnapLen))
-	fs.StringVar(&c.Out, "o", "", "output `FILE` (required; - = stdout); an existing file is overwritten, as tcpdump -w does")
-	fs.StringVar(&c.Out, "out", "", "same as -o `FILE`")
+	fs.IntVarP(&c.SnapLen, "snaplen", "s", 0, fmt.Sprintf("cut frames to this many bytes, as a capture's snap length does (tcpdump -s); 0 = no limit, else at least %d", gen.MinSnapLen))
+	fs.StringVarP(&c.Out, "out", "o", "", "output `FILE` (required; - = stdout); an existing file is overwritten, as tcpdump -w does")
 }
 
 const genExamples = `  flowdedup gen --packets 2000 --flows 300 -o small.pcap
@@ -43,15 +44,28 @@ const genExamples = `  flowdedup gen --packets 2000 --flows 300 -o small.pcap
   flowdedup gen --packets 2000 --flows 300 --vlan --malformed 0.05 --format pcapng -o - | tshark -r - -c 5
 `
 
-func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg GenConfig
-	fs := newFlagSet("gen", "--packets N --flows F [flags] -o FILE", genExamples, stderr)
-	cfg.BindFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func genCommand() command {
+	return command{
+		use:     "gen --packets N --flows F [flags] -o FILE",
+		short:   "write a synthetic pcap/pcapng: N packets over F distinct flows",
+		long:    "Writes a synthetic capture whose flows, and so whose distinct keys of every kind,\nare known: the summary on stderr gives their counts.",
+		example: genExamples,
+		bind: func(cmd *cobra.Command) runFunc {
+			cfg := GenConfig{Config: gen.Config{Duration: time.Minute, Seed: 1}}
+			cfg.BindFlags(cmd.Flags())
+			complete(cmd, "format", gen.FormatPcap, gen.FormatPcapNG)
+			noArgs(cmd)
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return runGen(ctx, &cfg, args, stdout, stderr)
+			}
+		},
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+}
+
+// runGen writes the capture cfg describes.
+func runGen(ctx context.Context, cfg *GenConfig, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
 	}
 	if cfg.Packets == 0 || cfg.Flows == 0 {
 		return usagef("--packets and --flows are required")

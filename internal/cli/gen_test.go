@@ -125,13 +125,13 @@ func TestGenStdout(t *testing.T) {
 }
 
 func TestGenHelp(t *testing.T) {
-	code, _, errs := genRun(context.Background(), "--help")
-	if code != ExitOK {
-		t.Fatalf("--help: exit %d", code)
+	code, out, errs := genRun(context.Background(), "--help")
+	if code != ExitOK || errs != "" {
+		t.Fatalf("--help: exit %d, stderr %q", code, errs)
 	}
 	for _, w := range []string{"--packets N --flows F", "-zipf", "-ipv6", "-vlan", "-duration", "-seed",
 		"-format", "-malformed", "-o FILE", "Examples:", "flowdedup gen --packets 2000"} {
-		if !strings.Contains(errs, w) {
+		if !strings.Contains(out, w) {
 			t.Errorf("help lacks %q", w)
 		}
 	}

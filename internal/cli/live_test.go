@@ -66,7 +66,12 @@ func TestRunLiveMatchesReplay(t *testing.T) {
 				if mode != "afpacket" && !xdpAttached(t, ns) {
 					t.Errorf("no XDP program on %s while running\n%s", ns.Veth[0], lr.log())
 				}
-				send := exec.Command("ip", "netns", "exec", ns.Name, "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
+				// The sender is pinned to one CPU: a veth delivers a frame
+				// on the CPU that sent it, and the XDP prefilter is per CPU,
+				// so a sender that migrated would make the kernel hand a
+				// key to user space once per CPU, and prefiltered +
+				// distinct = keys below would hold only by luck.
+				send := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
 				if b, err := send.CombinedOutput(); err != nil {
 					t.Fatalf("tcpreplay: %v\n%s", err, b)
 				}

@@ -7,36 +7,79 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
+// ReplayConfig holds the flags of `flowdedup replay`.
+type ReplayConfig struct {
+	CaptureConfig
+	Stats bool
+	Read  []string // -r FILE, as tcpdump takes it
+}
+
+// BindFlags registers the replay flags on fs.
+func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
+	c.CaptureConfig.BindFlags(fs)
+	fs.BoolVar(&c.Stats, "stats", c.Stats, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
+	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
+}
+
+const replayLong = `Reads pcap/pcapng files (gzip accepted, several in order) and writes each flow key
+the first time it is seen in its window; windows follow packet time, and a window
+closes --lateness after the newest packet time passes its end. Replay never drops:
+it runs as fast as the workers take keys.
+
+The filter in effect (the spec with the product defaults of the parameters it
+leaves out, mem=auto resolved) is printed on stderr at start.`
+
 const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
-  flowdedup replay --key pair --window 1m --summary - --format text capture.pcapng
+  flowdedup replay capture.pcapng --key pair --window 1m --summary - --format text
   flowdedup replay --key 5tuple --filter exact --out flows.jsonl day1.pcap day2.pcap.gz
+  flowdedup replay -nr capture.pcap -w sources.jsonl     # tcpdump habits: -n, -r FILE, -w FILE
+  flowdedup replay big.pcap --key dst --window 1h -w 'dst-%Y%m%dT%H.jsonl' --retain 48
   flowdedup replay --stats --out /dev/null big.pcap      # throughput only
 `
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg CaptureConfig
-	var stats bool
-	fs := newFlagSet("replay", "[flags] FILE...\n\nReads pcap/pcapng files (gzip accepted, several in order) and writes each flow key\nthe first time it is seen in its window; windows follow packet time. Replay never\ndrops: it runs as fast as the workers take keys.", replayExamples, stderr)
-	cfg.BindFlags(fs)
-	fs.BoolVar(&stats, "stats", false, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func replayCommand() command {
+	return command{
+		use:     "replay [flags] FILE...",
+		short:   "pcap/pcapng files -> distinct flows and window summaries",
+		long:    replayLong + "\n\n" + outputHelp,
+		example: replayExamples,
+		bind: func(cmd *cobra.Command) runFunc {
+			cfg := ReplayConfig{CaptureConfig: newCaptureConfig()}
+			cfg.BindFlags(cmd.Flags())
+			completeCaptureFlags(cmd)
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return runReplay(ctx, &cfg, args, stdout, stderr)
+			}
+		},
 	}
-	if fs.NArg() == 0 {
+}
+
+// runReplay replays files (or cfg.Read) as cfg says.
+func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, stderr io.Writer) error {
+	catchHangup()
+	switch {
+	case len(cfg.Read) > 0 && len(files) > 0:
+		return usagef("give the capture files with -r or as arguments, not both: the order they are read in would be ambiguous")
+	case len(cfg.Read) > 0:
+		files = cfg.Read
+	case len(files) == 0:
 		return usagef("no capture file given")
 	}
-	if err := cfg.check(); err != nil {
+	if err := cfg.check(systemMemory()); err != nil {
 		return err
 	}
-	src, err := capture.OpenFiles(fs.Args()...)
+	src, err := pcapfile.Open(files...)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	s, err := openSession(ctx, &cfg, false, stdout, stderr)
+	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
+	s, err := openSession(ctx, &cfg.CaptureConfig, false, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -45,7 +88,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	start := time.Now()
 	err = s.run(ctx, src)
 	elapsed := time.Since(start)
-	if stats {
+	if cfg.Stats {
 		runtime.ReadMemStats(&m1)
 		st := s.pipe.Stats()
 		pkts := max(st.Packets, 1)

@@ -5,14 +5,19 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/fastpath"
 	"github.com/flowdedup/flowdedup/filters"
 )
@@ -21,33 +26,199 @@ const runExamples = `  flowdedup run --iface eth0 --key src --window 1h --summar
   flowdedup run --iface eth0 --mode xdp --key 5tuple --metrics 127.0.0.1:9100
   flowdedup run --iface veth0 --mode afpacket --bpf 'tcp or udp' --workers 2 --format text
   flowdedup run --iface span0 --mode afxdp --key pair    (a mirror port: its traffic leaves the kernel stack)
+  flowdedup run -ni eth0 -w sources.jsonl --window 1h    (tcpdump habits: -n, -i IFACE, -w FILE)
+  flowdedup run --iface eth0 --key src --window 1h --out '/var/lib/flowdedup/sources-%Y%m%dT%H.jsonl' \
+      --summary '/var/lib/flowdedup/summary-%Y%m%d.jsonl' --retain 168    (a file per hour, a week kept)
 `
 
-const runHelp = `--iface NAME [--mode xdp|afxdp|afpacket|auto] [flags]
+const runIntro = `Captures live from an interface and writes each flow key the first time it is seen
+in its window; windows follow the wall clock, and a window closes --lateness after
+its end. Stop with Ctrl-C (SIGINT) or SIGTERM: the last window is closed and written.`
 
-Captures live from an interface and writes each flow key the first time it is seen
-in its window; windows follow the wall clock. Stop with Ctrl-C (SIGINT) or SIGTERM:
-the last window is closed and written.
-
-Modes:
-  xdp       an XDP program keys every frame in the kernel, at the driver, and drops
-            the keys its per-CPU prefilter saw in this window; only new keys cross to
-            user space, through one ring buffer per CPU. Frames are never dropped or
-            altered: the interface works as before. Attached through a BPF link, so
-            nothing stays on the interface when flowdedup exits or is killed.
-  afxdp     for mirror/SPAN ports only: an XDP program redirects EVERY frame of the
-            interface into AF_XDP sockets, one per receive queue, and flowdedup keys
-            them in user space. The frames are taken away from the kernel's network
-            stack: the host no longer receives traffic on that interface.
-  afpacket  AF_PACKET TPACKET_V3 rings with fanout: copies of the frames, keyed in
-            user space; the only mode that takes --bpf.
-  auto      xdp where the program loads and attaches, otherwise afpacket; it says
-            which on stderr.
-
-Nothing is lost silently: keys that do not fit in a full ring are dropped and
+const runOutro = `Nothing is lost silently: keys that do not fit in a full ring are dropped and
 counted in the summaries' dropped_by (ring_full: a worker's ring; kernel: the
 AF_PACKET or AF_XDP ring; xdp_ring_full: the XDP program's ring buffer).
 Needs root (CAP_NET_ADMIN, CAP_NET_RAW; CAP_BPF for the XDP modes).`
+
+// LiveConfig holds the flags of `flowdedup run`.
+type LiveConfig struct {
+	CaptureConfig
+	AFPacket afpacket.Config
+	XDP      xdpFlags
+	AFXDP    afxdpFlags
+	Mode     string
+}
+
+// newLiveConfig returns run's defaults: a live capture runs for hours, so
+// its window summaries go to stderr unless sent elsewhere (--summary PATH)
+// or turned off (--summary ”).
+func newLiveConfig() LiveConfig {
+	c := LiveConfig{CaptureConfig: newCaptureConfig(), Mode: "auto"}
+	c.Summary = "-"
+	return c
+}
+
+// liveShort are the short forms of the AF_PACKET flags, as tcpdump has
+// them: -i IFACE, -s SNAPLEN.
+var liveShort = map[string]string{"iface": "i", "snaplen": "s"}
+
+// BindFlags registers the run flags on fs.
+func (c *LiveConfig) BindFlags(fs *pflag.FlagSet) {
+	c.CaptureConfig.BindFlags(fs)
+	addGoFlags(fs, c.AFPacket.BindFlags, liveShort)
+	c.XDP.bind(fs)
+	c.AFXDP.bind(fs)
+	fs.StringVar(&c.Mode, "mode", c.Mode, "capture path: "+strings.Join(liveModeNames(), " | ")+" (see Modes above)")
+}
+
+// A flagGroup is a set of flags that only some modes take.
+type flagGroup []string
+
+var (
+	afpacketFlags  = flagGroup{"bpf", "afpacket-sockets", "afpacket-fanout-group", "afpacket-block-size", "afpacket-blocks", "afpacket-block-timeout", "snaplen"}
+	xdpFlagsGroup  = flagGroup{"xdp-prefilter", "xdp-ring"}
+	xdpAttachFlags = flagGroup{"xdp-attach"}
+	afxdpFlagGroup = flagGroup{"afxdp-queues", "afxdp-bind", "afxdp-frames"}
+)
+
+// A liveMode is one --mode of run: what it is, the mode-specific flags it
+// takes (a flag of a group no mode of the run takes is a usage error), and
+// how it opens its sources.
+type liveMode struct {
+	name  string
+	help  string // for the Modes section of the help, wrapped and indented
+	takes []*flagGroup
+	open  func(l *liveSetup) (*liveSources, error)
+}
+
+// liveModes is the table of run's modes.
+var liveModes = []liveMode{
+	{
+		name: "xdp",
+		help: `an XDP program keys every frame in the kernel, at the driver, and drops
+            the keys its per-CPU prefilter saw in this window; only new keys cross to
+            user space, through one ring buffer per CPU. Frames are never dropped or
+            altered: the interface works as before. Attached through a BPF link, so
+            nothing stays on the interface when flowdedup exits or is killed.`,
+		takes: []*flagGroup{&xdpFlagsGroup, &xdpAttachFlags},
+		open:  (*liveSetup).openXDP,
+	},
+	{
+		name: "afxdp",
+		help: `for mirror/SPAN ports only: an XDP program redirects EVERY frame of the
+            interface into AF_XDP sockets, one per receive queue, and flowdedup keys
+            them in user space. The frames are taken away from the kernel's network
+            stack: the host no longer receives traffic on that interface.`,
+		takes: []*flagGroup{&afxdpFlagGroup, &xdpAttachFlags},
+		open:  (*liveSetup).openAFXDP,
+	},
+	{
+		name: "afpacket",
+		help: `AF_PACKET TPACKET_V3 rings with fanout: copies of the frames, keyed in
+            user space; the only mode that takes --bpf.`,
+		takes: []*flagGroup{&afpacketFlags},
+		open:  (*liveSetup).openAFPacket,
+	},
+	{
+		name: "auto",
+		help: `xdp where the program loads and attaches, otherwise afpacket; it says
+            which on stderr.`,
+		takes: []*flagGroup{&xdpFlagsGroup, &xdpAttachFlags, &afpacketFlags},
+		open:  (*liveSetup).openAuto,
+	},
+}
+
+func liveModeNames() []string {
+	names := make([]string, len(liveModes))
+	for i, m := range liveModes {
+		names[i] = m.name
+	}
+	return names
+}
+
+func lookupLiveMode(name string) (*liveMode, bool) {
+	for i := range liveModes {
+		if liveModes[i].name == name {
+			return &liveModes[i], true
+		}
+	}
+	return nil, false
+}
+
+// checkFlags refuses a flag set on the command line that belongs to a
+// group mode does not take, naming the modes that take it.
+func (m *liveMode) checkFlags(set func(string) bool) error {
+	for _, other := range liveModes {
+		for _, g := range other.takes {
+			if slices.Contains(m.takes, g) {
+				continue
+			}
+			for _, name := range *g {
+				if set(name) {
+					return usagef("--%s applies to --mode %s only", name, strings.Join(modesTaking(g), " or "))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// modesTaking lists the modes but auto that take g.
+func modesTaking(g *flagGroup) []string {
+	var names []string
+	for _, m := range liveModes {
+		if m.name != "auto" && slices.Contains(m.takes, g) {
+			names = append(names, m.name)
+		}
+	}
+	return names
+}
+
+func runLong() string {
+	var b strings.Builder
+	b.WriteString(runIntro + "\n\nModes:\n")
+	for _, m := range liveModes {
+		fmt.Fprintf(&b, "  %-9s %s\n", m.name, m.help)
+	}
+	b.WriteString("\n" + runOutro + "\n\n" + outputHelp)
+	return b.String()
+}
+
+func runCommand() command {
+	return command{
+		use:     "run --iface NAME [--mode " + strings.Join(liveModeNames(), "|") + "] [flags]",
+		short:   "live capture from an interface (xdp, afxdp, afpacket) -> distinct flows and window summaries",
+		long:    runLong(),
+		example: runExamples,
+		bind: func(cmd *cobra.Command) runFunc {
+			cfg := newLiveConfig()
+			fs := cmd.Flags()
+			cfg.BindFlags(fs)
+			completeCaptureFlags(cmd)
+			complete(cmd, "mode", liveModeNames()...)
+			complete(cmd, "xdp-attach", "auto", "native", "generic")
+			complete(cmd, "afxdp-bind", "auto", "copy", "zerocopy")
+			_ = cmd.RegisterFlagCompletionFunc("iface", completeInterfaces)
+			noArgs(cmd)
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return runLive(ctx, &cfg, fs.Changed, args, stdout, stderr)
+			}
+		},
+	}
+}
+
+// completeInterfaces offers the names of this host's interfaces.
+func completeInterfaces(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]cobra.Completion, len(ifs))
+	for i, ifc := range ifs {
+		names[i] = ifc.Name
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
 
 // xdpFlags are the flags of the XDP modes.
 type xdpFlags struct {
@@ -56,14 +227,14 @@ type xdpFlags struct {
 	ring      string
 }
 
-func (x *xdpFlags) bind(fs *flag.FlagSet) {
+func (x *xdpFlags) bind(fs *pflag.FlagSet) {
 	x.attach = fastpath.AttachAuto
-	fs.Var(&x.attach, "xdp-attach", "XDP hook for --mode xdp and afxdp: auto (native where the driver has it, else generic) | native | generic")
+	fs.Var(typed{&x.attach, "MODE"}, "xdp-attach", "XDP hook for --mode xdp and afxdp: auto (native where the driver has it, else generic) | native | generic")
 	fs.StringVar(&x.prefilter, "xdp-prefilter", filters.FormatMem(bpf.DefaultPrefilterBytes*8), "`SIZE` of each CPU's in-kernel prefilter (--mode xdp), e.g. 256KiB; off: send every key to user space")
 	fs.StringVar(&x.ring, "xdp-ring", filters.FormatMem(bpf.DefaultRingBytes*8), "`SIZE` of each CPU's ring buffer to user space (--mode xdp): a power of two, e.g. 4MiB")
 }
 
-// bytes parses a SIZE flag in bytes; "off" gives -1 when allowed.
+// sizeFlag parses a SIZE flag in bytes; "off" gives -1 when allowed.
 func sizeFlag(name, v string, off bool) (int, error) {
 	if off && strings.EqualFold(v, "off") {
 		return -1, nil
@@ -88,145 +259,145 @@ func ringSize(v string) (int, error) {
 	return n, nil
 }
 
-func runLive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg CaptureConfig
-	var afp capture.AFPacketConfig
-	var xf xdpFlags
-	var af afxdpFlags
-	var mode string
-	fs := newFlagSet("run", runHelp, runExamples, stderr)
-	cfg.BindFlags(fs)
-	// A live capture runs for hours: its window summaries go to stderr
-	// unless sent elsewhere (--summary PATH) or turned off (--summary '').
-	cfg.Summary = "-"
-	fs.Lookup("summary").DefValue = "-"
-	afp.BindFlags(fs)
-	xf.bind(fs)
-	af.bind(fs)
-	fs.StringVar(&mode, "mode", "auto", "capture path: xdp | afxdp | afpacket | auto (see above)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// liveSetup is one `flowdedup run` being set up: its flags, checked, and
+// where it reports what it does.
+type liveSetup struct {
+	cfg       *LiveConfig
+	set       func(string) bool // whether a flag was given
+	prefilter int               // bytes per CPU, -1 off
+	ring      int               // bytes per CPU
+	stderr    io.Writer
+}
+
+// liveSources is what a mode opened.
+type liveSources struct {
+	mode    string // the mode in effect (auto becomes xdp or afpacket)
+	sources []capture.Source
+	closer  io.Closer
+	what    string // for the "capturing on" line
+}
+
+// runLive captures as cfg says; set tells which flags were given.
+func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args []string, stdout, stderr io.Writer) error {
+	catchHangup()
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	mode, ok := lookupLiveMode(cfg.Mode)
+	if !ok {
+		return usagef("--mode %q: want %s", cfg.Mode, orList(liveModeNames()))
 	}
-	switch mode {
-	case "xdp", "afxdp", "afpacket", "auto":
-	default:
-		return usagef("--mode %q: want xdp, afxdp, afpacket or auto", mode)
-	}
-	if afp.Iface == "" {
+	if cfg.AFPacket.Iface == "" {
 		return usagef("--iface is required")
 	}
-	if err := cfg.check(); err != nil {
+	if err := mode.checkFlags(set); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if mode != "afxdp" {
-		for _, name := range []string{"afxdp-queues", "afxdp-bind", "afxdp-frames"} {
-			if set[name] {
-				return usagef("--%s applies to --mode afxdp only", name)
-			}
-		}
+	if err := cfg.check(systemMemory()); err != nil {
+		return err
 	}
-	if mode == "xdp" || mode == "afxdp" {
-		for _, name := range []string{"bpf", "afpacket-sockets", "afpacket-fanout-group", "afpacket-block-size", "afpacket-blocks", "afpacket-block-timeout", "snaplen"} {
-			if set[name] {
-				return usagef("--%s applies to --mode afpacket only", name)
-			}
-		}
+	l := &liveSetup{cfg: cfg, set: set, stderr: stderr}
+	var err error
+	if l.prefilter, err = sizeFlag("xdp-prefilter", cfg.XDP.prefilter, true); err != nil {
+		return err
 	}
-	prefilter, err := sizeFlag("xdp-prefilter", xf.prefilter, true)
+	if l.ring, err = ringSize(cfg.XDP.ring); err != nil {
+		return err
+	}
+	src, err := mode.open(l)
 	if err != nil {
 		return err
 	}
-	ring, err := ringSize(xf.ring)
-	if err != nil {
-		return err
-	}
-
-	var sources []capture.Source
-	var closer io.Closer
-	var what string
-	switch mode {
-	case "xdp", "auto":
-		if mode == "auto" && set["bpf"] {
-			mode = "afpacket" // the XDP program has no capture filter
-			fmt.Fprintln(stderr, "flowdedup run: mode auto: using afpacket (--bpf needs it)")
-			break
-		}
-		x, err := fastpath.OpenXDP(fastpath.XDPConfig{
-			Iface: afp.Iface, Key: cfg.Key, Seed: prefilterSeed(cfg.Seed.v), Window: cfg.Window,
-			Attach: xf.attach, PrefilterBytes: prefilter, RingBytes: ring, PollTimeout: afp.PollTimeout,
-		})
-		if err != nil {
-			if mode == "xdp" || errors.Is(err, fastpath.ErrNoInterface) {
-				return err
-			}
-			fmt.Fprintf(stderr, "flowdedup run: mode auto: using afpacket: the XDP fast path is not available: %v\n", err)
-			mode = "afpacket"
-			break
-		}
-		if mode == "auto" {
-			fmt.Fprintln(stderr, "flowdedup run: mode auto: using xdp")
-		}
-		mode = "xdp"
-		sources, closer = x.Sources(), x
-		pf := "prefilter off"
-		if prefilter > 0 {
-			pf = "prefilter " + filters.FormatMem(prefilter*8) + " per CPU"
-		}
-		what = fmt.Sprintf("XDP (%s hook, %s, %d CPU ring buffers of %s)", x.Mode(), pf, len(sources), filters.FormatMem(ring*8))
-	case "afxdp":
-		a, err := openAFXDP(afp, xf, af)
-		if err != nil {
-			return err
-		}
-		sources, closer = a.Sources(), a
-		what = fmt.Sprintf("AF_XDP (%s, %d queues; frames are taken from the kernel stack)", a.Mode(), len(sources))
-	}
-	if mode == "afpacket" {
-		// One socket per worker unless told otherwise: each socket is
-		// read by its own goroutine, so reading scales with the workers.
-		if !set["afpacket-sockets"] {
-			afp.Sockets = cfg.Workers
-		}
-		srcs, err := capture.OpenAFPacket(afp)
-		if err != nil {
-			return err
-		}
-		sources = make([]capture.Source, len(srcs))
-		for i, s := range srcs {
-			sources[i] = s
-		}
-		closer = closeAll(sources)
-		what = fmt.Sprintf("%d AF_PACKET sockets", len(sources))
-	}
-	defer closer.Close()
-	if afp.Promisc && mode != "afpacket" {
+	defer src.closer.Close()
+	if cfg.AFPacket.Promisc && src.mode != "afpacket" {
 		// AF_PACKET sockets set it themselves.
-		pr, err := fastpath.Promisc(afp.Iface)
+		pr, err := fastpath.Promisc(cfg.AFPacket.Iface)
 		if err != nil {
 			return err
 		}
 		defer pr.Close()
 	}
-	s, err := openSession(ctx, &cfg, true, stdout, stderr)
+	s, err := openSession(ctx, &cfg.CaptureConfig, true, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "flowdedup run: capturing on %s with %s, %d workers, filter %s\n", afp.Iface, what, cfg.Workers, cfg.Filter)
-	return s.run(ctx, sources...)
+	fmt.Fprintf(stderr, "flowdedup run: capturing on %s with %s, %s\n", cfg.AFPacket.Iface, src.what, cfg.describe())
+	return s.run(ctx, src.sources...)
 }
 
-// prefilterSeed derives the in-kernel prefilter's hash key from the run's
-// seed, so that --seed reproduces a run and the two hashes stay unrelated.
-func prefilterSeed(seed uint64) uint64 {
-	z := seed + 0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
+// orList writes names as "a, b, c or d".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+func (l *liveSetup) openXDP() (*liveSources, error) {
+	cfg := l.cfg
+	x, err := fastpath.OpenXDP(fastpath.XDPConfig{
+		Iface: cfg.AFPacket.Iface, Key: cfg.Key, Seed: fastpath.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
+		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.AFPacket.PollTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pf := "prefilter off"
+	if l.prefilter > 0 {
+		pf = "prefilter " + filters.FormatMem(l.prefilter*8) + " per CPU"
+	}
+	sources := x.Sources()
+	return &liveSources{
+		mode: "xdp", sources: sources, closer: x,
+		what: fmt.Sprintf("XDP (%s hook, %s, %d CPU ring buffers of %s)", x.Mode(), pf, len(sources), filters.FormatMem(l.ring*8)),
+	}, nil
+}
+
+func (l *liveSetup) openAFXDP() (*liveSources, error) {
+	a, err := openAFXDP(l.cfg.AFPacket, l.cfg.XDP, l.cfg.AFXDP)
+	if err != nil {
+		return nil, err
+	}
+	sources := a.Sources()
+	return &liveSources{
+		mode: "afxdp", sources: sources, closer: a,
+		what: fmt.Sprintf("AF_XDP (%s, %d queues; frames are taken from the kernel stack)", a.Mode(), len(sources)),
+	}, nil
+}
+
+func (l *liveSetup) openAFPacket() (*liveSources, error) {
+	afp := l.cfg.AFPacket
+	// One socket per worker unless told otherwise: each socket is read by
+	// its own goroutine, so reading scales with the workers.
+	if !l.set("afpacket-sockets") {
+		afp.Sockets = l.cfg.Workers
+	}
+	sources, err := afpacket.Open(afp)
+	if err != nil {
+		return nil, err
+	}
+	return &liveSources{
+		mode: "afpacket", sources: sources, closer: closeAll(sources),
+		what: fmt.Sprintf("%d AF_PACKET sockets", len(sources)),
+	}, nil
+}
+
+// openAuto opens xdp where it can, else afpacket, and says which.
+func (l *liveSetup) openAuto() (*liveSources, error) {
+	if l.set("bpf") {
+		fmt.Fprintln(l.stderr, "flowdedup run: mode auto: using afpacket (--bpf needs it)")
+		return l.openAFPacket()
+	}
+	src, err := l.openXDP()
+	if err != nil {
+		if errors.Is(err, fastpath.ErrNoInterface) {
+			return nil, err
+		}
+		fmt.Fprintf(l.stderr, "flowdedup run: mode auto: using afpacket: the XDP fast path is not available: %v\n", err)
+		return l.openAFPacket()
+	}
+	fmt.Fprintln(l.stderr, "flowdedup run: mode auto: using xdp")
+	return src, nil
 }
 
 // closeAll closes each source.

@@ -3,9 +3,9 @@
 package cli
 
 import (
-	"flag"
+	"github.com/spf13/pflag"
 
-	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/fastpath"
 )
 
@@ -16,15 +16,15 @@ type afxdpFlags struct {
 	frames int
 }
 
-func (a *afxdpFlags) bind(fs *flag.FlagSet) {
+func (a *afxdpFlags) bind(fs *pflag.FlagSet) {
 	a.mode = fastpath.XSKBindAuto
 	fs.StringVar(&a.queues, "afxdp-queues", "", "receive `QUEUES` to capture with --mode afxdp, e.g. 0,2,4-7 (default: all); frames of other queues reach the kernel stack")
-	fs.Var(&a.mode, "afxdp-bind", "AF_XDP socket mode: auto (zero-copy where the driver has it, else copy) | copy | zerocopy")
+	fs.Var(typed{&a.mode, "MODE"}, "afxdp-bind", "AF_XDP socket mode: auto (zero-copy where the driver has it, else copy) | copy | zerocopy")
 	fs.IntVar(&a.frames, "afxdp-frames", fastpath.DefaultAFXDPNumFrames, "UMEM frames (and ring entries) per queue, a power of two")
 }
 
 // openAFXDP opens the AF_XDP sockets of --mode afxdp.
-func openAFXDP(afp capture.AFPacketConfig, xf xdpFlags, af afxdpFlags) (*fastpath.AFXDP, error) {
+func openAFXDP(afp afpacket.Config, xf xdpFlags, af afxdpFlags) (*fastpath.AFXDP, error) {
 	queues, err := fastpath.ParseQueues(af.queues)
 	if err != nil {
 		return nil, usageError{err}

@@ -68,6 +68,25 @@ type NfdumpFlow struct {
 // install nfdump).
 func StartNfcapd(tb testing.TB) *Nfcapd {
 	tb.Helper()
+	return startNfcapd(tb, 0)
+}
+
+// StartNfcapdAt is StartNfcapd on the given UDP port of 127.0.0.1, for a
+// test that exports to the port before the collector is up. It fails tb
+// when nfcapd cannot bind the port.
+func StartNfcapdAt(tb testing.TB, port int) *Nfcapd {
+	tb.Helper()
+	return startNfcapd(tb, port)
+}
+
+// FreeUDPPort returns a UDP port of 127.0.0.1 that was free a moment ago.
+func FreeUDPPort(tb testing.TB) int {
+	tb.Helper()
+	return freeUDPPort(tb)
+}
+
+func startNfcapd(tb testing.TB, port int) *Nfcapd {
+	tb.Helper()
 	bin, err := exec.LookPath("nfcapd")
 	if err != nil {
 		SkipOrFail(tb, "nfcapd is not installed (Debian package nfdump): %v", err)
@@ -77,11 +96,18 @@ func StartNfcapd(tb testing.TB) *Nfcapd {
 	}
 	// A free port cannot be reserved for another process: take one the
 	// kernel hands out, and try again in the rare case another process
-	// took it before nfcapd could bind it.
+	// took it before nfcapd could bind it. A port given is tried once.
+	attempts := 5
+	if port != 0 {
+		attempts = 1
+	}
 	var lastOut string
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; attempt < attempts; attempt++ {
 		n := &Nfcapd{Dir: tb.TempDir(), exited: make(chan struct{})}
-		n.port = freeUDPPort(tb)
+		n.port = port
+		if port == 0 {
+			n.port = freeUDPPort(tb)
+		}
 		n.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
 		// -t: rotate once an hour, so that only Stop ends a file; no -D:
 		// it stays in the foreground, a child of the test.
@@ -101,7 +127,7 @@ func StartNfcapd(tb testing.TB) *Nfcapd {
 		n.kill()
 		lastOut = n.out.String()
 	}
-	tb.Fatalf("nfcapd did not bind a UDP port in 5 attempts; its last output:\n%s", lastOut)
+	tb.Fatalf("nfcapd did not bind a UDP port in %d attempts; its last output:\n%s", attempts, lastOut)
 	return nil
 }
 

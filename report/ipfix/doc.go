@@ -63,9 +63,17 @@
 //     Sends in between return ErrNotConnected, wrapping the last error. A
 //     connection that breaks after being up longer than that is retried at
 //     once.
-//   - UDP, ICMP port unreachable: the next send returns ECONNREFUSED, and
-//     its message is kept; the datagrams sent before the ICMP came back are
-//     lost, as UDP loses, and the sequence numbers tell the collector so.
+//   - UDP, ICMP port unreachable: a datagram to a port nobody listens on
+//     is lost, and only the ICMP that comes back tells. So the first
+//     message after the socket connects, and the first after a refusal,
+//     waits up to Config.RefusalWait (DefaultRefusalWait, 50 ms) for that
+//     ICMP: when it comes, the send returns an error wrapping
+//     ECONNREFUSED and the message is kept, so a collector that is down at
+//     start, or while the export Queue retries, costs no record. Once a
+//     message got no refusal, sends do not wait; a collector that goes
+//     down then loses the datagrams sent before its ICMP comes back, as
+//     UDP loses (the next send returns ECONNREFUSED and keeps its
+//     message), and the sequence numbers tell the collector so.
 //
 // Records that are not valid keys of Config.Kind, or times before 1970, are
 // rejected for good (report.ErrRejected) before anything of their batch is

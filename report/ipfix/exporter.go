@@ -36,6 +36,14 @@ const (
 	// DefaultTimeout bounds a connection attempt and a TCP write: a
 	// collector that stops reading must not stall the exporter forever.
 	DefaultTimeout = 10 * time.Second
+	// DefaultRefusalWait: on UDP, how long the first message after the
+	// socket connects, and after the collector refused one, waits for an
+	// ICMP port unreachable before the collector is taken as listening.
+	// A closed port on the same host answers within the send, one on a
+	// LAN within a millisecond; 50 ms covers most WAN paths, and is spent
+	// only at start and while the collector is down, in the export
+	// Queue's goroutine.
+	DefaultRefusalWait = 50 * time.Millisecond
 	// DefaultTCPMessageSize is the message size on TCP: the largest an
 	// IPFIX message can be, since TCP segments the stream itself (RFC 7011
 	// section 10.4.3), which means the fewest writes. Flush sends partly
@@ -104,6 +112,11 @@ type Config struct {
 	// Timeout bounds a connection attempt and a TCP write; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// RefusalWait is how long, on UDP, a message sent while the
+	// collector's state is unknown (the first after connecting, the first
+	// after a refusal) waits for its ICMP port unreachable; zero means
+	// DefaultRefusalWait.
+	RefusalWait time.Duration
 	// Now is the clock of export times, template refresh and reconnection
 	// (tests set it); nil means time.Now. Socket deadlines always use the
 	// real clock.
@@ -156,6 +169,11 @@ type Exporter struct {
 	partialID uint64
 	partialAt int
 
+	// UDP: the collector's state is unknown (just connected, or it
+	// refused a message): the next message waits for a refusal.
+	unconfirmed bool
+	rbuf        [1]byte
+
 	stats  Stats
 	closed bool
 }
@@ -194,13 +212,14 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.MessageSize != 0 && (cfg.MessageSize < MinMessageSize || cfg.MessageSize > maxMessageLength) {
 		return nil, fmt.Errorf("%w: message size %d: want %d to %d bytes", ErrConfig, cfg.MessageSize, MinMessageSize, maxMessageLength)
 	}
-	if cfg.TemplateRefresh < 0 || cfg.TemplateRefreshMessages < 0 || cfg.ReconnectInterval < 0 || cfg.Timeout < 0 {
+	if cfg.TemplateRefresh < 0 || cfg.TemplateRefreshMessages < 0 || cfg.ReconnectInterval < 0 || cfg.Timeout < 0 || cfg.RefusalWait < 0 {
 		return nil, fmt.Errorf("%w: negative template refresh, reconnect interval or timeout", ErrConfig)
 	}
 	cfg.TemplateRefresh = cmp.Or(cfg.TemplateRefresh, DefaultTemplateRefresh)
 	cfg.TemplateRefreshMessages = cmp.Or(cfg.TemplateRefreshMessages, DefaultTemplateRefreshMessages)
 	cfg.ReconnectInterval = cmp.Or(cfg.ReconnectInterval, DefaultReconnectInterval)
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.RefusalWait = cmp.Or(cfg.RefusalWait, DefaultRefusalWait)
 	e := &Exporter{cfg: cfg, now: cfg.Now, tcp: cfg.Network == "tcp"}
 	if e.now == nil {
 		e.now = time.Now
@@ -366,8 +385,28 @@ func (e *Exporter) connect() error {
 		if e.cfg.MessageSize == 0 {
 			e.maxMsg = udpMessageSize(c)
 		}
+		e.unconfirmed = true
 	}
 	return nil
+}
+
+// refused waits up to RefusalWait for the collector to refuse the message
+// just sent on UDP, and returns the refusal (ECONNREFUSED). A datagram to
+// a port nobody listens on is lost, and only the ICMP port unreachable
+// that comes back, which the kernel turns into an error of the socket,
+// tells; without this wait the message would count as sent and the error
+// would fail the next send instead. The wait is only for a message sent
+// while the collector's state is unknown, so a collector that is down at
+// start, or goes down, costs no record.
+func (e *Exporter) refused() error {
+	c := e.conn
+	c.SetReadDeadline(time.Now().Add(e.cfg.RefusalWait))
+	_, err := c.Read(e.rbuf[:]) // a collector sends nothing: only an error or the deadline ends it
+	c.SetReadDeadline(time.Time{})
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return nil
+	}
+	return fmt.Errorf("no collector listening (ICMP port unreachable): %w", err)
 }
 
 // udpMessageSize returns the message size that fills a packet of the path
@@ -445,9 +484,22 @@ func (e *Exporter) send(m *message) error {
 			for i := range e.msgs {
 				e.msgs[i].session = 0
 			}
+			e.unconfirmed = true
 		}
 		e.stats.SendErrors++
 		return fmt.Errorf("ipfix: send to %s: %w", e.cfg.Address, err)
+	}
+	if e.unconfirmed {
+		if err := e.refused(); err != nil {
+			// Refused: this message was lost, so it is kept, as after a
+			// failed write, and so are the templates.
+			for i := range e.msgs {
+				e.msgs[i].session = 0
+			}
+			e.stats.SendErrors++
+			return fmt.Errorf("ipfix: send to %s: %w", e.cfg.Address, err)
+		}
+		e.unconfirmed = false
 	}
 	e.seq += uint32(m.n)
 	e.stats.Messages++

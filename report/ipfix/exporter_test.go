@@ -487,10 +487,11 @@ func decodeStreamQuiet(b []byte) []int {
 }
 
 // TestUDPPortUnreachable: on UDP, the ICMP port unreachable a closed
-// collector port returns makes a later send fail with ECONNREFUSED, a
-// transient error; the records of that send are kept and arrive once the
-// collector listens, and the sequence number tells the collector how many
-// records were lost before.
+// collector port returns makes a send fail with ECONNREFUSED, a transient
+// error (on loopback the first, which waits for it: Config.RefusalWait);
+// the records of that send are kept and arrive once the collector listens,
+// and the sequence number tells the collector how many records were lost
+// before.
 func TestUDPPortUnreachable(t *testing.T) {
 	addr := freePort(t, "udp")
 	e := newExporter(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
@@ -526,6 +527,37 @@ func TestUDPPortUnreachable(t *testing.T) {
 		t.Fatalf("got %d messages, the first with sequence number %d; want 1 with %d (records sent before)", len(msgs), msgs[0].Seq, lost)
 	}
 	sameFlows(t, "goflow2", msgs[0].Flows, wantAll(kept))
+}
+
+// TestUDPDownKeepsEveryRecord: while a UDP collector's port is closed,
+// every send is refused and keeps its records (not one datagram in two
+// lost between a refusal and the next), and once it listens they all
+// arrive, once, from sequence number 0.
+func TestUDPDownKeepsEveryRecord(t *testing.T) {
+	addr := freePort(t, "udp")
+	e := newExporter(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
+	rng := rand.New(rand.NewPCG(16, 17))
+	var all []pipeline.Record
+	for i := range 4 {
+		recs := randRecords(rng, flow.KeyDst, 5, 1)
+		for j := range recs { // IPv4 only: one message
+			recs[j].Key = flow.MakeKey(flow.KeyDst, netip.Addr{}, randAddr(rng, false), 0, 0, 0)
+		}
+		all = append(all, recs...)
+		if err := e.Records(&report.Batch{ID: uint64(i), Records: recs}); err != nil {
+			t.Fatal(err)
+		}
+		transient(t, fmt.Sprintf("Flush %d to a closed port", i), e.Flush(), syscall.ECONNREFUSED)
+	}
+	col := newUDPCollector(t, "udp4", addr)
+	if err := e.Flush(); err != nil {
+		t.Fatalf("Flush once the collector listens: %v", err)
+	}
+	msgs := decodeDatagrams(t, col.waitDatagrams(t, 1))
+	if len(msgs) != 1 || msgs[0].Seq != 0 {
+		t.Fatalf("got %d messages, the first with sequence number %d; want 1 with 0", len(msgs), msgs[0].Seq)
+	}
+	sameFlows(t, "goflow2", msgs[0].Flows, wantAll(all))
 }
 
 // TestWindowFlushes: a window's close sends its records.

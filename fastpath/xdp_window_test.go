@@ -1,0 +1,485 @@
+//go:build linux
+
+package fastpath
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math"
+	"net/netip"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/flowdedup/flowdedup/bpf"
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/pipeline"
+)
+
+// The kernel's counts by window (capture.WindowCounter) on the veth pair.
+// The sender is pinned to one CPU: veth runs the receiving XDP program in
+// the sender's CPU's softirq, so every frame is handled by that CPU, in the
+// order sent.
+
+// pinThread keeps the test goroutine on its thread and the thread on one
+// CPU until the test ends, and returns the CPU.
+func pinThread(t *testing.T) int {
+	t.Helper()
+	runtime.LockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	cpu := -1
+	for i := range 1 << 10 {
+		if old.IsSet(i) {
+			cpu = i
+			break
+		}
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	})
+	return cpu
+}
+
+// Frames without a key, one per error class of the program.
+func truncFrame() []byte { return udp4Frame(srcAddr(0), srcAddr(1), 1, 2)[:14+10] }
+
+func arpFrame() []byte {
+	f := make([]byte, 14+28)
+	f[12], f[13] = 0x08, 0x06
+	return f
+}
+
+func badHeaderFrame() []byte {
+	f := udp4Frame(srcAddr(0), srcAddr(1), 1, 2)
+	f[14] = 0x44 // IHL 4
+	return f
+}
+
+func tooManyTagsFrame() []byte {
+	f := udp4Frame(srcAddr(0), srcAddr(1), 1, 2)[:12]
+	for range flow.MaxLinkHeaders + 1 {
+		f = append(f, 0x81, 0x00, 0x00, 0x01) // 802.1Q, then a tag of VLAN 1
+	}
+	return append(f, 0x81, 0x00)
+}
+
+var dstAddr = netip.MustParseAddr("192.0.2.1")
+
+func keyFrame(j int) []byte { return udp4Frame(srcAddr(j), dstAddr, 1000, 53) }
+
+func srcKey(j int) flow.Key { return flow.MakeKey(flow.KeySrc, srcAddr(j), netip.Addr{}, 0, 0, 0) }
+
+// readByCPU reads every source until it is idle for one poll interval (call
+// it after waitProcessed, when every event is in the rings) and returns
+// the packets by CPU.
+func readByCPU(t *testing.T, x *XDP) [][]capture.Packet {
+	t.Helper()
+	out := make([][]capture.Packet, len(x.Sources()))
+	for cpu, s := range x.Sources() {
+		for {
+			var p capture.Packet
+			err := s.Next(&p)
+			if errors.Is(err, capture.ErrTimeout) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Next: %v", err)
+			}
+			out[cpu] = append(out[cpu], p)
+		}
+	}
+	return out
+}
+
+// onlyOn checks that every event came from cpu's ring.
+func onlyOn(t *testing.T, evs [][]capture.Packet, cpu int) {
+	t.Helper()
+	for c, ps := range evs {
+		if c != cpu && len(ps) > 0 {
+			t.Fatalf("%d events on CPU %d, the sender is pinned to CPU %d", len(ps), c, cpu)
+		}
+	}
+}
+
+func windowCounts(t *testing.T, wc capture.WindowCounter, i int64) capture.KernelCounts {
+	t.Helper()
+	var c capture.KernelCounts
+	if err := wc.WindowCounts(i, &c); err != nil {
+		t.Fatalf("WindowCounts(%d): %v", i, err)
+	}
+	return c
+}
+
+func sameCounts(a, b capture.KernelCounts) bool {
+	return a.Packets == b.Packets && a.Keyed == b.Keyed && a.Prefiltered == b.Prefiltered && a.RingFull == b.RingFull && maps.Equal(a.Errors, b.Errors)
+}
+
+// errCounts is an Errors map of the program's four classes.
+func errCounts(truncated, notIP, badHeader, tooMany uint64) map[string]uint64 {
+	return map[string]uint64{"truncated": truncated, "not_ip": notIP, "bad_header": badHeader, "too_many_headers": tooMany}
+}
+
+// TestXDPWindowCountsAcrossBoundaries: frames sent across several window
+// boundaries of the kernel's clock are counted, each in the window whose
+// time its CPU stamped it with. The events say which window each keyed
+// frame went to (the prefilter is off: every keyed frame is an event); an
+// error frame, always sent between two keyed frames, went to theirs when
+// both are in the same window (the CPU handles frames in order, and its
+// window never goes back), and otherwise to one of the two.
+func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
+	const window = 100 * time.Millisecond
+	ns := testutil.NetNS(t)
+	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 3, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
+	in := newInjector(t, ns, ns.Veth[1])
+	cpu := pinThread(t)
+
+	const trunc, notIP = -1, -2 // error frames in seq; keyed frames are their index j >= 0
+	var seq []int
+	keyed := 0
+	// Send until the wall clock has been in four windows (bounded).
+	first, deadline := time.Now().UnixNano()/int64(window), time.Now().Add(20*time.Second)
+	for time.Now().UnixNano()/int64(window) < first+4 && time.Now().Before(deadline) {
+		in.send(t, keyFrame(keyed))
+		seq = append(seq, keyed)
+		switch keyed % 6 {
+		case 1:
+			in.send(t, truncFrame())
+			seq = append(seq, trunc)
+		case 4:
+			in.send(t, arpFrame())
+			seq = append(seq, notIP)
+		}
+		keyed++
+		time.Sleep(time.Millisecond) // spread the frames over the windows
+	}
+	if seq[len(seq)-1] < 0 { // an error frame is always followed by a keyed one
+		in.send(t, keyFrame(keyed))
+		seq = append(seq, keyed)
+		keyed++
+	}
+	waitProcessed(t, x, uint64(len(seq)))
+	evs := readByCPU(t, x)
+	onlyOn(t, evs, cpu)
+
+	win := map[flow.Key]int64{}
+	last := int64(math.MinInt64)
+	for _, p := range evs[cpu] {
+		w := p.TimeNs / int64(window)
+		if w < last {
+			t.Errorf("an event of window %d after one of window %d", w, last)
+		}
+		last = w
+		win[p.Key] = w
+	}
+	if len(win) != keyed {
+		t.Fatalf("%d keys delivered, %d sent", len(win), keyed)
+	}
+	type bounds struct {
+		keyed                         uint64
+		trunc, notIP, truncMax, ipMax uint64
+	}
+	want := map[int64]*bounds{}
+	at := func(w int64) *bounds {
+		if want[w] == nil {
+			want[w] = &bounds{}
+		}
+		return want[w]
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for n, j := range seq {
+		if j >= 0 {
+			w := win[srcKey(j)]
+			at(w).keyed++
+			lo, hi = min(lo, w), max(hi, w)
+			continue
+		}
+		before, after := win[srcKey(seq[n-1])], win[srcKey(seq[n+1])]
+		for w := before; w <= after; w++ {
+			b := at(w)
+			if j == trunc {
+				b.truncMax++
+				if before == after {
+					b.trunc++
+				}
+			} else {
+				b.ipMax++
+				if before == after {
+					b.notIP++
+				}
+			}
+		}
+	}
+	if hi-lo < 2 {
+		t.Fatalf("frames in windows %d..%d only: no boundaries crossed to test", lo, hi)
+	}
+
+	src := x.Sources()[cpu].(capture.WindowCounter)
+	var sum capture.KernelCounts
+	sum.Errors = map[string]uint64{}
+	for w := lo - 1; w <= hi+1; w++ {
+		b := at(w)
+		c := windowCounts(t, x, w)
+		tr, ip := c.Errors["truncated"], c.Errors["not_ip"]
+		if c.Keyed != b.keyed || c.Prefiltered != 0 || c.RingFull != 0 || c.Packets != c.Keyed+tr+ip ||
+			tr < b.trunc || tr > b.truncMax || ip < b.notIP || ip > b.ipMax {
+			t.Errorf("window %d: %+v; want %d keyed, truncated in [%d, %d], not IP in [%d, %d]", w, c, b.keyed, b.trunc, b.truncMax, b.notIP, b.ipMax)
+		}
+		if s := windowCounts(t, src, w); !sameCounts(s, c) {
+			t.Errorf("window %d: CPU %d's source counts %+v, the fast path %+v", w, cpu, s, c)
+		}
+		sum.Packets += c.Packets
+		sum.Keyed += c.Keyed
+		sum.Errors["truncated"] += tr
+		sum.Errors["not_ip"] += ip
+	}
+	tot := total(t, x)
+	if sum.Packets != uint64(len(seq)) || tot.Packets != sum.Packets || tot.Keyed != sum.Keyed ||
+		sum.Errors["truncated"] != tot.Errors["truncated"] || sum.Errors["not_ip"] != tot.Errors["not_ip"] {
+		t.Errorf("windows add up to %+v; totals %+v; %d frames sent", sum, tot, len(seq))
+	}
+	t.Logf("%d frames over windows %d..%d", len(seq), lo, hi)
+}
+
+// TestXDPWindowCountsEnded: WindowCounts of the window the kernel's clock is
+// in ends it, so the next frames, sent while the clock still reads that
+// window, go to the next one: their keys come again (the prefilter
+// forgets at the boundary), stamped with its start, and each window's
+// counts are exactly its batch, class by class.
+func TestXDPWindowCountsEnded(t *testing.T) {
+	const window = time.Hour
+	// Not within a few seconds of the hour: the test's batches are all
+	// meant to be in the clock's own window.
+	next := (time.Now().UnixNano()/int64(window) + 1) * int64(window)
+	for now := time.Now().UnixNano(); now < next && next-now < int64(10*time.Second); now = time.Now().UnixNano() {
+		time.Sleep(100 * time.Millisecond) // at most 10 s: until the hour has passed
+	}
+	ns := testutil.NetNS(t)
+	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 4, Window: window, PollTimeout: 20 * time.Millisecond})
+	in := newInjector(t, ns, ns.Veth[1])
+	cpu := pinThread(t)
+	src := x.Sources()[cpu].(capture.WindowCounter)
+	if x.WindowSlots() != bpf.WindowSlots || src.WindowSlots() != bpf.WindowSlots {
+		t.Errorf("WindowSlots %d, %d; want %d", x.WindowSlots(), src.WindowSlots(), bpf.WindowSlots)
+	}
+
+	const keys = 20
+	batch := func() {
+		for j := range keys {
+			in.send(t, keyFrame(j), keyFrame(j))
+		}
+		in.send(t, truncFrame(), arpFrame(), badHeaderFrame(), tooManyTagsFrame())
+	}
+	wantBatch := capture.KernelCounts{Packets: 2*keys + 4, Keyed: 2 * keys, Prefiltered: keys, Errors: errCounts(1, 1, 1, 1)}
+	w0 := time.Now().UnixNano() / int64(window)
+	var sent uint64
+	for n, w := range []int64{w0, w0 + 1} {
+		batch()
+		sent += uint64(wantBatch.Packets)
+		waitProcessed(t, x, sent)
+		evs := readByCPU(t, x)
+		onlyOn(t, evs, cpu)
+		got := map[flow.Key]bool{}
+		for _, p := range evs[cpu] {
+			got[p.Key] = true
+			if p.TimeNs/int64(window) != w || (n > 0 && p.TimeNs != w*int64(window)) {
+				t.Errorf("batch %d: key %v at %v, want in window %d (at its start after the first)", n, p.Key, time.Unix(0, p.TimeNs).UTC(), w)
+			}
+		}
+		if len(got) != keys || len(evs[cpu]) != keys {
+			t.Errorf("batch %d: %d events of %d keys, want each of the %d keys once", n, len(evs[cpu]), len(got), keys)
+		}
+		c := windowCounts(t, x, w)
+		if !sameCounts(c, wantBatch) {
+			t.Errorf("window %d (batch %d): %+v, want %+v", w, n, c, wantBatch)
+		}
+		if s := windowCounts(t, src, w); !sameCounts(s, c) {
+			t.Errorf("window %d: CPU %d's source counts %+v, the fast path %+v", w, cpu, s, c)
+		}
+	}
+	if c := windowCounts(t, x, w0); !sameCounts(c, wantBatch) {
+		t.Errorf("window %d after the next: %+v, want %+v", w0, c, wantBatch)
+	}
+	tot := total(t, x)
+	if tot.Packets != sent || tot.Prefiltered != 2*keys || tot.Errors["too_many_headers"] != 2 {
+		t.Errorf("totals %+v, want the two batches", tot)
+	}
+}
+
+// TestXDPWindowGone: the counts of a window are gone once its CPU's clock
+// has moved bpf.WindowSlots windows past it; the newer window's counts are
+// its own, and the totals keep every frame.
+func TestXDPWindowGone(t *testing.T) {
+	const window = time.Millisecond
+	ns := testutil.NetNS(t)
+	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 5, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
+	in := newInjector(t, ns, ns.Veth[1])
+	cpu := pinThread(t)
+
+	in.send(t, keyFrame(0))
+	waitProcessed(t, x, 1)
+	evs := readByCPU(t, x)
+	onlyOn(t, evs, cpu)
+	if len(evs[cpu]) != 1 {
+		t.Fatalf("%d events, want 1", len(evs[cpu]))
+	}
+	w0 := evs[cpu][0].TimeNs / int64(window)
+	// Wait for the clock to pass window w0+WindowSlots.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().UnixNano()/int64(window) <= w0+bpf.WindowSlots; {
+		if time.Now().After(deadline) {
+			t.Fatal("the clock did not move")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	in.send(t, keyFrame(1))
+	waitProcessed(t, x, 2)
+	evs = readByCPU(t, x)
+	onlyOn(t, evs, cpu)
+	if len(evs[cpu]) != 1 {
+		t.Fatalf("%d events, want 1", len(evs[cpu]))
+	}
+	w1 := evs[cpu][0].TimeNs / int64(window)
+
+	var c capture.KernelCounts
+	if err := x.WindowCounts(w0, &c); !errors.Is(err, capture.ErrWindowGone) {
+		t.Errorf("window w0, %d windows later: %v, want ErrWindowGone", w1-w0, err)
+	}
+	if err := x.Sources()[cpu].(capture.WindowCounter).WindowCounts(w0, &c); !errors.Is(err, capture.ErrWindowGone) {
+		t.Errorf("CPU %d's source, window w0: %v, want ErrWindowGone", cpu, err)
+	}
+	want := capture.KernelCounts{Packets: 1, Keyed: 1, Errors: errCounts(0, 0, 0, 0)}
+	if c := windowCounts(t, x, w1); !sameCounts(c, want) {
+		t.Errorf("window w1: %+v, want %+v", c, want)
+	}
+	if tot := total(t, x); tot.Packets != 2 || tot.Keyed != 2 {
+		t.Errorf("totals %+v, want both frames", tot)
+	}
+}
+
+// windowSink keeps a pipeline's records and summaries.
+type windowSink struct {
+	mu   sync.Mutex
+	recs []pipeline.Record
+	wins []pipeline.WindowSummary
+}
+
+func (s *windowSink) Record(r *pipeline.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs = append(s.recs, *r)
+	return nil
+}
+
+func (s *windowSink) Window(w *pipeline.WindowSummary) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wins = append(s.wins, *w)
+	return nil
+}
+
+func (s *windowSink) Close() error { return nil }
+
+// TestXDPPipelineWindows: the fast path under a live pipeline with short
+// windows. Every summary adds up exactly (packets = malformed + skipped +
+// keys + drops + late) and equals the kernel's counts of its window, its
+// distinct keys are its records, and the summaries add up to the frames
+// sent: no window gets a frame of the next, as polled counts would give it.
+func TestXDPPipelineWindows(t *testing.T) {
+	const window = 300 * time.Millisecond
+	ns := testutil.NetNS(t)
+	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 6, Window: window, PollTimeout: 20 * time.Millisecond})
+	in := newInjector(t, ns, ns.Veth[1])
+	sink := new(windowSink)
+	pl, err := pipeline.New(pipeline.Config{
+		Workers: 2, Filter: "exact", Key: flow.KeySrc, Seed: 1, Window: window, Lateness: window / 3,
+		Live: true, WallClockWindows: true,
+	}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(ctx, x.Sources()...) }()
+	defer cancel()
+	cpu := pinThread(t)
+
+	// Each key twice in a row (a prefilter hit, or the first sight in the
+	// next window when a boundary falls between), an error frame after
+	// every fourth key; over four windows and more.
+	var sent uint64
+	errFrames := [][]byte{truncFrame(), arpFrame(), badHeaderFrame(), tooManyTagsFrame()}
+	// Send until the wall clock has been in four windows (bounded).
+	first, deadline := time.Now().UnixNano()/int64(window), time.Now().Add(20*time.Second)
+	for j := 0; time.Now().UnixNano()/int64(window) < first+4 && time.Now().Before(deadline); j++ {
+		in.send(t, keyFrame(j), keyFrame(j))
+		sent += 2
+		if j%4 == 3 {
+			in.send(t, errFrames[j/4%len(errFrames)])
+			sent++
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitProcessed(t, x, sent)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("pipeline: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pipeline still running 10 s after cancel")
+	}
+
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	perWindow := map[int64]uint64{}
+	for _, r := range sink.recs {
+		perWindow[r.WindowNs]++
+	}
+	var packets uint64
+	withFrames := 0
+	for _, s := range sink.wins {
+		packets += s.Packets
+		if s.Packets > 0 {
+			withFrames++
+		}
+		drops := s.DroppedBy["ring_full"] + s.DroppedBy["xdp_ring_full"]
+		if s.Packets != s.Malformed+s.Skipped+s.Keys+drops+s.Late || s.Late != 0 || drops != 0 {
+			t.Errorf("window %v: packets %d != malformed %d + skipped %d + keys %d + drops %d + late %d",
+				time.Unix(0, s.StartNs).UTC(), s.Packets, s.Malformed, s.Skipped, s.Keys, drops, s.Late)
+		}
+		if s.Distinct != perWindow[s.StartNs] || s.Keys != s.Distinct+s.Prefiltered {
+			t.Errorf("window %v: distinct %d, keys %d, prefiltered %d; %d records", time.Unix(0, s.StartNs).UTC(), s.Distinct, s.Keys, s.Prefiltered, perWindow[s.StartNs])
+		}
+		k := windowCounts(t, x, s.StartNs/int64(window))
+		var kerr uint64
+		for _, n := range k.Errors {
+			kerr += n
+		}
+		if s.Packets != k.Packets || s.Prefiltered != k.Prefiltered || s.Malformed+s.Skipped != kerr || s.Skipped != k.Errors["not_ip"] {
+			t.Errorf("window %v: summary %+v; kernel %+v", time.Unix(0, s.StartNs).UTC(), s, k)
+		}
+	}
+	if tot := total(t, x); packets != sent || tot.Packets != sent {
+		t.Errorf("summaries count %d packets, the kernel %d; %d sent", packets, tot.Packets, sent)
+	}
+	if withFrames < 3 {
+		t.Errorf("frames in %d windows, want 3 or more: too few boundaries crossed to test", withFrames)
+	}
+	t.Logf("%d frames in %d summaries (%d with frames), pinned to CPU %d", sent, len(sink.wins), withFrames, cpu)
+}

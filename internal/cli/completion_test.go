@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
+)
+
+// Each shell's completion script is produced, and is that shell's.
+func TestCompletionScripts(t *testing.T) {
+	for shell, marker := range map[string]string{
+		"bash":       "complete -o default -F __start_flowdedup flowdedup",
+		"zsh":        "#compdef flowdedup",
+		"fish":       "complete -c flowdedup",
+		"powershell": "Register-ArgumentCompleter",
+	} {
+		code, out, errs := run("completion", shell)
+		if code != ExitOK || errs != "" || !strings.Contains(out, marker) {
+			t.Errorf("completion %s: exit %d, stderr %q, script lacks %q", shell, code, errs, marker)
+		}
+	}
+}
+
+// completions asks the completion back end every script calls
+// (`flowdedup __complete ARGS... PREFIX`) and returns its candidates.
+func completions(t *testing.T, args ...string) []string {
+	t.Helper()
+	code, out, errs := run(append([]string{"__complete"}, args...)...)
+	if code != ExitOK {
+		t.Fatalf("__complete %q: exit %d: %s", args, code, errs)
+	}
+	var got []string
+	for line := range strings.Lines(out) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, ":") { // the directive
+			continue
+		}
+		name, _, _ := strings.Cut(line, "\t") // drop descriptions
+		got = append(got, name)
+	}
+	return got
+}
+
+func TestCompletionCandidates(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"re"}, []string{"replay"}},
+		{[]string{"replay", "--key", ""}, []string{"src", "dst", "pair", "5tuple"}},
+		{[]string{"replay", "x.pcap", "--format", ""}, []string{"jsonl", "csv", "text"}},
+		{[]string{"replay", "--fil"}, []string{"--filter"}},
+		{[]string{"replay", "--filter", "qh"}, []string{"qht", "qhtd"}},
+		{[]string{"eval", "--format", ""}, []string{"text", "json", "csv"}},
+		{[]string{"gen", "--format", ""}, []string{"pcap", "pcapng"}},
+	} {
+		got := completions(t, c.args...)
+		for _, w := range c.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("__complete %q = %q, lacks %q", c.args, got, w)
+			}
+		}
+	}
+	if runtime.GOOS == "linux" {
+		if got := completions(t, "run", "--mode", ""); !slices.Equal(got, liveModeNames()) {
+			t.Errorf("run --mode completes to %q, want %q", got, liveModeNames())
+		}
+		if got := completions(t, "run", "-i", "l"); !slices.Contains(got, "lo") {
+			t.Errorf("run -i l completes to %q, want lo among them", got)
+		}
+	}
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// flowdedupBinary builds cmd/flowdedup once for the tests that run it as a
+// shell would, and returns its directory (for PATH).
+func flowdedupBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "flowdedup-bin-"); binErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "flowdedup"), "../../cmd/flowdedup").CombinedOutput()
+		if err != nil {
+			binErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binDir
+}
+
+// bashCompletion is bash-completion's library, which the script cobra
+// writes for bash calls (_get_comp_words_by_ref).
+const bashCompletion = "/usr/share/bash-completion/bash_completion"
+
+// The bash script really completes in bash, as an interactive shell with
+// bash-completion loads it: it calls the binary's completion back end and
+// fills COMPREPLY.
+func TestBashCompletes(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		testutil.SkipOrFail(t, "no bash on this system")
+	}
+	if _, err := os.Stat(bashCompletion); err != nil {
+		testutil.SkipOrFail(t, "bash-completion is not installed (Debian package bash-completion; .ci/run installs it)")
+	}
+	dir := flowdedupBinary(t)
+	for _, c := range []struct {
+		line string // the words typed, the last one being completed
+		want []string
+	}{
+		{"flowdedup rep", []string{"replay"}},
+		{"flowdedup replay --key ", []string{"src", "dst", "pair", "5tuple"}},
+		{"flowdedup replay x.pcap --ke", []string{"--key"}},
+	} {
+		words := strings.Fields(c.line)
+		if strings.HasSuffix(c.line, " ") {
+			words = append(words, "")
+		}
+		var quoted []string
+		for _, w := range words {
+			quoted = append(quoted, "'"+w+"'")
+		}
+		script := `source ` + bashCompletion + `
+source <(flowdedup completion bash)
+COMP_WORDS=(` + strings.Join(quoted, " ") + `)
+COMP_CWORD=` + strconv.Itoa(len(words)-1) + `
+COMP_LINE='` + c.line + `'
+COMP_POINT=${#COMP_LINE}
+__start_flowdedup
+printf '%s\n' "${COMPREPLY[@]}"`
+		cmd := exec.Command(bash, "--norc", "-c", script)
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr // bash's compopt complains outside a real completion
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", c.line, err, stderr.String())
+		}
+		got := strings.Fields(string(out))
+		for _, w := range c.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("bash completes %q to %q, lacks %q", c.line, got, w)
+			}
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// replayLines runs replay with args (which must name the output with --out or
+// -w out) and returns the sorted record lines of out.
+func replayLines(t *testing.T, out string, args ...string) []string {
+	t.Helper()
+	code, _, errs := run(append([]string{"replay"}, args...)...)
+	if code != ExitOK {
+		t.Fatalf("replay %q: exit %d: %s", args, code, errs)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	sort.Strings(lines)
+	return lines
+}
+
+// Flags go anywhere on the line, as --flag value, --flag=value or a short
+// form, and all spellings give the same run: the issue's
+// `flowdedup replay x.pcap --key dst` failed with "open --key".
+func TestFlagsAnywhere(t *testing.T) {
+	file := pcapPath("windows.pcap")
+	dir := t.TempDir()
+	out := func(name string) string { return filepath.Join(dir, name+".jsonl") }
+	want := replayLines(t, out("first"), "--key", "dst", "--filter", "exact", "--window", "1m", "--out", out("first"), file)
+	if len(want) < 2 {
+		t.Fatalf("only %d records: the comparison would prove little", len(want))
+	}
+	for name, args := range map[string][]string{
+		"after":      {file, "--key", "dst", "--filter", "exact", "--window", "1m", "--out", out("after")},
+		"between":    {"--key", "dst", file, "--filter", "exact", "--out", out("between"), "--window", "1m"},
+		"equals":     {file, "--key=dst", "--filter=exact", "--window=1m", "--out=" + out("equals")},
+		"short":      {"-w", out("short"), "--key", "dst", "--filter", "exact", "--window", "1m", "-r", file},
+		"shortjoin":  {"-nr", file, "-w" + out("shortjoin"), "--key", "dst", "--filter", "exact", "--window", "1m"},
+		"nn":         {"-nn", "-w", out("nn"), file, "--key", "dst", "--filter", "exact", "--window", "1m"},
+		"dash-dash":  {"--key", "dst", "--filter", "exact", "--window", "1m", "-w", out("dash-dash"), "--", file},
+		"read-equal": {"--read=" + file, "--key", "dst", "--filter", "exact", "--window", "1m", "-w", out("read-equal")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := replayLines(t, out(name), args...); !slices.Equal(got, want) {
+				t.Errorf("%q: %d records differ from the flags-first run's %d", args, len(got), len(want))
+			}
+		})
+	}
+}
+
+// After --, everything is a file, even what looks like a flag.
+func TestDoubleDashEndsFlags(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(pcapPath("small.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "-w.pcap"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	out := filepath.Join(dir, "out.jsonl")
+	if lines := replayLines(t, out, "--filter", "exact", "--out", out, "--", "-w.pcap"); len(lines) == 0 {
+		t.Error("no records from -w.pcap")
+	}
+	// "--key" after -- is a file name, and there is no such file: a
+	// failure to open it (exit 1), not a flag.
+	code, _, errs := run("replay", "--filter", "exact", "--out", out, "--", "--key")
+	if code != ExitError || !strings.Contains(errs, "--key") || !strings.Contains(errs, "no such file") {
+		t.Errorf("-- --key: exit %d, stderr %q; want %d and the missing file", code, errs, ExitError)
+	}
+}
+
+// Unknown flags are usage errors that name the flag, say where help is,
+// and, for a long flag written with one dash as Go's flag package took
+// it, say that long flags take two.
+func TestUnknownFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"replay", "--bogus", "x.pcap"}, []string{"unknown flag: --bogus", "run 'flowdedup replay --help' for usage"}},
+		{[]string{"replay", "x.pcap", "-x"}, []string{"unknown shorthand flag: 'x'"}},
+		{[]string{"replay", "-key", "dst", "x.pcap"}, []string{"long flags take two dashes: --key"}},
+		{[]string{"eval", "-filter=exact", "--stream", "distinct:n=9"}, []string{"long flags take two dashes: --filter"}},
+		{[]string{"gen", "--packets"}, []string{"flag needs an argument: --packets"}},
+		{[]string{"--bogus"}, []string{"unknown flag: --bogus"}},
+		{[]string{"replya"}, []string{`unknown command "replya"`, "replay"}}, // with cobra's suggestion
+		{[]string{"replay", "--version"}, []string{"unknown flag: --version"}},
+	} {
+		code, _, errs := run(c.args...)
+		if code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d", c.args, code, ExitUsage)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%q: stderr %q lacks %q", c.args, errs, w)
+			}
+		}
+	}
+}
+
+// Every duration flag says what a duration looks like when it does not
+// parse, those bound by the capture package's flag set included.
+func TestDurationErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"replay", "--window", "1x", "x.pcap"},
+		{"replay", "--window", "1", "x.pcap"},
+		{"replay", "--window", "1m", "--lateness", "soon", "x.pcap"},
+		{"run", "--iface", "lo", "--window", "1x"},
+		{"run", "--iface", "lo", "--poll-timeout", "fast"},
+		{"run", "--iface", "lo", "--afpacket-block-timeout", "10"},
+		{"gen", "--packets", "10", "--flows", "1", "-o", "-", "--duration", "1x"},
+	} {
+		code, _, errs := run(args...)
+		if code != ExitUsage || !strings.Contains(errs, "want a duration such as 30s, 5m, 1h") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+// tcpdump's short forms where flowdedup has the flag: -i, -s and -w on
+// run, -r and -w on replay, -s and -o on gen.
+func TestShortForms(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("run is Linux-only")
+	}
+	// -i is --iface: the same error for a missing interface.
+	for _, iface := range [][]string{{"-i", "nosuchif0"}, {"-inosuchif0"}, {"-ni", "nosuchif0"}} {
+		code, _, errs := run(append([]string{"run", "--mode", "afpacket"}, iface...)...)
+		if code != ExitError || !strings.Contains(errs, `"nosuchif0"`) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and the interface", iface, code, errs, ExitError)
+		}
+	}
+	// -s is --snaplen, an AF_PACKET flag: refused with --mode xdp by name.
+	code, _, errs := run("run", "-i", "lo", "--mode", "xdp", "-s", "128")
+	if code != ExitUsage || !strings.Contains(errs, "--snaplen applies to --mode afpacket only") {
+		t.Errorf("run -s with xdp: exit %d, stderr %q", code, errs)
+	}
+	// gen -s is --snaplen: the same bytes.
+	var long, short bytes.Buffer
+	if c := Main(context.Background(), []string{"gen", "--packets", "50", "--flows", "5", "--snaplen", "70", "-o", "-"}, &long, new(bytes.Buffer)); c != ExitOK {
+		t.Fatalf("gen --snaplen: exit %d", c)
+	}
+	if c := Main(context.Background(), []string{"gen", "--packets", "50", "--flows", "5", "-s", "70", "-o", "-"}, &short, new(bytes.Buffer)); c != ExitOK {
+		t.Fatalf("gen -s: exit %d", c)
+	}
+	if !bytes.Equal(long.Bytes(), short.Bytes()) {
+		t.Error("gen -s 70 and --snaplen 70 wrote different files")
+	}
+	// -r and arguments together would leave the order open.
+	code, _, errs = run("replay", "-r", pcapPath("small.pcap"), pcapPath("ipv6.pcap"))
+	if code != ExitUsage || !strings.Contains(errs, "not both") {
+		t.Errorf("-r with an argument: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, errs := run("--version")
+	if code != ExitOK || errs != "" {
+		t.Fatalf("--version: exit %d, stderr %q", code, errs)
+	}
+	if !strings.HasPrefix(out, "flowdedup ") || !strings.HasSuffix(out, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n") ||
+		strings.Count(out, "\n") != 1 {
+		t.Errorf("--version printed %q", out)
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	stamped := &debug.BuildInfo{
+		GoVersion: "go1.26.1",
+		Main:      debug.Module{Path: "github.com/flowdedup/flowdedup", Version: "v1.2.0"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-01-02T03:04:05Z"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	if got, want := formatVersion(stamped, "linux/amd64"), "flowdedup v1.2.0 (commit 0123456789ab, 2026-01-02T03:04:05Z, modified) go1.26.1 linux/amd64"; got != want {
+		t.Errorf("stamped: %q, want %q", got, want)
+	}
+	clean := &debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "(devel)"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}}
+	if got, want := formatVersion(clean, "linux/arm64"), "flowdedup (devel) (commit abc) go1.26.1 linux/arm64"; got != want {
+		t.Errorf("clean: %q, want %q", got, want)
+	}
+	bare := &debug.BuildInfo{GoVersion: "go1.26.1"}
+	if got, want := formatVersion(bare, "darwin/arm64"), "flowdedup (devel) go1.26.1 darwin/arm64"; got != want {
+		t.Errorf("bare: %q, want %q", got, want)
+	}
+}
+
+// Every subcommand explains itself with examples on --help, -h and
+// `flowdedup help NAME`, on stdout.
+func TestEveryCommandHelps(t *testing.T) {
+	for _, c := range commands() {
+		name := strings.Fields(c.use)[0]
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
+			code, out, errs := run(args...)
+			if code != ExitOK || errs != "" || !strings.Contains(out, "Usage:\n  flowdedup "+name) ||
+				(runtime.GOOS == "linux" || name != "run") && !strings.Contains(out, "Examples:\n  flowdedup "+name) {
+				t.Errorf("%q: exit %d, stderr %q\n%s", args, code, errs, out)
+			}
+		}
+	}
+	// Without a command: the list of commands on stderr, exit 2.
+	code, out, errs := run()
+	if code != ExitUsage || out != "" || !strings.Contains(errs, "Commands:") || !strings.Contains(errs, "replay") {
+		t.Errorf("no command: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}

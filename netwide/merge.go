@@ -1,0 +1,262 @@
+package netwide
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flowdedup/flowdedup/sketch"
+)
+
+// Errors. Merger wraps them with the summary at fault (Summary.Source);
+// match them with errors.Is. Sketches of different seeds or precisions fail
+// with sketch.ErrSeedMismatch or sketch.ErrPrecisionMismatch, and bytes
+// that are not a sketch with sketch.ErrFormat.
+var (
+	// ErrNoSketch: a summary without a sketch, from a router that ran
+	// without --summary-sketch (pipeline.Config.KeepSketch): its keys
+	// cannot be merged with the others'.
+	ErrNoSketch = errors.New("netwide: summary has no sketch (run flowdedup with --summary-sketch)")
+	// ErrNotNested: with Options.By, a window that crosses a period
+	// boundary, so belongs to no one period: the period is not a multiple
+	// of the window, or the windows are not aligned on the Unix epoch as
+	// flowdedup's are.
+	ErrNotNested = errors.New("netwide: window crosses a period boundary")
+	// ErrOverlap: without Options.By, two different windows that overlap,
+	// from routers that ran with different --window lengths (or without
+	// windows): merging by window would count their common time twice
+	// over, and merging nothing would compare unlike spans. Merge them by
+	// a period that is a multiple of every window (Options.By).
+	ErrOverlap = errors.New("netwide: different windows overlap")
+	// ErrBadWindow: a summary whose window ends before it starts.
+	ErrBadWindow = errors.New("netwide: bad window")
+	// ErrBadPeriod: an Options.By below zero.
+	ErrBadPeriod = errors.New("netwide: negative period")
+)
+
+// Summary is one router's summary of one window, as the merge needs it: the
+// fields of a flowdedup summary line (DESIGN.md section 6 and 7).
+type Summary struct {
+	Observer         string // the router (--observer)
+	StartNs, EndNs   int64  // the window, [StartNs, EndNs), Unix ns
+	Distinct         uint64 // the router's filter's distinct count ("distinct")
+	DistinctEstimate uint64 // its sketch's estimate ("distinct_estimate")
+	Sketch           []byte // the sketch's binary form (sketch.HLL); nil without --summary-sketch
+	// Source says where the summary came from ("file:line"), for errors.
+	Source string
+}
+
+// Options says how summaries are grouped.
+type Options struct {
+	// By merges all windows of each period of this length, periods being
+	// aligned on the Unix epoch (UTC) as flowdedup's windows are: a By of
+	// one hour merges the 1-minute windows of each hour, on the hour. Every
+	// window must lie within one period (ErrNotNested otherwise). 0 groups
+	// summaries by window: those with equal start and end merge.
+	By time.Duration
+}
+
+// Group is the network-wide result of one window or period.
+type Group struct {
+	StartNs, EndNs int64    // the window, or the period
+	Observers      []string // the routers with a summary in it, sorted
+	Summaries      int      // summaries merged
+	// Estimate is the distinct keys of the union of the summaries' sketches:
+	// a key seen by several routers, or in several windows of a period,
+	// counts once. Its standard error is that of one sketch (0.81% at
+	// precision 14), however many were merged.
+	Estimate uint64
+	// SumEstimates and SumDistinct add up the summaries' own estimates and
+	// filter counts: what adding per-router counts would say, for
+	// comparison; they count a key once per router and window it was in.
+	SumEstimates uint64
+	SumDistinct  uint64
+	// Sketch is the merged sketch. It belongs to the caller.
+	Sketch *sketch.HLL
+}
+
+// Merger merges summaries, one at a time, into groups. Memory is one sketch
+// (2^p bytes) per group, whatever the number of summaries. The zero Merger
+// is not usable: make one with New.
+type Merger struct {
+	by      int64
+	groups  map[span]*group
+	skipped int
+
+	// The first summary's sketch's precision and seed fingerprint, which
+	// every other must share, and its Source.
+	p       uint8
+	fp      uint64
+	firstAt string
+}
+
+// span is a group's key: its bounds.
+type span struct{ start, end int64 }
+
+type group struct {
+	Group
+	observers map[string]bool
+}
+
+// New returns a Merger grouping as opt says.
+func New(opt Options) (*Merger, error) {
+	if opt.By < 0 {
+		return nil, fmt.Errorf("%w: %v", ErrBadPeriod, opt.By)
+	}
+	return &Merger{by: int64(opt.By), groups: map[span]*group{}}, nil
+}
+
+// Add merges summary s into its group. On an error nothing of s is kept and
+// the Merger can go on with other summaries.
+//
+// With Options.By, a summary that crosses a period boundary is an error,
+// except an empty one (estimate 0, an empty sketch: a gap in a router's
+// traffic, which flowdedup writes as one summary when it spans more than
+// 100000 windows): having no key to add, it is skipped, and counted by
+// SkippedEmpty.
+func (m *Merger) Add(s *Summary) error {
+	if s.EndNs < s.StartNs {
+		return fmt.Errorf("%s%w: window [%d, %d) ends before it starts", at(s), ErrBadWindow, s.StartNs, s.EndNs)
+	}
+	if len(s.Sketch) == 0 {
+		return fmt.Errorf("%s%w", at(s), ErrNoSketch)
+	}
+	h := new(sketch.HLL)
+	if err := h.UnmarshalBinary(s.Sketch); err != nil {
+		return fmt.Errorf("%s%w", at(s), err)
+	}
+	if err := m.check(h, s); err != nil {
+		return err
+	}
+	sp := span{s.StartNs, s.EndNs}
+	if m.by != 0 {
+		p := period(s.StartNs, m.by)
+		if last := max(s.StartNs, s.EndNs-1); period(last, m.by) != p {
+			if s.DistinctEstimate == 0 && h.Estimate() == 0 {
+				m.skipped++
+				return nil
+			}
+			return fmt.Errorf("%s%w: window %s to %s crosses the boundary at %s of the %v periods",
+				at(s), ErrNotNested, fmtNs(s.StartNs), fmtNs(s.EndNs), fmtNs(p+m.by), time.Duration(m.by))
+		}
+		sp = span{p, p + m.by}
+	}
+	if m.p == 0 {
+		m.p, m.fp, m.firstAt = h.Precision(), h.Fingerprint(), s.Source
+		if m.firstAt == "" {
+			m.firstAt = "the first summary"
+		}
+	}
+	g := m.groups[sp]
+	if g == nil {
+		g = &group{Group: Group{StartNs: sp.start, EndNs: sp.end}, observers: map[string]bool{}}
+		m.groups[sp] = g
+	}
+	if g.Sketch == nil {
+		g.Sketch = h
+	} else if err := g.Sketch.Merge(h); err != nil {
+		return fmt.Errorf("%s%w", at(s), err) // never: check has compared h with the first
+	}
+	g.observers[s.Observer] = true
+	g.Summaries++
+	g.SumEstimates += s.DistinctEstimate
+	g.SumDistinct += s.Distinct
+	return nil
+}
+
+// at prefixes messages about s with where it came from.
+func at(s *Summary) string {
+	if s.Source == "" {
+		return ""
+	}
+	return s.Source + ": "
+}
+
+// check requires h to have the seed and precision of the first sketch
+// added, so that sketches that cannot merge fail whichever groups they are
+// in, naming both summaries.
+func (m *Merger) check(h *sketch.HLL, s *Summary) error {
+	switch {
+	case m.p == 0:
+		return nil
+	case h.Precision() != m.p:
+		return fmt.Errorf("%ssketch of precision %d, %s's of %d (routers must use one precision): %w",
+			at(s), h.Precision(), m.firstAt, m.p, sketch.ErrPrecisionMismatch)
+	case h.Fingerprint() != m.fp:
+		return fmt.Errorf("%ssketch seed fingerprint %016x, %s's %016x (routers must share --sketch-seed): %w",
+			at(s), h.Fingerprint(), m.firstAt, m.fp, sketch.ErrSeedMismatch)
+	}
+	return nil
+}
+
+// SkippedEmpty returns how many empty summaries Add skipped because they
+// crossed a period boundary.
+func (m *Merger) SkippedEmpty() int { return m.skipped }
+
+// Groups returns the groups, by start then end, with their estimates. The
+// groups' sketches are the Merger's own: adding more summaries afterwards
+// changes them. Without Options.By, two different windows that overlap
+// fail with ErrOverlap, unless one of them has no key at all.
+func (m *Merger) Groups() ([]Group, error) {
+	gs := make([]*group, 0, len(m.groups))
+	for _, g := range m.groups {
+		gs = append(gs, g)
+	}
+	slices.SortFunc(gs, func(a, b *group) int {
+		return cmp.Or(cmp.Compare(a.StartNs, b.StartNs), cmp.Compare(a.EndNs, b.EndNs))
+	})
+	out := make([]Group, len(gs))
+	var reach *Group // of the groups with keys so far, the one that ends last
+	for i, g := range gs {
+		g.Estimate = g.Sketch.Estimate()
+		g.Observers = make([]string, 0, len(g.observers))
+		for o := range g.observers {
+			g.Observers = append(g.Observers, o)
+		}
+		slices.Sort(g.Observers)
+		out[i] = g.Group
+		if g.Estimate == 0 {
+			continue
+		}
+		if m.by == 0 && reach != nil && g.StartNs < reach.EndNs {
+			return nil, fmt.Errorf("%w: window %s to %s and window %s to %s (merge by a period that is a multiple of both windows' lengths, %v and %v)",
+				ErrOverlap, fmtNs(reach.StartNs), fmtNs(reach.EndNs), fmtNs(g.StartNs), fmtNs(g.EndNs),
+				time.Duration(reach.EndNs-reach.StartNs), time.Duration(g.EndNs-g.StartNs))
+		}
+		if reach == nil || g.EndNs > reach.EndNs {
+			reach = &out[i]
+		}
+	}
+	return out, nil
+}
+
+// Merge merges summaries with a new Merger: a shorthand for New, Add for
+// each, Groups.
+func Merge(summaries []Summary, opt Options) ([]Group, error) {
+	m, err := New(opt)
+	if err != nil {
+		return nil, err
+	}
+	for i := range summaries {
+		if err := m.Add(&summaries[i]); err != nil {
+			return nil, err
+		}
+	}
+	return m.Groups()
+}
+
+// period returns the start of the period of length by holding t.
+func period(t, by int64) int64 {
+	p := t / by * by
+	if p > t {
+		p -= by // t < 0: division truncates towards zero
+	}
+	return p
+}
+
+// fmtNs formats a Unix ns time for messages.
+func fmtNs(ns int64) string {
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,25 @@
+// Package export opens the --export destinations of replay and run
+// (DESIGN.md section 7): [Open] reads a destination's URL, makes the Sink
+// of its scheme and wraps it in a report.Queue, which the CLI gives to the
+// Reporter (report.Config.Exports) and to Prometheus
+// (report.NewExportCollector).
+//
+// Schemes:
+//
+//	ipfix://HOST:PORT                          IPFIX over UDP (package report/ipfix)
+//	ipfix+tcp://HOST:PORT                      IPFIX over TCP (package report/ipfix)
+//	clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB  ClickHouse's HTTP interface (package report/clickhouse)
+//
+// Each scheme also chooses its batching: IPFIX takes small batches
+// (report.DefaultBatchSize, report.DefaultBatchAge), so that records reach
+// the collector within a second; ClickHouse large ones (65536 rows, at
+// most every 2 s), as it asks for few, large inserts. A destination is named in summaries,
+// metrics, notices and the spool by [Dest]: its URL without credentials,
+// query or fragment.
+//
+// Lifecycle: Open starts the Queue's goroutines; the Reporter closes the
+// Queue (draining it for up to Options.DrainTimeout), which closes the
+// Sink. A destination that is down at start is not an error of Open: the
+// Queue retries, spools (Options.Spool) or counts, and says so once on
+// Options.Notices.
+package export

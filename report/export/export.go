@@ -1,0 +1,183 @@
+package export
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/clickhouse"
+	"github.com/flowdedup/flowdedup/report/ipfix"
+)
+
+// ErrScheme: an --export URL whose scheme no destination serves.
+var ErrScheme = errors.New("export: unknown destination scheme")
+
+// Options are what every destination of a run shares.
+type Options struct {
+	// Kind is the key kind of the records (--key).
+	Kind flow.KeyKind
+	// Observer names this observation point (--observer), for the
+	// destinations that store it with each record.
+	Observer string
+	// ObservationDomain is the IPFIX observation domain ID of every
+	// message (--observation-domain).
+	ObservationDomain uint32
+	// Spool, when not nil, keeps what a destination cannot take yet on
+	// disk (--spool, --spool-max).
+	Spool *report.Spool
+	// DrainTimeout bounds how long closing a Queue tries to deliver what is
+	// queued (--export-drain); zero means report.DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// Notices receives the destinations' state changes, a line each
+	// (stderr); nil says nothing.
+	Notices io.Writer
+}
+
+// opener makes the Sink of a URL and says how its Queue batches.
+type opener func(raw string, o *Options) (report.Sink, report.QueueConfig, error)
+
+// openers maps each scheme to its destination: the one place a destination
+// is added.
+var openers = map[string]opener{
+	ipfix.SchemeUDP:   openIPFIX,
+	ipfix.SchemeTCP:   openIPFIX,
+	clickhouse.Scheme: openClickHouse,
+}
+
+// Schemes returns the URL schemes Open serves, sorted.
+func Schemes() []string {
+	return slices.Sorted(func(yield func(string) bool) {
+		for s := range openers {
+			if !yield(s) {
+				return
+			}
+		}
+	})
+}
+
+// Open opens the --export destination rawURL: it makes the Sink of its
+// scheme (which does not connect yet, or does not mind a destination that
+// is down) and returns it in a running Queue named Dest(rawURL). A
+// malformed URL, a scheme no destination serves (ErrScheme, listing those
+// that are) and a Config the destination refuses are errors.
+func Open(rawURL string, o Options) (*report.Queue, error) {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("%w: %q: want SCHEME://HOST:PORT[/PATH], with one of the schemes %s", ErrScheme, rawURL, strings.Join(Schemes(), ", "))
+	}
+	open := openers[strings.ToLower(scheme)]
+	if open == nil {
+		return nil, fmt.Errorf("%w %q in %q (known: %s)", ErrScheme, scheme, Dest(rawURL), strings.Join(Schemes(), ", "))
+	}
+	sink, qc, err := open(rawURL, &o)
+	if err != nil {
+		return nil, err
+	}
+	qc.Spool = o.Spool
+	qc.DrainTimeout = o.DrainTimeout
+	qc.Notices = o.Notices
+	q, err := report.NewQueue(Dest(rawURL), sink, qc)
+	if err != nil {
+		sink.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+// OpenAll opens every URL (see Open). The same destination given twice is
+// an error, and so is any Open's: the Queues opened before it are closed.
+func OpenAll(rawURLs []string, o Options) ([]*report.Queue, error) {
+	var qs []*report.Queue
+	seen := make(map[string]bool)
+	fail := func(err error) ([]*report.Queue, error) {
+		for _, q := range qs {
+			q.Close()
+		}
+		return nil, err
+	}
+	for _, raw := range rawURLs {
+		d := Dest(raw)
+		if seen[d] {
+			return fail(fmt.Errorf("export: %s is given twice", d))
+		}
+		seen[d] = true
+		q, err := Open(raw, o)
+		if err != nil {
+			return fail(err)
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+// Dest returns the name of the destination rawURL in summaries, metrics,
+// notices and the spool: SCHEME://HOST[:PORT][/PATH], without the
+// credentials, query or fragment a URL may carry. A URL that does not
+// parse is returned without what follows an '@' before the host, '?' or
+// '#'.
+func Dest(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		s := rawURL
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			s = s[:i]
+		}
+		if scheme, rest, ok := strings.Cut(s, "://"); ok {
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				rest = rest[at+1:]
+			}
+			s = scheme + "://" + rest
+		}
+		return s
+	}
+	return (&url.URL{Scheme: strings.ToLower(u.Scheme), Host: u.Host, Path: u.Path}).String()
+}
+
+func openIPFIX(raw string, o *Options) (report.Sink, report.QueueConfig, error) {
+	cfg, err := ipfix.ParseURL(raw)
+	if err != nil {
+		return nil, report.QueueConfig{}, err
+	}
+	cfg.Kind = o.Kind
+	cfg.ObservationDomain = o.ObservationDomain
+	e, err := ipfix.New(cfg)
+	if err != nil {
+		return nil, report.QueueConfig{}, err
+	}
+	// The report defaults: batches of 1024 records (about 15 messages on a
+	// 1500-byte path), out within a second.
+	return e, report.QueueConfig{}, nil
+}
+
+// ClickHouse batching: ClickHouse asks for inserts of 1,000 to 100,000
+// rows, at most about one a second (each insert makes a part on disk that
+// the server merges later; many small ones make it refuse inserts, "too
+// many parts"). Batches of 65536 rows (4.5 MiB in memory, a 4.5 MiB spool
+// file) made at least 2 s apart keep a run under one insert a second up
+// to 32768 distinct flows a second, and far under the part limits above
+// that; a trickle of records still reaches the table within 2 s. Memory
+// holds 4 such batches (the default bound).
+const (
+	clickHouseBatchSize = 1 << 16
+	clickHouseBatchAge  = 2 * time.Second
+)
+
+func openClickHouse(raw string, o *Options) (report.Sink, report.QueueConfig, error) {
+	cfg, err := clickhouse.ParseURL(raw)
+	if err != nil {
+		return nil, report.QueueConfig{}, err
+	}
+	cfg.Kind = o.Kind
+	cfg.Observer = o.Observer
+	e, err := clickhouse.New(cfg)
+	if err != nil {
+		return nil, report.QueueConfig{}, err
+	}
+	return e, report.QueueConfig{BatchSize: clickHouseBatchSize, BatchAge: clickHouseBatchAge, MaxQueued: 4 * clickHouseBatchSize}, nil
+}

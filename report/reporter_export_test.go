@@ -1,0 +1,148 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/pipeline"
+)
+
+// TestReporterExports: the Reporter gives an export Queue the records and
+// summaries the files get, never waits for it, and puts in each summary
+// what the Queue dropped since the one before, with the Observer and
+// Filter; the totals end with a line per export.
+func TestReporterExports(t *testing.T) {
+	sink := &fakeSink{gate: make(chan struct{})} // hangs until the end
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Hour})
+	var out, summary, totals bytes.Buffer
+	r, err := New(Config{Out: &out, Format: "jsonl", Kind: flow.Key5Tuple, Summary: &summary, Totals: &totals,
+		Observer: "r1", Filter: "exact", Exports: []*Queue{q}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := genRecords(0, 400)
+	for i := range recs[:300] {
+		if err := r.Record(&recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1 := pipeline.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 300}
+	if err := r.Window(&w1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs[300:] {
+		r.Record(&recs[300+i])
+	}
+	w2 := pipeline.WindowSummary{StartNs: w1.EndNs, EndNs: w1.EndNs + int64(time.Hour), Distinct: 100, Final: true}
+	if err := r.Window(&w2); err != nil {
+		t.Fatal(err)
+	}
+	close(sink.gate)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The Queue held 20 records (two batches of 10); the other 280 of the
+	// first window and the 100 of the second were dropped.
+	sums, err := ReadSummaries(&summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sums) != 2 {
+		t.Fatalf("%d summaries", len(sums))
+	}
+	for i, want := range []uint64{280, 100} {
+		s := sums[i]
+		if s.Observer != "r1" || s.Filter != "exact" || s.ExportDropped["fake://dest"]["queue_full"] != want || len(s.ExportDropped) != 1 {
+			t.Errorf("summary %d: observer %q filter %q export_dropped %v; want r1, exact, queue_full %d", i, s.Observer, s.Filter, s.ExportDropped, want)
+		}
+	}
+	if got := strings.Count(out.String(), "\n"); got != 400 {
+		t.Errorf("%d records in the file, want 400: a stuck export must not cost the file any", got)
+	}
+	if got := sink.records(); !slices.Equal(got, recs[:20]) {
+		t.Errorf("export got %d records, want the first 20", len(got))
+	}
+	_, windows, _ := sink.snapshot()
+	if len(windows) != 2 || windows[0].ExportDropped["fake://dest"]["queue_full"] != 280 || windows[1].Observer != "r1" {
+		t.Errorf("export got summaries %+v", windows)
+	}
+	wantTotals := "totals: packets 0, malformed 0, skipped 0, keys 0, distinct 400, dropped 0, windows 2\n" +
+		"export fake://dest: sent 20 records and 2 window summaries, dropped 380 (queue_full 380)\n"
+	if totals.String() != wantTotals {
+		t.Errorf("totals:\n got %q\nwant %q", totals.String(), wantTotals)
+	}
+}
+
+// TestReporterExportSurvivesFileError: when the record file fails, the
+// run stops with its error, and the exports are still closed (drained).
+func TestReporterExportSurvivesFileError(t *testing.T) {
+	sink := &fakeSink{}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 100, BatchAge: time.Hour})
+	r, err := New(Config{Out: &fullWriter{limit: 0}, Kind: flow.Key5Tuple, Exports: []*Queue{q}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := genRecords(0, stageSize)
+	var first error
+	for i := range recs {
+		if first = r.Record(&recs[i]); first != nil {
+			break
+		}
+	}
+	if first == nil {
+		first = r.Flush()
+	}
+	if !errors.Is(first, syscall.ENOSPC) {
+		t.Fatalf("error %v, want ENOSPC", first)
+	}
+	if err := r.Close(); err != first {
+		t.Errorf("Close: %v, want the first error", err)
+	}
+	if got := sink.records(); len(got) != stageSize || sink.closes != 1 {
+		t.Errorf("export got %d records and %d closes; want the %d handed on before the error, and closed", len(got), sink.closes, stageSize)
+	}
+}
+
+// TestTotalsAfterWriteError (issue 10): when --out fails, the run stops
+// with the error, and the totals line counts every packet read and every
+// window closed, not "packets 0".
+func TestTotalsAfterWriteError(t *testing.T) {
+	src, err := pcapfile.Open("../testdata/pcaps/windows.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var totals bytes.Buffer
+	r, err := New(Config{Out: &fullWriter{limit: 1000}, Kind: flow.Key5Tuple, Totals: &totals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(pipeline.Config{Workers: 2, Filter: "exact", Key: flow.Key5Tuple, Window: time.Minute}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(t.Context(), src); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Run: %v, want ENOSPC", err)
+	}
+	st := p.Stats()
+	if st.Packets == 0 || st.Windows == 0 {
+		t.Fatalf("the pipeline read %d packets in %d windows", st.Packets, st.Windows)
+	}
+	line := totals.String()
+	m := regexp.MustCompile(`^totals: packets (\d+), .*, windows (\d+)\n$`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("totals %q: not the totals line", line)
+	}
+	if m[1] != strconv.FormatUint(st.Packets, 10) || m[2] != strconv.FormatUint(st.Windows, 10) {
+		t.Errorf("totals %q: want packets %d, windows %d (the pipeline's)", line, st.Packets, st.Windows)
+	}
+}

@@ -1,0 +1,184 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/flowdedup/flowdedup/pipeline"
+)
+
+// fullSummary has every field set, so that a round trip that lost one
+// would show.
+var fullSummary = Summary{
+	WindowSummary: pipeline.WindowSummary{
+		StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T00:01:00.000000001Z"),
+		Packets: 1010, Malformed: 3, Keys: 990, Distinct: 120, Dropped: 7,
+		MalformedBy: map[string]uint64{"truncated": 2, "bad_header": 1},
+		DroppedBy:   map[string]uint64{"ring_full": 7},
+		Final:       true,
+		Skipped:     5, SkippedBy: map[string]uint64{"not_ip": 5},
+		Prefiltered: 40,
+		Late:        5, LateBy: map[string]uint64{"window_closed": 5},
+		DistinctEstimate: 121,
+		Sketch:           []byte{0x01, 0x0e, 0x00, 0xff, 0x80},
+	},
+	Observer: "r1.example.net",
+	Filter:   "qht:mem=64MiB,buckets=4,fpbits=12",
+	ExportDropped: map[string]map[string]uint64{
+		"ipfix://127.0.0.1:4739": {"queue_full": 3, "shutdown": 1},
+	},
+}
+
+// fullSummaryLine is fullSummary's line, written by hand from the
+// SummaryWriter comment: the old fields in their order, then the new ones.
+const fullSummaryLine = `{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T00:01:00.000000001Z","packets":1010,"malformed":3,"skipped":5,"keys":990,"prefiltered":40,"distinct":120,"dropped":7,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":5},"dropped_by":{"ring_full":7},"final":true,"observer":"r1.example.net","filter":"qht:mem=64MiB,buckets=4,fpbits=12","late":5,"late_by":{"window_closed":5},"distinct_estimate":121,"sketch":"AQ4A/4A=","export_dropped":{"ipfix://127.0.0.1:4739":{"queue_full":3,"shutdown":1}}}` + "\n"
+
+func TestSummaryNewFields(t *testing.T) {
+	var out bytes.Buffer
+	if err := NewSummaryWriter(&out).Window(&fullSummary); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != fullSummaryLine {
+		t.Errorf("got  %s\nwant %s", out.String(), fullSummaryLine)
+	}
+}
+
+func TestSummaryRoundTrip(t *testing.T) {
+	var out bytes.Buffer
+	sw := NewSummaryWriter(&out)
+	// Maps the writer shows as {} read back as empty maps.
+	w1 := Summary{WindowSummary: window1}
+	w1.DroppedBy, w1.LateBy, w1.ExportDropped = map[string]uint64{}, map[string]uint64{}, map[string]map[string]uint64{}
+	w2 := Summary{WindowSummary: window2, Observer: "r2"}
+	w2.SkippedBy, w2.LateBy, w2.ExportDropped = map[string]uint64{}, map[string]uint64{}, map[string]map[string]uint64{}
+	want := []Summary{w1, fullSummary, w2}
+	for i := range want {
+		if err := sw.Window(&want[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadSummaries(strings.NewReader("\n" + out.String() + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := NewSummaryReader(strings.NewReader("\n" + out.String()))
+	for i := range want {
+		var s Summary
+		if err := sr.Read(&s); err != nil || sr.Line() != i+2 {
+			t.Errorf("summary %d: %v at line %d, want line %d", i, err, sr.Line(), i+2)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestSummaryReaderErrors: every kind of bad line is an error naming its
+// line, and reading stops there.
+func TestSummaryReaderErrors(t *testing.T) {
+	good := strings.TrimSuffix(fullSummaryLine, "\n")
+	replace := func(old, new string) string {
+		if !strings.Contains(good, old) {
+			t.Fatalf("%q not in the line", old)
+		}
+		return strings.Replace(good, old, new, 1)
+	}
+	for _, tc := range []struct {
+		name, line, says string
+	}{
+		{"not JSON", "window_start=2026", "not a JSON object"},
+		{"array", "[1,2]", "not a JSON object"},
+		{"truncated", good[:len(good)-10], "unexpected EOF"},
+		{"two objects", good + good, "more after"},
+		{"missing packets", replace(`"packets":1010,`, ""), "no packets"},
+		{"missing final", replace(`"final":true,`, ""), "no final"},
+		{"negative", replace(`"keys":990`, `"keys":-1`), "keys"},
+		{"fraction", replace(`"distinct":120`, `"distinct":1.5`), "distinct"},
+		{"string count", replace(`"dropped":7`, `"dropped":"7"`), "dropped"},
+		{"bad time", replace(`"window_start":"2026-01-01T00:00:00Z"`, `"window_start":"2026-01-01 00:00"`), "RFC 3339"},
+		{"time out of range", replace(`"window_end":"2026-01-01T00:01:00.000000001Z"`, `"window_end":"3000-01-01T00:00:00Z"`), "out of range"},
+		{"end before start", replace(`"window_end":"2026-01-01T00:01:00.000000001Z"`, `"window_end":"2025-01-01T00:00:00Z"`), "before window_start"},
+		{"bad base64", replace(`"sketch":"AQ4A/4A="`, `"sketch":"not base64!"`), "sketch"},
+		{"bad reason map", replace(`"late_by":{"window_closed":5}`, `"late_by":{"window_closed":"x"}`), "late_by"},
+		{"bad export map", replace(`{"queue_full":3,"shutdown":1}`, `3`), "export_dropped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			input := good + "\n\n" + tc.line + "\n" + good + "\n"
+			sr := NewSummaryReader(strings.NewReader(input))
+			var s Summary
+			if err := sr.Read(&s); err != nil {
+				t.Fatalf("line 1: %v", err)
+			}
+			err := sr.Read(&s)
+			var se *SummaryError
+			if !errors.As(err, &se) || se.Line != 3 || !errors.Is(err, ErrSummary) {
+				t.Fatalf("got %v; want a *SummaryError for line 3 wrapping ErrSummary", err)
+			}
+			if !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "line 3") {
+				t.Errorf("error %q does not say %q and line 3", err, tc.says)
+			}
+			if err2 := sr.Read(&s); err2 != err {
+				t.Errorf("read after the error: %v, want the same error", err2)
+			}
+		})
+	}
+}
+
+func TestSummaryReaderLongLine(t *testing.T) {
+	line := `{"x":"` + strings.Repeat("a", MaxSummaryLine) + `"}`
+	_, err := ReadSummaries(strings.NewReader(fullSummaryLine + line + "\n"))
+	var se *SummaryError
+	if !errors.As(err, &se) || se.Line != 2 || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("got %v, want a line-2 error saying it is too long", err)
+	}
+}
+
+func TestSummaryReaderUnknownFields(t *testing.T) {
+	// A newer flowdedup appends fields: they are ignored.
+	line := strings.Replace(fullSummaryLine, `"final":true,`, `"final":true,"some_future_field":[1,{"a":2}],`, 1)
+	got, err := ReadSummaries(strings.NewReader(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !reflect.DeepEqual(got[0], fullSummary) {
+		t.Errorf("got %+v, want fullSummary", got)
+	}
+	// An old summary without the new fields reads with them zero.
+	got, err = ReadSummaries(strings.NewReader(`{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1,"malformed":0,"skipped":0,"keys":1,"distinct":1,"dropped":0,"malformed_by":{},"skipped_by":{},"dropped_by":{},"final":true}`))
+	if err != nil || len(got) != 1 || got[0].Packets != 1 || got[0].Sketch != nil || got[0].Observer != "" {
+		t.Errorf("old summary: %+v, %v", got, err)
+	}
+	if err := NewSummaryReader(strings.NewReader("")).Read(new(Summary)); err != io.EOF {
+		t.Errorf("empty input: %v, want io.EOF", err)
+	}
+}
+
+// FuzzSummaryReader: any input is read without a panic, and a line it
+// accepts is written back as a line that reads back the same.
+func FuzzSummaryReader(f *testing.F) {
+	f.Add([]byte(fullSummaryLine))
+	f.Add([]byte(`{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1,"malformed":0,"skipped":0,"keys":1,"distinct":1,"dropped":0,"final":true}`))
+	f.Add([]byte(`{"window_start":"1970-01-01T00:00:00Z","window_end":"1970-01-01T00:00:00Z","packets":0,"malformed":0,"skipped":0,"keys":0,"distinct":0,"dropped":0,"final":false,"sketch":""}`))
+	f.Add([]byte("{}\n[]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sr := NewSummaryReader(bytes.NewReader(data))
+		for range 100 {
+			var s Summary
+			if err := sr.Read(&s); err != nil {
+				return
+			}
+			line := appendSummary(nil, &s)
+			var back Summary
+			if err := parseSummary(line[:len(line)-1], &back); err != nil {
+				t.Fatalf("re-reading %s: %v", line, err)
+			}
+			if again := appendSummary(nil, &back); !bytes.Equal(again, line) {
+				t.Fatalf("not stable:\n%s%s", line, again)
+			}
+		}
+	})
+}

@@ -1,0 +1,176 @@
+package sketch
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/axiomhq/hyperloglog"
+)
+
+var (
+	_ encoding.BinaryMarshaler   = (*HLL)(nil)
+	_ encoding.BinaryAppender    = (*HLL)(nil)
+	_ encoding.BinaryUnmarshaler = (*HLL)(nil)
+)
+
+// The binary form, version 1:
+//
+//	offset  size  field
+//	0       4     magic "fdHL"
+//	4       1     format version: 1 (keys hashed by KeyHash, xxh3 of flow's key encoding)
+//	5       1     precision p, in [MinPrecision, MaxPrecision]
+//	6       1     flags: bit 0 set when the payload is DEFLATE-compressed (RFC 1951); other bits zero
+//	7       1     zero
+//	8       8     seed fingerprint (Fingerprint), big endian
+//	16      -     payload: the registers in github.com/axiomhq/hyperloglog's dense binary form
+//	              (its version 2: 8 header bytes, then 2^p register bytes), compressed when flagged
+//
+// The seed itself is never written. The registers are compressed because a
+// window of a few keys has nearly all of them zero: 16 KiB become a few
+// dozen bytes, and a summary line stays small even for 1-second windows;
+// a saturated HLL of precision 14 compresses to about 7.5 KiB.
+const (
+	headerLen     = 16
+	formatVersion = 1
+	flagDeflate   = 1 << 0
+	magic         = "fdHL"
+	// payloadHeaderLen is the header of the library's dense form.
+	payloadHeaderLen = 8
+)
+
+// encoders keeps what an encoding needs besides its output, for reuse: a
+// DEFLATE compressor, which is large (about 600 KiB), and a buffer for the
+// uncompressed registers.
+var encoders = sync.Pool{New: func() any {
+	w, err := flate.NewWriter(nil, flate.BestSpeed)
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	return &encoder{w: w}
+}}
+
+type encoder struct {
+	w    *flate.Writer
+	regs []byte       // uncompressed
+	out  bytes.Buffer // compressed
+}
+
+// readers keeps DEFLATE decompressors for reuse across decodings.
+var readers = sync.Pool{New: func() any { return flate.NewReader(emptyReader) }}
+
+var emptyReader = bytes.NewReader(nil)
+
+// AppendBinary implements encoding.BinaryAppender: it appends the binary
+// form of h (see above) to b, growing b once. It fails for the zero HLL.
+func (h *HLL) AppendBinary(b []byte) ([]byte, error) {
+	if h.sk == nil {
+		return b, fmt.Errorf("%w: the zero HLL has no binary form", ErrFormat)
+	}
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	regs, err := h.sk.AppendBinary(e.regs[:0])
+	if err != nil {
+		return b, fmt.Errorf("sketch: %w", err)
+	}
+	e.regs = regs
+	e.out.Reset()
+	e.w.Reset(&e.out)
+	if _, err := e.w.Write(regs); err != nil {
+		return b, fmt.Errorf("sketch: compress: %w", err)
+	}
+	if err := e.w.Close(); err != nil {
+		return b, fmt.Errorf("sketch: compress: %w", err)
+	}
+	b = slices.Grow(b, headerLen+e.out.Len())
+	b = append(b, magic...)
+	b = append(b, formatVersion, h.p, flagDeflate, 0)
+	b = binary.BigEndian.AppendUint64(b, h.fp)
+	return append(b, e.out.Bytes()...), nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler (see AppendBinary).
+func (h *HLL) MarshalBinary() ([]byte, error) { return h.AppendBinary(nil) }
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler: it replaces h with
+// the HLL of the binary form b, or fails with an error wrapping ErrFormat
+// and leaves h unchanged. b may come from anywhere: every field is checked
+// before it is used, the decompressed payload is never read past the size
+// its precision allows (at most 256 KiB), and no input makes it panic. The
+// decoded HLL knows its seed's fingerprint, not the seed (see HLL).
+func (h *HLL) UnmarshalBinary(b []byte) error {
+	if len(b) < headerLen {
+		return fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrFormat, len(b), headerLen)
+	}
+	if string(b[:4]) != magic {
+		return fmt.Errorf("%w: bad magic %q", ErrFormat, b[:4])
+	}
+	if b[4] != formatVersion {
+		return fmt.Errorf("%w: unknown version %d", ErrFormat, b[4])
+	}
+	p := b[5]
+	if p < MinPrecision || p > MaxPrecision {
+		return fmt.Errorf("%w: precision %d not in [%d, %d]", ErrFormat, p, MinPrecision, MaxPrecision)
+	}
+	if b[6]&^flagDeflate != 0 || b[7] != 0 {
+		return fmt.Errorf("%w: unknown flags %#02x %#02x", ErrFormat, b[6], b[7])
+	}
+	fp := binary.BigEndian.Uint64(b[8:16])
+	payload := b[headerLen:]
+	if b[6]&flagDeflate != 0 {
+		var err error
+		if payload, err = inflate(payload, payloadHeaderLen+1<<p); err != nil {
+			return err
+		}
+	}
+	// The library's decoder checks its own header, lengths and register
+	// values; ours requires the dense form of the header's precision, which
+	// is all AppendBinary writes.
+	if len(payload) < payloadHeaderLen || payload[1] != p || payload[3] != 0 {
+		return fmt.Errorf("%w: payload is not dense registers of precision %d", ErrFormat, p)
+	}
+	sk := new(hyperloglog.Sketch)
+	if err := sk.UnmarshalBinary(payload); err != nil {
+		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	*h = HLL{sk: sk, p: p, fp: fp}
+	return nil
+}
+
+// inflate decompresses a DEFLATE stream that must hold exactly n bytes and
+// end where data ends.
+func inflate(data []byte, n int) ([]byte, error) {
+	src := bytes.NewReader(data)
+	r := readers.Get().(io.ReadCloser)
+	defer func() {
+		_ = r.(flate.Resetter).Reset(emptyReader, nil) // do not keep data alive in the pool
+		readers.Put(r)
+	}()
+	if err := r.(flate.Resetter).Reset(src, nil); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	out := make([]byte, n)
+	if _, err := io.ReadFull(r, out); err != nil {
+		return nil, fmt.Errorf("%w: payload shorter than %d bytes: %w", ErrFormat, n, err)
+	}
+	// The stream must end here: no more data, and nothing after it (a
+	// bytes.Reader is an io.ByteReader, so flate reads no further than its
+	// stream's end).
+	var one [1]byte
+	if k, err := r.Read(one[:]); k != 0 || !errors.Is(err, io.EOF) {
+		if k != 0 || err == nil {
+			return nil, fmt.Errorf("%w: payload longer than %d bytes", ErrFormat, n)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	if src.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the compressed payload", ErrFormat, src.Len())
+	}
+	return out, nil
+}
