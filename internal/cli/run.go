@@ -26,6 +26,8 @@ const runExamples = `  flowdedup run --iface eth0 --key src --window 1h --summar
   flowdedup run --iface veth0 --mode afpacket --bpf 'tcp or udp' --workers 2 --format text
   flowdedup run --iface span0 --mode afxdp --key pair    (a mirror port: its traffic leaves the kernel stack)
   flowdedup run -ni eth0 -w sources.jsonl --window 1h    (tcpdump habits: -n, -i IFACE, -w FILE)
+  flowdedup run --iface eth0 --window 1h --out /dev/null --export ipfix://collector:4739 --observation-domain 7
+  flowdedup run --iface eth0 --window 1m --summary-sketch --out /dev/null --export clickhouse://ch:8123/flows --spool /var/spool/flowdedup
 `
 
 const runIntro = `Captures live from an interface and writes each flow key the first time it is seen
