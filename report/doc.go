@@ -54,7 +54,10 @@
 //
 //   - Batching: records go out in batches of QueueConfig.BatchSize,
 //     sealed when full or BatchAge after their first record, then a Flush;
-//     a window's summary goes after the records given before it. The
+//     a window's summary goes after the records given before it, following
+//     the batch that was being filled when it came (a window does not cut
+//     a batch short: a replay closes many windows a second, and each
+//     short batch would hold a whole buffer of the memory bound). The
 //     defaults (1024 records, 1 s) suit IPFIX; report/export sets each
 //     scheme's.
 //   - Batch IDs: a random 64-bit base per Queue plus a sequence. A batch

@@ -150,6 +150,7 @@ type Queue struct {
 	mu          sync.Mutex
 	fill        []pipeline.Record // the batch being filled, nil when none
 	fillSince   time.Time
+	after       []*item // summaries given while fill was being filled: they follow its batch
 	ready       []*item // sealed, oldest first (ready[readyHead:])
 	readyHead   int
 	free        [][]pipeline.Record
@@ -392,6 +393,11 @@ func (q *Queue) seal() {
 	q.seq++
 	q.fill = nil
 	q.pushReady(it)
+	for i, s := range q.after {
+		q.pushReady(s)
+		q.after[i] = nil
+	}
+	q.after = q.after[:0]
 	q.signal()
 }
 
@@ -424,7 +430,14 @@ func (q *Queue) signal() {
 }
 
 // Window copies the summary s into the Queue, after the records given
-// before it, and returns at once.
+// before it, and returns at once. It does not cut the batch being filled
+// short: the summary follows that batch when it is sealed (full, or
+// BatchAge old), after records of the next windows that batch may hold
+// too. Sealing a batch at every window would hold a whole buffer of
+// BatchSize records for each window's tail, so that a replay, which
+// closes windows many times a second, filled the memory bound with
+// nearly empty batches and dropped records (queue_full) to a destination
+// that was keeping up.
 func (q *Queue) Window(s *Summary) error {
 	c := cloneSummary(s)
 	q.mu.Lock()
@@ -432,7 +445,6 @@ func (q *Queue) Window(s *Summary) error {
 	if q.closing {
 		return ErrQueueClosed
 	}
-	q.seal()
 	if q.windows >= maxQueuedWindows {
 		q.drop(q.fullReason(), 1)
 		return nil
@@ -440,6 +452,10 @@ func (q *Queue) Window(s *Summary) error {
 	it := q.newItem()
 	it.sum = c
 	q.windows++
+	if q.fill != nil {
+		q.after = append(q.after, it)
+		return nil
+	}
 	q.pushReady(it)
 	q.signal()
 	return nil

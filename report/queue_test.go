@@ -211,13 +211,16 @@ func TestQueueDelivers(t *testing.T) {
 			break
 		}
 	}
-	// The first summary comes after the 407 records given before it: after
-	// the 4th full batch and a batch of the 7 left.
+	// The first summary comes after the 407 records given before it: the
+	// batch being filled when it came is not cut short (it would hold a
+	// whole buffer for 7 records), so it follows the 5th full batch.
 	if len(windows) != 2 || len(order) != len(batches)+2 || order[5] != "w1" || order[len(order)-1] != "w2" {
 		t.Errorf("delivery order %v", order)
 	}
-	if len(batches[4].Records) != 7 {
-		t.Errorf("batch before the summary: %d records, want 7", len(batches[4].Records))
+	for i, b := range batches[:len(batches)-1] {
+		if len(b.Records) != 100 {
+			t.Errorf("batch %d: %d records, want every batch but the last full", i, len(b.Records))
+		}
 	}
 	if sink.flushes != len(batches)+2 || sink.closes != 1 {
 		t.Errorf("%d flushes, %d closes; want one flush per batch and summary, one close", sink.flushes, sink.closes)
@@ -231,6 +234,50 @@ func TestQueueDelivers(t *testing.T) {
 	}
 	if err := q.Close(); !errors.Is(err, ErrQueueClosed) {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestQueueManyWindowsFewRecords: windows that close faster than the
+// destination takes batches (a replay closes many a second) do not cut
+// batches short: 50 windows of 5 records fill 3 batches, which fit the
+// memory bound of 4, rather than 50 batches of 5, of which all but 4 would
+// be dropped. Every summary still comes after its window's records.
+func TestQueueManyWindowsFewRecords(t *testing.T) {
+	sink := &fakeSink{gate: make(chan struct{})}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 100, MaxQueued: 400, BatchAge: time.Hour})
+	all := genRecords(0, 250)
+	for w := range 50 {
+		put(t, q, all[w*5:w*5+5])
+		if err := q.Window(&Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(w)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := q.Stats(); dropped(st) != 0 || st.Queued != 250 {
+		t.Fatalf("with the destination busy: %+v; want the 250 records queued, none dropped", st)
+	}
+	close(sink.gate)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Fatalf("delivered %d records, want the 250 given, in order", len(got))
+	}
+	batches, windows, order := sink.snapshot()
+	if len(batches) != 3 || len(windows) != 50 {
+		t.Errorf("%d batches and %d summaries, want 3 and 50", len(batches), len(windows))
+	}
+	// Summary w follows the batch holding record 5w+4, its window's last.
+	seen := 0
+	for _, o := range order {
+		var n int
+		if _, err := fmt.Sscanf(o, "w%d", &n); err == nil && n*5+5 > seen {
+			t.Errorf("summary %d delivered after %d records, before its window's last (%d)", n, seen, n*5+5)
+		}
+		for _, b := range batches {
+			if o == fmt.Sprintf("b%d", b.ID) {
+				seen += len(b.Records)
+			}
+		}
 	}
 }
 
