@@ -92,15 +92,16 @@ func TestParseSize(t *testing.T) {
 // host name.
 func TestExportUnreachableAtStart(t *testing.T) {
 	ipfixURL := fmt.Sprintf("ipfix://127.0.0.1:%d", testutil.FreeUDPPort(t))
+	tcpURL := fmt.Sprintf("ipfix+tcp://127.0.0.1:%d", freeTCPPort(t))
 	chURL := fmt.Sprintf("clickhouse://127.0.0.1:%d/flows", freeTCPPort(t))
 	dir := t.TempDir()
 	summary := filepath.Join(dir, "summary.jsonl")
 	code, _, errs := run("replay", "--key", "5tuple", "--filter", "exact", "--out", filepath.Join(dir, "out.jsonl"), "--summary", summary,
-		"--export", ipfixURL, "--export", chURL, "--export-drain", "300ms", pcapPath("small.pcap"))
+		"--export", ipfixURL, "--export", tcpURL, "--export", chURL, "--export-drain", "300ms", pcapPath("small.pcap"))
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, dest := range []string{ipfixURL, chURL} {
+	for _, dest := range []string{ipfixURL, tcpURL, chURL} {
 		if n := strings.Count(errs, "export "+dest+": unreachable"); n != 1 {
 			t.Errorf("%s: said unreachable %d times, want once:\n%s", dest, n, errs)
 		}
