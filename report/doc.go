@@ -87,7 +87,11 @@
 //   - Full memory: the newest records are dropped, in the caller, without
 //     waiting. The oldest are kept because they are what the destination
 //     is missing, in order, and keeping them needs no work in the caller's
-//     goroutine.
+//     goroutine. With QueueConfig.Wait (replay: report/export's
+//     Options.Wait), the caller waits for room instead while the
+//     destination is up, so that a destination slower than the replay
+//     slows it rather than lose records; while it fails, Wait changes
+//     nothing.
 //   - Close: Queue.Close delivers what is queued, from memory and spool,
 //     for up to QueueConfig.DrainTimeout (DefaultDrainTimeout, 10 s;
 //     --export-drain), then closes the Sink. A destination that is failing

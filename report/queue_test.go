@@ -748,3 +748,47 @@ func TestSpoolHighWater(t *testing.T) {
 		t.Errorf("left %v in the spool, dropped %v", files, q.Stats().Dropped)
 	}
 }
+
+// TestQueueWait: with Wait, a destination that is up but slower than the
+// caller slows the caller instead of losing records; one that fails does
+// not stop it: what does not fit is dropped as without Wait.
+func TestQueueWait(t *testing.T) {
+	sink := &fakeSink{delay: 2 * time.Millisecond}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Hour, Wait: true})
+	all := genRecords(0, 500)
+	for i := 0; i < len(all); i += 25 {
+		put(t, q, all[i:i+25])
+	}
+	if st := q.Stats(); dropped(st) != 0 {
+		t.Fatalf("a slow destination that is up: dropped %v", st.Dropped)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Fatalf("delivered %d records, want the 500 given, in order", len(got))
+	}
+
+	// A failing destination: Records returns, and counts what it drops.
+	sink = &fakeSink{}
+	sink.setFail(func(string, *Batch) error { return errDown })
+	q = newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Wait: true})
+	put(t, q, genRecords(0, 10))
+	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 100 {
+			q.Records(&Batch{Records: genRecords(10+i*10, 10)})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Records waited for a destination that is down")
+	}
+	if st := q.Stats(); st.Dropped[DropQueueFull] < 1000-20 {
+		t.Errorf("down: %+v; want all but 20 of the 1000 later records dropped as queue_full", st)
+	}
+	q.Close()
+}

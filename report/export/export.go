@@ -37,6 +37,10 @@ type Options struct {
 	// Notices receives the destinations' state changes, a line each
 	// (stderr); nil says nothing.
 	Notices io.Writer
+	// Wait makes a destination that is up but slower than the run slow
+	// the run down rather than lose records (report.QueueConfig.Wait):
+	// replay sets it, live capture does not.
+	Wait bool
 }
 
 // opener makes the Sink of a URL and says how its Queue batches.
@@ -85,6 +89,7 @@ func Open(rawURL string, o Options) (*report.Queue, error) {
 	qc.Spool = o.Spool
 	qc.DrainTimeout = o.DrainTimeout
 	qc.Notices = o.Notices
+	qc.Wait = o.Wait
 	q, err := report.NewQueue(Dest(rawURL), sink, qc)
 	if err != nil {
 		sink.Close()
