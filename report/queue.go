@@ -158,7 +158,7 @@ type Queue struct {
 	base uint64
 
 	mu          sync.Mutex
-	room        sync.Cond // on mu: a buffer was freed, or the destination failed (Wait)
+	room        sync.Cond         // on mu: a buffer was freed, or the destination failed (Wait)
 	fill        []pipeline.Record // the batch being filled, nil when none
 	fillSince   time.Time
 	after       []*item // summaries given while fill was being filled: they follow its batch
