@@ -26,6 +26,7 @@ func TestClickHouse(t *testing.T) {
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })
 	t.Run("Fleet", func(t *testing.T) { testFleet(t, ch) })
 	t.Run("SchemaError", func(t *testing.T) { testSchemaError(t, ch) })
+	t.Run("ReplayWaits", func(t *testing.T) { testReplayWaits(t, ch) })
 	t.Run("StoppedMidReplay", func(t *testing.T) { testStoppedMidReplay(t, ch) })
 }
 
@@ -247,6 +248,26 @@ func testSchemaError(t *testing.T, ch *testutil.ClickHouse) {
 	}
 	if !strings.Contains(r.stderr, dest+": sent 0 records") || !strings.Contains(r.stderr, "rejected ") {
 		t.Errorf("totals do not count the rejected records:\n%s", r.stderr)
+	}
+}
+
+// A replay makes records faster than ClickHouse takes them, and more of
+// them here than an export Queue holds in memory (4 batches of 65536): it
+// waits for the server rather than drop any (export.Options.Wait), and
+// every record reaches the table, once.
+func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
+	capture := gen(t, t.TempDir(), "many.pcap", "--seed", "51", "--flows", "400000", "--packets", "420000", "--ipv6", "0.2", "--duration", "120s")
+	out := filepath.Join(t.TempDir(), "many.jsonl")
+	r := mustRun(t, "replay", "--key", "5tuple", "--filter", "exact", "--window", "1m", "--out", out, "--export", "clickhouse://"+ch.Addr+"/many", capture)
+	n := len(readRecords(t, out))
+	if n < 4<<16 {
+		t.Fatalf("%d records: fewer than a Queue holds, the test would prove nothing", n)
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("export clickhouse://%s/many: sent %d records and 2 window summaries, dropped 0\n", ch.Addr, n)) {
+		t.Errorf("totals do not say all %d records were sent:\n%s", n, r.stderr)
+	}
+	if got, want := ch.Query(t, "SELECT count(), uniqExact(window, key) FROM many.flows"), fmt.Sprintf("%d\t%d\n", n, n); got != want {
+		t.Errorf("count(), uniqExact(window, key) = %q, want %q", got, want)
 	}
 }
 

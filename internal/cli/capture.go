@@ -212,7 +212,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 			return nil, err
 		}
 	}
-	exports, err := s.openExports(cfg, stderr)
+	exports, err := s.openExports(cfg, live, stderr)
 	if err != nil {
 		s.close()
 		return nil, err

@@ -99,15 +99,17 @@ func (c *ExportConfig) check() error {
 // openExports opens the spool (when asked for) and the export Queues, and
 // says on stderr, in one line, which spooled destinations this run does not
 // export to. The spool is closed with the session, after the Reporter has
-// closed the Queues.
-func (s *session) openExports(cfg *CaptureConfig, stderr io.Writer) ([]*report.Queue, error) {
+// closed the Queues. A replay (not live) waits for a destination that is
+// up but slower than it (export.Options.Wait): it loses nothing by
+// waiting, as a live capture would.
+func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) ([]*report.Queue, error) {
 	c := &cfg.Export
 	if len(c.URLs) == 0 && c.Spool == "" {
 		return nil, nil
 	}
 	o := export.Options{
 		Kind: cfg.Key, Observer: c.Observer, ObservationDomain: c.ObservationDomain,
-		DrainTimeout: c.Drain, Notices: stderr,
+		DrainTimeout: c.Drain, Notices: stderr, Wait: !live,
 	}
 	if c.Spool != "" {
 		sp, err := report.OpenSpool(c.Spool, c.SpoolMax)
