@@ -17,6 +17,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
@@ -207,7 +208,7 @@ func loadCaptures(tb testing.TB) (caps []capFrames, skipped int) {
 		tb.Fatal(err)
 	}
 	for _, path := range paths {
-		src, err := capture.OpenFiles(path)
+		src, err := pcapfile.Open(path)
 		if err != nil {
 			tb.Fatalf("%s: %v", path, err)
 		}

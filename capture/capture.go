@@ -21,6 +21,15 @@ type Packet struct {
 	// source that parses in the kernel (the XDP fast path). Data is then
 	// empty and the frame is counted by the source's KernelCounter, not
 	// per Packet. Sources of frames leave it zero.
+	//
+	// Such a source says so in its type: it implements KernelCounter,
+	// whose counts stand for the frames behind its keys. The key itself
+	// travels in the Packet, rather than through a read method of its own
+	// (a KeySource interface), because a key is read like a frame: it
+	// comes with its time, in capture order, and goes through the same
+	// windows, lateness check and batches. One Next and one producer loop
+	// serve both kinds; a second method would need a second copy of that
+	// per-packet path, or a type switch on it, to save one branch.
 	Key flow.Key
 }
 

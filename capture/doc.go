@@ -1,8 +1,22 @@
-// Package capture reads packets: pcap and pcapng files (plain or gzip, any
-// link type flow.Parse supports, several files in order, streamed in
-// constant memory) and live AF_PACKET sockets (TPACKET_V3 rings, one socket
-// per worker joined in a PACKET_FANOUT group, optional classic BPF filter).
+// Package capture is the contract between packet sources and the pipeline:
+// a Packet, the Source that yields packets in capture order, the errors a
+// Source returns, and the small interfaces a source implements when it can
+// tell more than its packets (DropCounter, KernelCounter, WindowCounter).
 //
-// Every Source hands out frames zero-copy: a Packet's Data is valid until the
-// next Next call. Only this package and fastpath/ make system calls.
+// The sources live in packages of their own, one job each, as gopacket keeps
+// pcapgo and afpacket apart:
+//
+//   - capture/pcapfile reads pcap and pcapng files, plain or gzip, several
+//     in order, streamed in constant memory;
+//   - capture/afpacket captures live from AF_PACKET sockets (TPACKET_V3
+//     rings, one socket per reader in a PACKET_FANOUT group);
+//   - fastpath captures from the XDP hook (keys made in the kernel) and
+//     from AF_XDP sockets.
+//
+// capture/pcapfilter compiles pcap-filter(7) expressions to the classic BPF
+// that capture/afpacket attaches to its sockets.
+//
+// Every Source hands out frames zero-copy: a Packet's Data is valid until
+// the next Next call on the same Source. A Source is read by one goroutine;
+// live sources may be closed from any. This package makes no system calls.
 package capture

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/filters"
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // Config is one evaluation: every filter observes the same stream.
@@ -50,10 +51,7 @@ func RunSeed(base uint64, r int) uint64 {
 	if r == 0 {
 		return base
 	}
-	x := base + uint64(r)*0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
+	return mix.Mix64(base + uint64(r)*mix.Golden)
 }
 
 // Run evaluates every filter of cfg on its stream, each once per size of

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 )
 
@@ -36,7 +37,7 @@ func parsePcapStream(spec, rest string) (Stream, error) {
 func (s pcapStream) String() string { return "pcap:" + s.path + ",key=" + s.kind.String() }
 
 func (s pcapStream) Materialize(seed uint64) (*Elements, error) {
-	src, err := capture.OpenFiles(s.path)
+	src, err := pcapfile.Open(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("eval: stream %s: %w", s, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/flowdedup/flowdedup/filters"
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // ErrStreamSpec is wrapped by every stream spec error.
@@ -198,9 +199,9 @@ func (s uniformStream) String() string {
 }
 
 func (s uniformStream) Materialize(seed uint64) (*Elements, error) {
-	r := newSplitMix(seed ^ 0x5bd1e995)
+	r := mix.NewSplitMix(seed ^ 0x5bd1e995)
 	u := uint64(s.universe)
-	return materializeIDs(s.n, seed, func() uint64 { return r.below(u) }), nil
+	return materializeIDs(s.n, seed, func() uint64 { return r.Uint64N(u) }), nil
 }
 
 type zipfStream struct {
@@ -213,9 +214,9 @@ func (s zipfStream) String() string {
 }
 
 func (s zipfStream) Materialize(seed uint64) (*Elements, error) {
-	r := newSplitMix(seed ^ 0x27d4eb2f)
-	z := newZipf(uint64(s.universe), s.s)
-	return materializeIDs(s.n, seed, func() uint64 { return z.sample(&r) - 1 }), nil
+	r := mix.NewSplitMix(seed ^ 0x27d4eb2f)
+	z := mix.NewZipf(uint64(s.universe), s.s)
+	return materializeIDs(s.n, seed, func() uint64 { return z.Draw(&r) - 1 }), nil
 }
 
 // fileStream reads one key per line; a trailing CR is dropped, so files

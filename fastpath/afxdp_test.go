@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
@@ -222,7 +223,7 @@ func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 	// An AF_PACKET socket on the capture end sees what reaches the stack.
 	var afp []capture.Source
 	err := ns.Do(func() (err error) {
-		afp, err = capture.OpenAFPacket(capture.AFPacketConfig{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
+		afp, err = afpacket.Open(afpacket.Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
 		return err
 	})
 	if err != nil {
@@ -675,7 +676,7 @@ func TestAFXDPMultiQueue(t *testing.T) {
 		// Queue 0's frames go to the stack: an AF_PACKET socket sees them.
 		var afp []capture.Source
 		err := ns.Do(func() (err error) {
-			afp, err = capture.OpenAFPacket(capture.AFPacketConfig{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
+			afp, err = afpacket.Open(afpacket.Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
 			return err
 		})
 		if err != nil {

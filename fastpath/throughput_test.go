@@ -52,6 +52,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -181,7 +182,7 @@ func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mo
 				return nil
 			}
 			var err error
-			srcs, err = capture.OpenAFPacket(capture.AFPacketConfig{Iface: iface, Sockets: sockets, PollTimeout: tputPoll})
+			srcs, err = afpacket.Open(afpacket.Config{Iface: iface, Sockets: sockets, PollTimeout: tputPoll})
 			if err != nil {
 				return err
 			}

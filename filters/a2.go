@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // a2DefaultFPR is the QHT paper's benchmark setting (Sec. 6.1): "A2 Filter,
@@ -143,7 +145,7 @@ func (a *A2) Observe(h uint64) bool {
 	in1, in2 := uint64(1), uint64(1)
 	g := h
 	for range a.k {
-		i := reduce(g, a.m)
+		i := mix.Reduce(g, a.m)
 		wi, bit := i>>6, uint(i&63)
 		old := w[a1+wi]
 		in1 &= old >> bit

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // a2BufferFPR is the Bloom estimate (1 - e^(-kn/m))^k of one buffer holding
@@ -62,15 +64,15 @@ func TestA2FPRBelowTarget(t *testing.T) {
 		a := mustNew[*A2](t, spec, 1)
 		m, k, n := a.BufferBits(), a.K(), a.Capacity()
 		fpr := a.fpr
-		r := newRNG(2)
+		r := mix.NewWyrand(2)
 		for range 2 * n { // past the first swap: both buffers in their steady cycle
-			a.Observe(r.next())
+			a.Observe(r.Uint64())
 		}
 		total := 5 * n
 		fp, lastFP, last := 0, 0, 0
 		for range total {
 			end := a.n >= n-n/10 // the last tenth of a period
-			dup := a.Observe(r.next())
+			dup := a.Observe(r.Uint64())
 			if dup {
 				fp++
 			}
@@ -107,17 +109,17 @@ func TestA2FPRBelowTarget(t *testing.T) {
 func TestA2RecentDuplicatesNeverMissed(t *testing.T) {
 	a := mustNew[*A2](t, "a2:mem=8KiB", 3)
 	n := a.Capacity()
-	r := newRNG(4)
+	r := mix.NewWyrand(4)
 	recent := make([]uint64, n-1) // the last n-1 Observes
 	for i := range recent {
-		recent[i] = r.next()
+		recent[i] = r.Uint64()
 		a.Observe(recent[i])
 	}
 	at, dups := 0, 0
 	for range 20 * n {
-		h := r.next()
-		if r.intn(2) == 0 {
-			h = recent[r.intn(len(recent))]
+		h := r.Uint64()
+		if r.IntN(2) == 0 {
+			h = recent[r.IntN(len(recent))]
 			dups++
 			if !a.Observe(h) {
 				t.Fatalf("duplicate seen at most %d Observes ago reported unseen (capacity %d)", n-1, n)
@@ -130,11 +132,11 @@ func TestA2RecentDuplicatesNeverMissed(t *testing.T) {
 	}
 	old := make([]uint64, 200)
 	for i := range old {
-		old[i] = r.next()
+		old[i] = r.Uint64()
 		a.Observe(old[i])
 	}
 	for range 3 * n {
-		a.Observe(r.next())
+		a.Observe(r.Uint64())
 	}
 	found := 0
 	for _, h := range old {
@@ -151,9 +153,9 @@ func TestA2RecentDuplicatesNeverMissed(t *testing.T) {
 // Swaps clear a buffer in place: no allocation across them.
 func TestA2SwapAllocatesNothing(t *testing.T) {
 	a := mustNew[*A2](t, "a2:mem=2KiB", 1)
-	r := newRNG(5)
+	r := mix.NewWyrand(5)
 	runs := 10 * a.Capacity()
-	if n := testing.AllocsPerRun(runs, func() { a.Observe(r.next()) }); n != 0 {
+	if n := testing.AllocsPerRun(runs, func() { a.Observe(r.Uint64()) }); n != 0 {
 		t.Errorf("Observe allocates %.2f times per call across ~10 swaps", n)
 	}
 }

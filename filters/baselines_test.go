@@ -1,6 +1,10 @@
 package filters
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
+)
 
 // Reset makes each baseline answer as one fresh from New with the same
 // seed, element for element: state cleared, random source (FPBuffering's
@@ -24,10 +28,10 @@ func TestBaselinesResetReplays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := newRNG(6)
+		r := mix.NewWyrand(6)
 		hs := make([]uint64, 5000)
 		for i := range hs {
-			hs[i] = mix64(uint64(r.intn(2000)))
+			hs[i] = mix.Mix64(uint64(r.IntN(2000)))
 			f.Observe(hs[i])
 		}
 		f.Reset()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // bdbfDefaultWindow is the QHT paper's benchmark setting (Sec. 6.1):
@@ -144,7 +146,7 @@ func (f *BDBF) Observe(h uint64) bool {
 	alive := true
 	g := h
 	for range f.k {
-		i := reduce(g, f.m)
+		i := mix.Reduce(g, f.m)
 		e := cur - i>>f.shift
 		if e < 0 {
 			e += f.blocks

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // bdbfNaive is the decaying Bloom filter with no blocks: every arrival
@@ -24,7 +26,7 @@ func (n *bdbfNaive) observe(h uint64) bool {
 	alive := true
 	step, g := bloomStep(h), h
 	for range n.k {
-		i := reduce(g, n.m)
+		i := mix.Reduce(g, n.m)
 		alive = alive && n.c[i] > 0
 		n.c[i] = uint64(n.w + 1)
 		g += step
@@ -39,11 +41,11 @@ func TestBDBFMatchesNaiveDBF(t *testing.T) {
 	for _, spec := range []string{"bdbf:mem=4KiB,window=100", "bdbf:mem=2KiB,window=300", "bdbf:mem=1KiB,window=7", "bdbf:mem=600bit,window=1"} {
 		f := mustNew[*BDBF](t, spec, 1)
 		ref := &bdbfNaive{c: make([]uint64, f.Counters()), k: f.K(), w: f.Window(), m: f.Counters()}
-		r := newRNG(2)
+		r := mix.NewWyrand(2)
 		universe := 3 * f.Window()
 		dups := 0
 		for step := range 20000 {
-			h := mix64(uint64(r.intn(universe)) + 1)
+			h := mix.Mix64(uint64(r.IntN(universe)) + 1)
 			got, want := f.Observe(h), ref.observe(h)
 			if got != want {
 				t.Fatalf("%s: step %d: b_DBF says %v, naive DBF %v", spec, step, got, want)
@@ -65,11 +67,11 @@ func TestBDBFNoFalseNegativeInWindow(t *testing.T) {
 	f := mustNew[*BDBF](t, spec, 1)
 	w := f.Window()
 	last := map[uint64]int{} // element -> arrival of its last occurrence
-	r := newRNG(3)
+	r := mix.NewWyrand(3)
 	inWindow, fp, others := 0, 0, 0
 	for t0 := range 200000 {
 		// A universe of 4W: about a fifth of arrivals repeat within W.
-		h := mix64(uint64(r.intn(4 * w)))
+		h := mix.Mix64(uint64(r.IntN(4 * w)))
 		got := f.Observe(h)
 		prev, seen := last[h]
 		if seen && t0-prev <= w {
@@ -103,13 +105,13 @@ func TestBDBFNoFalseNegativeInWindow(t *testing.T) {
 func TestBDBFForgetsAfterWindow(t *testing.T) {
 	f := mustNew[*BDBF](t, "bdbf:mem=256KiB,window=500", 1)
 	w := f.Window()
-	r := newRNG(4)
+	r := mix.NewWyrand(4)
 	for trial := range 2000 {
 		gap := w + trial%2 // W, then W+1
-		x := r.next()
+		x := r.Uint64()
 		f.Observe(x)
 		for range gap - 1 {
-			f.Observe(r.next())
+			f.Observe(r.Uint64())
 		}
 		if got, want := f.Observe(x), gap <= w; got != want {
 			t.Fatalf("trial %d: element repeated %d arrivals later reported duplicate=%v, want %v (W=%d)", trial, gap, got, want, w)
@@ -122,14 +124,14 @@ func TestBDBFForgetsAfterWindow(t *testing.T) {
 func TestBDBFDistinctFPR(t *testing.T) {
 	const spec = "bdbf:mem=64KiB" // W=6000 as the QHT paper's benchmark
 	f := mustNew[*BDBF](t, spec, 1)
-	r := newRNG(5)
+	r := mix.NewWyrand(5)
 	for range 2 * f.Window() {
-		f.Observe(r.next())
+		f.Observe(r.Uint64())
 	}
 	const n = 100000
 	fp := 0
 	for range n {
-		if f.Observe(r.next()) {
+		if f.Observe(r.Uint64()) {
 			fp++
 		}
 	}

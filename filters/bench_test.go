@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // benchHashes are precomputed random hashes: the benchmarks time Observe,
@@ -12,10 +14,10 @@ import (
 // all over the array, so cache misses are measured, and no filter sees the
 // same hash twice within one pass of its state's capacity.
 var benchHashes = sync.OnceValue(func() []uint64 {
-	r := newRNG(42)
+	r := mix.NewWyrand(42)
 	hs := make([]uint64, 1<<22)
 	for i := range hs {
-		hs[i] = r.next()
+		hs[i] = r.Uint64()
 	}
 	return hs
 })

@@ -3,6 +3,8 @@ package filters
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // Bloom is a plain Bloom filter of m bits and k hash functions: the baseline
@@ -53,10 +55,10 @@ func NewBloom(memBits, k int) (*Bloom, error) {
 }
 
 // bloomStep is the double-hashing increment for h: the i-th index of h is
-// reduce(h + i*bloomStep(h), m). mix64 makes it independent of h's bits, and
-// the low bit keeps it non-zero (mix64(0) is 0), so the k indices of a hash
+// mix.Reduce(h + i*bloomStep(h), m). Mix64 makes it independent of h's bits, and
+// the low bit keeps it non-zero (mix.Mix64(0) is 0), so the k indices of a hash
 // are never all forced equal.
-func bloomStep(h uint64) uint64 { return mix64(h) | 1 }
+func bloomStep(h uint64) uint64 { return mix.Mix64(h) | 1 }
 
 // Observe reports whether all of h's k bits were set, and sets them.
 func (b *Bloom) Observe(h uint64) bool {
@@ -66,7 +68,7 @@ func (b *Bloom) Observe(h uint64) bool {
 	all := uint64(1)
 	g := h
 	for range b.k {
-		i := reduce(g, b.m)
+		i := mix.Reduce(g, b.m)
 		old := w[i>>6]
 		all &= old >> (i & 63)
 		w[i>>6] = old | 1<<(i&63)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 func bloomMust(t testing.TB, spec string) *Bloom { return mustNew[*Bloom](t, spec, 1) }
@@ -22,9 +24,9 @@ func TestBloomFPRMatchesFormula(t *testing.T) {
 	} {
 		b := bloomMust(t, "bloom:mem=128KiB,k="+c.specK)
 		n := int(c.perM * m)
-		g := sbfHashes{x: uint64(c.k)<<32 | uint64(n)}
+		g := mix.NewSplitMix(uint64(c.k)<<32 | uint64(n))
 		for range n {
-			b.Observe(g.next())
+			b.Observe(g.Uint64())
 		}
 		k := float64(c.k)
 		fill := 1 - math.Exp(-k*float64(n)/m)
@@ -43,7 +45,7 @@ func TestBloomFPRMatchesFormula(t *testing.T) {
 		want /= queries
 		fp := 0
 		for range queries {
-			if b.Observe(g.next()) {
+			if b.Observe(g.Uint64()) {
 				fp++
 			}
 		}
@@ -61,10 +63,10 @@ func TestBloomFPRMatchesFormula(t *testing.T) {
 
 func TestBloomNeverForgets(t *testing.T) {
 	b := bloomMust(t, "bloom:mem=4KiB,k=3")
-	g := sbfHashes{x: 5}
+	g := mix.NewSplitMix(5)
 	hs := make([]uint64, 20000) // far past saturation of 32768 bits
 	for i := range hs {
-		hs[i] = g.next()
+		hs[i] = g.Uint64()
 		b.Observe(hs[i])
 	}
 	for i, h := range hs {
@@ -117,7 +119,7 @@ func TestBloomSpec(t *testing.T) {
 func TestBloomObserveDoesNotAllocate(t *testing.T) {
 	var f Filter = bloomMust(t, "bloom:mem=64KiB,k=3")
 	h := uint64(1)
-	if n := testing.AllocsPerRun(1000, func() { h = mix64(h); f.Observe(h) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { h = mix.Mix64(h); f.Observe(h) }); n != 0 {
 		t.Errorf("Observe allocates %v times per call", n)
 	}
 }

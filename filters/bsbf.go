@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // The four sampling Bloom filters of Bera, Dutta, Narang & Bhattacherjee
@@ -115,7 +117,7 @@ const (
 // reset first; reset-then-set is used for all four.
 //
 // The k bit positions come from the one 64-bit hash by double hashing, as
-// Bloom's: filter f uses reduce(h + f*step(h), s). Random choices come from
+// Bloom's: filter f uses mix.Reduce(h + f*step(h), s). Random choices come from
 // the filter's own generator, in a fixed order (the tests' reference model
 // mirrors it). Every filter's load is a running count, updated on each bit
 // that changes and never recounted, so RLBSBF's L/s costs nothing.
@@ -141,7 +143,7 @@ type SamplingBF struct {
 
 	memBits int // as requested, for String
 	seed    uint64
-	rng     rng
+	rng     mix.Wyrand
 
 	// RSBF only.
 	n      uint64 // elements seen, i; stops counting once phase3 is reached
@@ -223,7 +225,7 @@ func newSampling(rule samplingRule, memBits, k int, pstar float64, seed uint64) 
 		phase3:  math.MaxUint64,
 		memBits: memBits,
 		seed:    seed,
-		rng:     newRNG(seed),
+		rng:     mix.NewWyrand(seed),
 	}
 	if rule == ruleRSBF {
 		b.phase3 = rsbfPhase3Start(s, pstar)
@@ -253,7 +255,7 @@ func rsbfPhase3Start(s int, pstar float64) uint64 {
 
 // pos is the bit index in words of h's bit in filter f, for the f-th value
 // g = h + f*step(h) of the double hashing.
-func (b *SamplingBF) pos(f int, g uint64) int { return f*b.stride + reduce(g, b.s) }
+func (b *SamplingBF) pos(f int, g uint64) int { return f*b.stride + mix.Reduce(g, b.s) }
 
 func (b *SamplingBF) isSet(i int) bool { return b.words[i>>6]>>(i&63)&1 != 0 }
 
@@ -272,7 +274,7 @@ func (b *SamplingBF) clear(f, i int) {
 }
 
 // resetRandom resets a uniformly random position of filter f (maybe a 0).
-func (b *SamplingBF) resetRandom(f int) { b.clear(f, f*b.stride+b.rng.intn(b.s)) }
+func (b *SamplingBF) resetRandom(f int) { b.clear(f, f*b.stride+b.rng.IntN(b.s)) }
 
 // insert sets h's k bits; step is bloomStep(h).
 func (b *SamplingBF) insert(h, step uint64) {
@@ -309,13 +311,13 @@ func (b *SamplingBF) Observe(h uint64) bool {
 			b.resetRandom(f)
 		}
 	case ruleBSBFSD:
-		b.resetRandom(b.rng.intn(b.k))
+		b.resetRandom(b.rng.IntN(b.k))
 	case ruleRLBSBF:
 		for f := range b.k {
 			// Position first, then the coin: the paper's order, and the
 			// reference model's.
-			i := f*b.stride + b.rng.intn(b.s)
-			if b.rng.intn(b.s) < b.load[f] {
+			i := f*b.stride + b.rng.IntN(b.s)
+			if b.rng.IntN(b.s) < b.load[f] {
 				b.clear(f, i)
 			}
 		}
@@ -345,7 +347,7 @@ func (b *SamplingBF) observeRSBF(h, step uint64, dup bool) {
 			g += step
 		}
 	default: // phase 2: insert with probability s/i
-		if hi, _ := bits.Mul64(b.rng.next(), i); hi < uint64(b.s) {
+		if hi, _ := bits.Mul64(b.rng.Uint64(), i); hi < uint64(b.s) {
 			for f := range b.k {
 				b.resetRandom(f)
 			}
@@ -363,13 +365,13 @@ func (b *SamplingBF) resetSetBit(f int) {
 	}
 	base := f * b.stride
 	for range rsbfSetBitAttempts {
-		if i := base + b.rng.intn(b.s); b.isSet(i) {
+		if i := base + b.rng.IntN(b.s); b.isSet(i) {
 			b.clear(f, i)
 			return
 		}
 	}
 	wpf := b.stride / 64
-	start := b.rng.intn(b.s)
+	start := b.rng.IntN(b.s)
 	j := start >> 6
 	w := b.words[base/64+j] & (^uint64(0) << (start & 63))
 	for w == 0 { // ends: load > 0, and the start word is read whole on wrap
@@ -390,7 +392,7 @@ func (b *SamplingBF) Reset() {
 	clear(b.words)
 	clear(b.load)
 	b.n = 0
-	b.rng = newRNG(b.seed)
+	b.rng = mix.NewWyrand(b.seed)
 }
 
 // String gives the canonical spec, e.g. "bsbf:mem=64KiB,k=2" or

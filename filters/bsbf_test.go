@@ -6,21 +6,12 @@ import (
 	"math"
 	"math/bits"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 func bsbfMust(t testing.TB, spec string, seed uint64) *SamplingBF {
 	return mustNew[*SamplingBF](t, spec, seed)
-}
-
-// bsbfSplitmix is a splitmix64 sequence for the test streams: a different
-// generator from the filters' own rng, so a stream cannot correlate with
-// the reset choices. Its values are distinct (splitmix64 is a bijection of
-// a counter), so a stream of next() values has no duplicates.
-type bsbfSplitmix struct{ x uint64 }
-
-func (g *bsbfSplitmix) next() uint64 {
-	g.x += 0x9e3779b97f4a7c15
-	return mix64(g.x)
 }
 
 // bsbfRecount is the debug accessor for the load tests: filter f's set
@@ -149,14 +140,14 @@ type bsbfRef struct {
 	rule       samplingRule
 	k, s       int
 	bits       [][]bool
-	rng        rng
+	rng        mix.Wyrand
 	n, phase3  uint64
 	fallbacks  int // RSBF phase-3 resets that needed the scan
 	fromPhase3 int // RSBF elements handled in phase 3
 }
 
 func newBSBFRef(rule samplingRule, k, s int, pstar float64, seed uint64) *bsbfRef {
-	r := &bsbfRef{rule: rule, k: k, s: s, rng: newRNG(seed), phase3: math.MaxUint64}
+	r := &bsbfRef{rule: rule, k: k, s: s, rng: mix.NewWyrand(seed), phase3: math.MaxUint64}
 	for range k {
 		r.bits = append(r.bits, make([]bool, s))
 	}
@@ -178,10 +169,10 @@ func (r *bsbfRef) load(f int) int {
 
 func (r *bsbfRef) observe(h uint64) bool {
 	pos := make([]int, r.k)
-	g, step := h, mix64(h)|1
+	g, step := h, mix.Mix64(h)|1
 	dup := true
 	for f := range pos {
-		pos[f] = reduce(g, r.s)
+		pos[f] = mix.Reduce(g, r.s)
 		g += step
 		dup = dup && r.bits[f][pos[f]]
 	}
@@ -194,21 +185,21 @@ func (r *bsbfRef) observe(h uint64) bool {
 	case ruleBSBF:
 		if !dup {
 			for f := range r.k {
-				r.bits[f][r.rng.intn(r.s)] = false
+				r.bits[f][r.rng.IntN(r.s)] = false
 			}
 			insert()
 		}
 	case ruleBSBFSD:
 		if !dup {
-			f := r.rng.intn(r.k)
-			r.bits[f][r.rng.intn(r.s)] = false
+			f := r.rng.IntN(r.k)
+			r.bits[f][r.rng.IntN(r.s)] = false
 			insert()
 		}
 	case ruleRLBSBF:
 		if !dup {
 			for f := range r.k {
-				p := r.rng.intn(r.s)
-				if float64(r.rng.intn(r.s)) < float64(r.load(f)) { // probability L/s
+				p := r.rng.IntN(r.s)
+				if float64(r.rng.IntN(r.s)) < float64(r.load(f)) { // probability L/s
 					r.bits[f][p] = false
 				}
 			}
@@ -231,10 +222,10 @@ func (r *bsbfRef) observe(h uint64) bool {
 				}
 			}
 		default:
-			hi, _ := bits.Mul64(r.rng.next(), r.n)
+			hi, _ := bits.Mul64(r.rng.Uint64(), r.n)
 			if hi < uint64(r.s) {
 				for f := range r.k {
-					r.bits[f][r.rng.intn(r.s)] = false
+					r.bits[f][r.rng.IntN(r.s)] = false
 				}
 				insert()
 			}
@@ -248,13 +239,13 @@ func (r *bsbfRef) resetSetBit(f int) {
 		return
 	}
 	for range rsbfSetBitAttempts {
-		if p := r.rng.intn(r.s); r.bits[f][p] {
+		if p := r.rng.IntN(r.s); r.bits[f][p] {
 			r.bits[f][p] = false
 			return
 		}
 	}
 	r.fallbacks++
-	for p := r.rng.intn(r.s); ; p = (p + 1) % r.s {
+	for p := r.rng.IntN(r.s); ; p = (p + 1) % r.s {
 		if r.bits[f][p] {
 			r.bits[f][p] = false
 			return
@@ -297,16 +288,16 @@ func TestBSBFMatchesReference(t *testing.T) {
 	for _, c := range cases {
 		b := bsbfMust(t, c.spec, 9)
 		ref := newBSBFRef(c.rule, c.k, b.FilterBits(), c.pstar, 9)
-		g := bsbfSplitmix{x: 5}
+		g := mix.NewSplitMix(5)
 		for i := range 30000 {
 			var h uint64
 			switch {
 			case c.stream == "sparse" && i < 2*b.FilterBits():
 				h = 42
 			case c.stream == "sparse":
-				h = g.next()
+				h = g.Uint64()
 			default:
-				h = mix64(uint64(reduce(g.next(), 3*b.SizeBits())))
+				h = mix.Mix64(uint64(mix.Reduce(g.Uint64(), 3*b.SizeBits())))
 			}
 			if got, want := b.Observe(h), ref.observe(h); got != want {
 				t.Fatalf("%s step %d: Observe = %v, reference says %v", c.spec, i, got, want)
@@ -337,11 +328,11 @@ func TestBSBFLoadIsRunningCount(t *testing.T) {
 		"rsbf:mem=1000bit,k=3,pstar=0.1", "rsbf:mem=1000bit,k=2,pstar=0.5",
 	} {
 		b := bsbfMust(t, spec, 3)
-		g := bsbfSplitmix{x: 77}
+		g := mix.NewSplitMix(77)
 		for i := range 40000 {
-			h := g.next()
+			h := g.Uint64()
 			if i%3 == 0 {
-				h = mix64(uint64(reduce(h, 2000)))
+				h = mix.Mix64(uint64(mix.Reduce(h, 2000)))
 			}
 			b.Observe(h)
 			for f := range b.K() {
@@ -362,9 +353,9 @@ func TestBSBFLoadIsRunningCount(t *testing.T) {
 func TestBSBFImmediateRepeatIsDuplicate(t *testing.T) {
 	for _, spec := range []string{"bsbf:mem=4KiB,k=3", "bsbfsd:mem=4KiB", "rlbsbf:mem=4KiB", "bsbf:mem=4KiB,k=1", "rsbf:mem=4KiB,k=2,pstar=1"} {
 		b := bsbfMust(t, spec, 2)
-		g := bsbfSplitmix{x: 1}
+		g := mix.NewSplitMix(1)
 		for i := range 100000 {
-			h := g.next()
+			h := g.Uint64()
 			if first := b.Observe(h); !first && !b.Observe(h) {
 				t.Fatalf("%s pair %d: an element reported distinct is not a duplicate right after", spec, i)
 			}
@@ -377,12 +368,12 @@ func TestRSBFPhases(t *testing.T) {
 	// reset: the load is the number of distinct positions they hash to.
 	b := bsbfMust(t, "rsbf:mem=2000bit,k=2,pstar=0.03", 4)
 	s := b.FilterBits()
-	g := bsbfSplitmix{x: 11}
+	g := mix.NewSplitMix(11)
 	used := make([]map[int]bool, 2)
 	used[0], used[1] = map[int]bool{}, map[int]bool{}
 	prev := append([]uint64(nil), b.words...)
 	for range s {
-		h := g.next()
+		h := g.Uint64()
 		b.Observe(h)
 		for i, w := range b.words {
 			if prev[i]&^w != 0 {
@@ -390,8 +381,8 @@ func TestRSBFPhases(t *testing.T) {
 			}
 		}
 		copy(prev, b.words)
-		used[0][reduce(h, s)] = true
-		used[1][reduce(h+bloomStep(h), s)] = true
+		used[0][mix.Reduce(h, s)] = true
+		used[1][mix.Reduce(h+bloomStep(h), s)] = true
 	}
 	for f := range 2 {
 		if b.Load(f) != len(used[f]) {
@@ -407,12 +398,12 @@ func TestRSBFPhases(t *testing.T) {
 	// standard deviations is the bound.
 	b = bsbfMust(t, "rsbf:mem=2000bit,k=2,pstar=0.001", 5) // phase 3 from i = 10^6
 	for range s {
-		b.Observe(g.next())
+		b.Observe(g.Uint64())
 	}
 	var inserted int
 	var expect float64
 	for b.n < 200000 {
-		h := g.next()
+		h := g.Uint64()
 		if b.Observe(h) {
 			continue // a false positive: not inserted, nothing to count
 		}
@@ -430,13 +421,19 @@ func TestRSBFPhases(t *testing.T) {
 	// exactly what it was when the phase began.
 	b = bsbfMust(t, "rsbf:mem=2000bit,k=2,pstar=0.1", 6) // phase 3 from i = 10000
 	for b.n < b.phase3-1 {
-		b.Observe(g.next())
+		b.Observe(g.Uint64())
 	}
 	l0, l1 := b.Load(0), b.Load(1)
 	for i := range 50000 {
-		h := g.next()
-		if !b.Observe(h) && !b.Observe(h) {
-			t.Fatalf("phase 3 element %d reported distinct, then not a duplicate right after", i)
+		h := g.Uint64()
+		// Phase 3 sets every bit of an element it observes (a reset moves
+		// another set bit, in the same filter, before the element's own is
+		// set), so the second observation is a duplicate whatever the
+		// first said (distinct, or a false positive).
+		first := b.Observe(h)
+		again := b.Observe(h)
+		if !again {
+			t.Fatalf("phase 3 element %d: observed (duplicate: %v), then not a duplicate right after", i, first)
 		}
 		if b.Load(0) != l0 || b.Load(1) != l1 {
 			t.Fatalf("phase 3 step %d: loads %d, %d changed from %d, %d", i, b.Load(0), b.Load(1), l0, l1)
@@ -448,10 +445,10 @@ func TestRSBFPhases(t *testing.T) {
 // when the rejection draws all miss and the scan wraps around the filter.
 func TestRSBFResetSetBitFindsTheOnlyOne(t *testing.T) {
 	b := bsbfMust(t, "rsbf:mem=2000bit,k=2", 8)
-	r := newRNG(1)
+	r := mix.NewWyrand(1)
 	for range 500 {
-		f := r.intn(2)
-		p := r.intn(b.FilterBits())
+		f := r.IntN(2)
+		p := r.IntN(b.FilterBits())
 		b.set(f, f*b.stride+p)
 		b.resetSetBit(f)
 		if b.Load(f) != 0 || b.bsbfRecount(f) != 0 {
@@ -522,14 +519,14 @@ func TestBSBFDistinctStreamFillMatchesMeanField(t *testing.T) {
 		{"rlbsbf", ruleRLBSBF, 2, 0.754878}, // q^3+q^2 = 1
 	} {
 		b := bsbfMust(t, fmt.Sprintf("%s:mem=%dbit,k=%d", c.name, s*c.k, c.k), 1)
-		g := bsbfSplitmix{x: 3}
+		g := mix.NewSplitMix(3)
 		n, dups, q, wantFPR := 0, 0, 0.0, 0.0
 		for _, until := range []int{s / 2, s, 2 * s, 5 * s, 12 * s, 20 * s} {
 			for ; n < until; n++ {
 				if n >= 12*s {
 					wantFPR += math.Pow(q, float64(c.k)) / (8 * s)
 				}
-				if b.Observe(g.next()) && n >= 12*s {
+				if b.Observe(g.Uint64()) && n >= 12*s {
 					dups++
 				}
 				q = bsbfMeanFieldStep(c.rule, c.k, s, q)
@@ -570,7 +567,7 @@ func TestBSBFDistinctStreamFillMatchesMeanField(t *testing.T) {
 func TestRSBFDistinctStreamFill(t *testing.T) {
 	const s = 16384
 	b := bsbfMust(t, fmt.Sprintf("rsbf:mem=%dbit,k=2,pstar=0.03", 2*s), 1)
-	g := bsbfSplitmix{x: 8}
+	g := mix.NewSplitMix(8)
 	q, n := 0.0, 0
 	dups := 0
 	for _, until := range []int{s, 2 * s, 5 * s, int(b.phase3) - 1, int(b.phase3) + 4*s} {
@@ -581,7 +578,7 @@ func TestRSBFDistinctStreamFill(t *testing.T) {
 			} else if uint64(i) < b.phase3 {
 				q += ((1 - q) - (1-q*q)*q) / float64(i)
 			}
-			if b.Observe(g.next()) && uint64(i) >= b.phase3 {
+			if b.Observe(g.Uint64()) && uint64(i) >= b.phase3 {
 				dups++
 			}
 		}
@@ -602,7 +599,7 @@ func TestRSBFDistinctStreamFill(t *testing.T) {
 // "uniform random dataset ... Distinct: 15%". The hash of id i is a
 // bijection of i, so distinct ids have distinct hashes.
 type bsbfUniformStream struct {
-	g    bsbfSplitmix
+	g    mix.SplitMix
 	u    int
 	seen []uint64
 }
@@ -618,14 +615,14 @@ func newBSBFUniformStream(n int, distinct float64, seed uint64) *bsbfUniformStre
 		}
 	}
 	u := int(lo)
-	return &bsbfUniformStream{g: bsbfSplitmix{x: seed}, u: u, seen: make([]uint64, (u+63)/64)}
+	return &bsbfUniformStream{g: mix.NewSplitMix(seed), u: u, seen: make([]uint64, (u+63)/64)}
 }
 
 func (st *bsbfUniformStream) next() (h uint64, dup bool) {
-	id := reduce(st.g.next(), st.u)
+	id := mix.Reduce(st.g.Uint64(), st.u)
 	dup = st.seen[id>>6]>>(id&63)&1 != 0
 	st.seen[id>>6] |= 1 << (id & 63)
-	return mix64(uint64(id) ^ 0x5bf0_3635_2f7c_a1e7), dup
+	return mix.Mix64(uint64(id) ^ 0x5bf0_3635_2f7c_a1e7), dup
 }
 
 // bsbfRates runs f over n elements of a uniform stream and returns FPR
@@ -754,10 +751,10 @@ func TestBSBFResetIsNew(t *testing.T) {
 	for _, spec := range []string{"bsbf:mem=2KiB", "bsbfsd:mem=2KiB", "rlbsbf:mem=2KiB", "rsbf:mem=2KiB,k=2,pstar=0.2"} {
 		a, b := bsbfMust(t, spec, 4), bsbfMust(t, spec, 4)
 		run := func(f *SamplingBF) []bool {
-			g := bsbfSplitmix{x: 6}
+			g := mix.NewSplitMix(6)
 			out := make([]bool, 20000)
 			for i := range out {
-				out[i] = f.Observe(mix64(uint64(reduce(g.next(), 30000))))
+				out[i] = f.Observe(mix.Mix64(uint64(mix.Reduce(g.Uint64(), 30000))))
 			}
 			return out
 		}
@@ -792,11 +789,11 @@ func TestBSBFObserveAllocatesNothing(t *testing.T) {
 		{"rsbf:mem=64KiB,k=2,pstar=0.5", 1 << 20},  // phase 3
 	} {
 		b := bsbfMust(t, c.spec, 5)
-		g := bsbfSplitmix{x: 2}
+		g := mix.NewSplitMix(2)
 		for range c.warm {
-			b.Observe(g.next())
+			b.Observe(g.Uint64())
 		}
-		if n := testing.AllocsPerRun(10000, func() { b.Observe(g.next()) }); n != 0 {
+		if n := testing.AllocsPerRun(10000, func() { b.Observe(g.Uint64()) }); n != 0 {
 			t.Errorf("%s: Observe allocates %.2f times per call", c.spec, n)
 		}
 	}
@@ -805,8 +802,8 @@ func TestBSBFObserveAllocatesNothing(t *testing.T) {
 	for range 2*b.FilterBits() + 1 {
 		b.Observe(42)
 	}
-	g := bsbfSplitmix{x: 3}
-	if n := testing.AllocsPerRun(10000, func() { b.Observe(g.next()) }); n != 0 {
+	g := mix.NewSplitMix(3)
+	if n := testing.AllocsPerRun(10000, func() { b.Observe(g.Uint64()) }); n != 0 {
 		t.Errorf("rsbf phase 3 scan: Observe allocates %.2f times per call", n)
 	}
 }
@@ -822,9 +819,9 @@ func TestBSBFObserveAllocatesNothing(t *testing.T) {
 func BenchmarkBSBFObserve(b *testing.B) {
 	const bits = 20
 	hs := make([]uint64, 1<<bits)
-	g := bsbfSplitmix{x: 1}
+	g := mix.NewSplitMix(1)
 	for i := range hs {
-		hs[i] = g.next()
+		hs[i] = g.Uint64()
 	}
 	stream := func(i int) uint64 { return hs[i&(1<<bits-1)] ^ uint64(i>>bits)*0x9e3779b97f4a7c15 }
 	for _, mem := range []string{"64KiB", "1MiB"} {

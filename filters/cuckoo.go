@@ -3,6 +3,8 @@ package filters
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // The QHT paper's benchmark setting (Sec. 6.1): "cells containing 1 element
@@ -77,7 +79,7 @@ type Cuckoo struct {
 	shift   uint   // 64 - log2(n): i1 is h >> shift
 	dropped uint64
 
-	rng     rng
+	rng     mix.Wyrand
 	seed    uint64
 	memBits int // as requested, for String
 }
@@ -119,7 +121,7 @@ func newCuckoo(memBits, b, f int, seed uint64) *Cuckoo {
 		fpMask:  1<<uint(f) - 1,
 		idxMask: uint64(n - 1),
 		shift:   uint(64 - lg),
-		rng:     newRNG(seed),
+		rng:     mix.NewWyrand(seed),
 		seed:    seed,
 		memBits: memBits,
 	}
@@ -129,7 +131,7 @@ func newCuckoo(memBits, b, f int, seed uint64) *Cuckoo {
 // fingerprint's other bucket: a mix of fp (so that small fingerprints still
 // spread over the whole table), never 0 unless there is a single bucket.
 func (c *Cuckoo) alt(fp uint64) int {
-	a := mix64(fp) & c.idxMask
+	a := mix.Mix64(fp) & c.idxMask
 	if a == 0 {
 		a = c.idxMask & 1
 	}
@@ -180,7 +182,7 @@ func (c *Cuckoo) Observe(h uint64) bool {
 //
 //go:noinline
 func (c *Cuckoo) relocate(i1, i2 int, fp uint64) {
-	r := c.rng.next()
+	r := c.rng.Uint64()
 	i := i1
 	if r&1 != 0 {
 		i = i2
@@ -201,7 +203,7 @@ func (c *Cuckoo) relocate(i1, i2 int, fp uint64) {
 // randomSlot draws a slot in [0, b) by a 32-bit multiply-shift (bias at most
 // b/2^32).
 func (c *Cuckoo) randomSlot() int {
-	return int((c.rng.next() >> 32) * uint64(c.b) >> 32)
+	return int((c.rng.Uint64() >> 32) * uint64(c.b) >> 32)
 }
 
 // SizeBits is n*b*f: every slot of every bucket, nothing else.
@@ -211,7 +213,7 @@ func (c *Cuckoo) SizeBits() int { return c.n * c.b * int(c.f) }
 func (c *Cuckoo) Reset() {
 	c.cells.clear()
 	c.dropped = 0
-	c.rng = newRNG(c.seed)
+	c.rng = mix.NewWyrand(c.seed)
 }
 
 // String gives the canonical spec, e.g. "cuckoo:mem=64KiB,buckets=1,fpbits=3".

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // cuckooFill observes n fresh hashes and returns them.
-func cuckooFill(c *Cuckoo, r *rng, n int) []uint64 {
+func cuckooFill(c *Cuckoo, r *mix.Wyrand, n int) []uint64 {
 	hs := make([]uint64, n)
 	for i := range hs {
-		hs[i] = r.next()
+		hs[i] = r.Uint64()
 		c.Observe(hs[i])
 	}
 	return hs
@@ -34,7 +36,7 @@ func TestCuckooNoFalseNegativeBeforeFull(t *testing.T) {
 		{"cuckoo:mem=16KiB", 0.25},
 	} {
 		f := mustNew[*Cuckoo](t, c.spec, 2)
-		r := newRNG(3)
+		r := mix.NewWyrand(3)
 		hs := cuckooFill(f, &r, int(c.load*float64(f.Buckets()*f.Slots())))
 		if f.Dropped() != 0 {
 			t.Errorf("%s: %d fingerprints dropped at load %.2f", c.spec, f.Dropped(), f.Load())
@@ -56,7 +58,7 @@ func TestCuckooNoFalseNegativeBeforeFull(t *testing.T) {
 func TestCuckooSaturatedFPR(t *testing.T) {
 	for _, spec := range []string{"cuckoo:mem=1KiB", "cuckoo:mem=2KiB,buckets=4,fpbits=6"} {
 		f := mustNew[*Cuckoo](t, spec, 4)
-		r := newRNG(5)
+		r := mix.NewWyrand(5)
 		slots := f.Buckets() * f.Slots()
 		cuckooFill(f, &r, 5*slots)
 		if f.Load() != 1 || f.Dropped() == 0 {
@@ -65,7 +67,7 @@ func TestCuckooSaturatedFPR(t *testing.T) {
 		const n = 20000
 		fp := 0
 		for range n {
-			if f.Observe(r.next()) {
+			if f.Observe(r.Uint64()) {
 				fp++
 			}
 		}
@@ -86,13 +88,13 @@ func TestCuckooSaturatedFPR(t *testing.T) {
 // and every stored fingerprint is non-zero.
 func TestCuckooDropsWhenFull(t *testing.T) {
 	f := mustNew[*Cuckoo](t, "cuckoo:mem=512bit,buckets=2,fpbits=8", 6)
-	r := newRNG(7)
+	r := mix.NewWyrand(7)
 	cuckooFill(f, &r, 10*f.Buckets()*f.Slots())
 	before := f.Dropped()
 	if before == 0 {
 		t.Fatal("no fingerprint dropped on a stream of 10x the table's slots")
 	}
-	if n := testing.AllocsPerRun(2000, func() { f.Observe(r.next()) }); n != 0 {
+	if n := testing.AllocsPerRun(2000, func() { f.Observe(r.Uint64()) }); n != 0 {
 		t.Errorf("saturated Observe allocates %.2f times per call", n)
 	}
 	if f.Dropped() <= before || f.Load() != 1 {
@@ -102,7 +104,7 @@ func TestCuckooDropsWhenFull(t *testing.T) {
 	// back and dropped it, which takes a cycle through its own bucket.
 	missed := 0
 	for range 1000 {
-		h := r.next()
+		h := r.Uint64()
 		f.Observe(h)
 		if !f.Observe(h) {
 			missed++
@@ -134,9 +136,9 @@ func TestCuckooAlternateBucket(t *testing.T) {
 	if one.Buckets() != 1 || one.SizeBits() != 16 {
 		t.Fatalf("mem=16bit, b=2, f=8: %d buckets, %d bits", one.Buckets(), one.SizeBits())
 	}
-	r := newRNG(2)
+	r := mix.NewWyrand(2)
 	for range 100 {
-		one.Observe(r.next())
+		one.Observe(r.Uint64())
 	}
 	if one.Load() != 1 {
 		t.Errorf("single bucket load %.2f after 100 elements", one.Load())

@@ -1,5 +1,7 @@
 package filters
 
+import "github.com/flowdedup/flowdedup/internal/mix"
+
 // Exact is the ground truth: a set of every hash observed. It errs only on
 // 64-bit hash collisions (for n keys, about n^2/2^65). Its memory grows with
 // the number of distinct hashes: it is for evaluation and small captures, not
@@ -25,7 +27,7 @@ func (x *Exact) Observe(h uint64) bool {
 		return seen
 	}
 	mask := len(x.slots) - 1
-	i := int(h*0x9e3779b97f4a7c15>>32) & mask
+	i := int(h*mix.Golden>>32) & mask
 	for {
 		switch x.slots[i] {
 		case h:
@@ -50,7 +52,7 @@ func (x *Exact) grow() {
 		if h == 0 {
 			continue
 		}
-		i := int(h*0x9e3779b97f4a7c15>>32) & mask
+		i := int(h*mix.Golden>>32) & mask
 		for x.slots[i] != 0 {
 			i = (i + 1) & mask
 		}

@@ -4,11 +4,19 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // testHash is the i-th hash of a test stream: distinct i give distinct,
-// uniform-looking hashes (mix64 is a bijection); salt picks the stream.
-func testHash(i, salt uint64) uint64 { return mix64(i*0x9e3779b97f4a7c15 + salt) }
+// uniform-looking hashes (mix.Mix64 is a bijection); salt picks the stream.
+//
+// The tests' streams come from splitmix64 (testHash, mix.SplitMix), a
+// different generator from the filters' own (mix.Wyrand), so that a stream
+// cannot correlate with a filter's random choices; splitmix64's values are
+// distinct, a bijection of a counter, so a stream has no duplicates by
+// accident.
+func testHash(i, salt uint64) uint64 { return mix.Mix64(i*mix.Golden + salt) }
 
 // mustNew builds the filter spec names and asserts its concrete type.
 func mustNew[T Filter](t testing.TB, spec string, seed uint64) T {
@@ -145,10 +153,10 @@ func TestAllFiltersResetForgets(t *testing.T) {
 			continue
 		}
 		fresh, _ := New(spec, 3)
-		r := newRNG(11)
+		r := mix.NewWyrand(11)
 		hs := make([]uint64, 5000)
 		for i := range hs {
-			hs[i] = r.next()
+			hs[i] = r.Uint64()
 			if i < len(hs)/2 {
 				f.Observe(hs[i])
 			}
@@ -171,10 +179,10 @@ func TestAllFiltersObserveAllocatesNothing(t *testing.T) {
 			t.Errorf("New(%q): %v", spec, err)
 			continue
 		}
-		r := newRNG(9)
+		r := mix.NewWyrand(9)
 		hs := make([]uint64, 4096)
 		for i := range hs {
-			hs[i] = r.next()
+			hs[i] = r.Uint64()
 		}
 		for _, h := range hs { // fill past any lazy first-use setup
 			f.Observe(h)
@@ -188,7 +196,7 @@ func TestAllFiltersObserveAllocatesNothing(t *testing.T) {
 				i++
 				return hs[i%len(hs)]
 			}
-			return r.next()
+			return r.Uint64()
 		}
 		if n := testing.AllocsPerRun(10000, func() { f.Observe(next()) }); n != 0 {
 			t.Errorf("%q: Observe allocates %.2f times per call, want 0", spec, n)
@@ -225,16 +233,16 @@ func TestLRUMatchesModel(t *testing.T) {
 	for _, entries := range []int{1, 2, 3, 8, 100} {
 		l := NewLRU(entries, 0)
 		m := &lruModel{cap: entries}
-		r := newRNG(uint64(entries))
+		r := mix.NewWyrand(uint64(entries))
 		for i := range 20000 {
 			var h uint64
 			switch i % 3 {
 			case 0:
-				h = uint64(r.intn(3 * entries)) // small values: clustered table slots
+				h = uint64(r.IntN(3 * entries)) // small values: clustered table slots
 			case 1:
-				h = r.next() | 1<<63
+				h = r.Uint64() | 1<<63
 			default:
-				h = uint64(r.intn(4*entries)) << 40
+				h = uint64(r.IntN(4*entries)) << 40
 			}
 			if got, want := l.Observe(h), m.observe(h); got != want {
 				t.Fatalf("entries=%d step %d: Observe(%#x) = %v, model says %v", entries, i, h, got, want)
@@ -252,9 +260,9 @@ func TestLRUNeverFalsePositive(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[uint64]bool{}
-	r := newRNG(2)
+	r := mix.NewWyrand(2)
 	for range 200000 {
-		h := uint64(r.intn(1 << 14))
+		h := uint64(r.IntN(1 << 14))
 		if l.Observe(h) && !seen[h] {
 			t.Fatalf("LRU reported unseen %d as duplicate", h)
 		}
@@ -270,9 +278,9 @@ func TestLRUNeverFalsePositive(t *testing.T) {
 func TestExactMatchesMap(t *testing.T) {
 	x := NewExact()
 	seen := map[uint64]bool{}
-	r := newRNG(3)
+	r := mix.NewWyrand(3)
 	for i := range 300000 {
-		h := uint64(r.intn(100000))
+		h := uint64(r.IntN(100000))
 		if i%1000 == 0 {
 			h = 0
 		}
@@ -293,10 +301,10 @@ func TestExactMatchesMap(t *testing.T) {
 func TestRNGIntnUniform(t *testing.T) {
 	// 60000 draws over 6 values: each count is Binomial(60000, 1/6) with
 	// standard deviation sqrt(60000*1/6*5/6) ≈ 91; 6 sigma is 550.
-	r := newRNG(4)
+	r := mix.NewWyrand(4)
 	var c [6]int
 	for range 60000 {
-		c[r.intn(6)]++
+		c[r.IntN(6)]++
 	}
 	for v, n := range c {
 		if n < 10000-550 || n > 10000+550 {
@@ -309,10 +317,10 @@ func TestPackedGetSet(t *testing.T) {
 	for _, width := range []uint{1, 2, 3, 5, 7, 13, 31, 63, 64} {
 		a := newPacked(200, width)
 		want := make([]uint64, 200)
-		r := newRNG(uint64(width))
+		r := mix.NewWyrand(uint64(width))
 		for range 5000 {
-			i := r.intn(200)
-			v := r.next() & a.mask
+			i := r.IntN(200)
+			v := r.Uint64() & a.mask
 			a.set(i, v)
 			want[i] = v
 		}

@@ -3,6 +3,8 @@ package filters
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // fpbufferDefaultQ is the SBF paper's FPS = 10% (Sec. 5.2: Max=1, K=2,
@@ -37,7 +39,7 @@ var fpbufferFamily = &Family{
 type FPBuffer struct {
 	lru  *LRU
 	q    float64
-	rng  rng
+	rng  mix.Wyrand
 	seed uint64
 }
 
@@ -52,7 +54,7 @@ func buildFPBuffer(p *params, seed uint64) (Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FPBuffer{lru: l.(*LRU), q: q, rng: newRNG(seed), seed: seed}, nil
+	return &FPBuffer{lru: l.(*LRU), q: q, rng: mix.NewWyrand(seed), seed: seed}, nil
 }
 
 // Observe reports a duplicate if h is buffered, else with probability q;
@@ -61,7 +63,7 @@ func (f *FPBuffer) Observe(h uint64) bool {
 	if f.lru.Observe(h) {
 		return true
 	}
-	return f.rng.float64() < f.q
+	return f.rng.Float64() < f.q
 }
 
 // SizeBits is the LRU's: 64 bits per entry.
@@ -70,7 +72,7 @@ func (f *FPBuffer) SizeBits() int { return f.lru.SizeBits() }
 // Reset empties the buffer and rewinds the random source.
 func (f *FPBuffer) Reset() {
 	f.lru.Reset()
-	f.rng = newRNG(f.seed)
+	f.rng = mix.NewWyrand(f.seed)
 }
 
 // String gives the canonical spec, e.g. "fpbuffer:mem=64KiB,q=0.1".

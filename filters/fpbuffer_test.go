@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // fpbufferWithin reports whether a Binomial(n, p) count is within 5
@@ -20,11 +22,11 @@ func fpbufferWithin(count, n int, p float64) bool {
 func TestFPBufferFPRIsQ(t *testing.T) {
 	for _, q := range []float64{0, 0.02, 0.1, 0.5, 1} {
 		f := mustNew[*FPBuffer](t, "fpbuffer:entries=1000,q="+fpbufferFloat(q), 3)
-		r := newRNG(4)
+		r := mix.NewWyrand(4)
 		const n = 100000
 		fp := 0
 		for range n {
-			if f.Observe(r.next()) {
+			if f.Observe(r.Uint64()) {
 				fp++
 			}
 		}
@@ -44,10 +46,10 @@ func TestFPBufferFNRIsLRUTimesOneMinusQ(t *testing.T) {
 	f := mustNew[*FPBuffer](t, "fpbuffer:entries=2000,q=0.1", 5)
 	l := NewLRU(entries, 0)
 	seen := map[uint64]bool{}
-	r := newRNG(6)
+	r := mix.NewWyrand(6)
 	dups, lruFN, fpbFN := 0, 0, 0
 	for range 200000 {
-		h := uint64(r.intn(4 * entries)) // a universe of 4x the buffer: many hits, many misses
+		h := uint64(r.IntN(4 * entries)) // a universe of 4x the buffer: many hits, many misses
 		got, lruGot := f.Observe(h), l.Observe(h)
 		if lruGot && !got {
 			t.Fatalf("%#x: LRU hit but FPBuffer says distinct", h)
@@ -76,10 +78,10 @@ func TestFPBufferResetReplays(t *testing.T) {
 	const spec = "fpbuffer:entries=100,q=0.3"
 	f := mustNew[*FPBuffer](t, spec, 9)
 	fresh := mustNew[*FPBuffer](t, spec, 9)
-	r := newRNG(1)
+	r := mix.NewWyrand(1)
 	hs := make([]uint64, 1000)
 	for i := range hs {
-		hs[i] = uint64(r.intn(300))
+		hs[i] = uint64(r.IntN(300))
 		f.Observe(hs[i])
 	}
 	f.Reset()

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // FPSBF is the FingerPrint Stable Bloom Filter of Singh & Batra: m cells of
@@ -65,7 +67,7 @@ import (
 //     again, making the next occurrence a false negative.
 //   - Hashing. The fingerprint is the low f bits of h; the indices come from
 //     the other 64-f bits only, by double hashing (Eq. 2): the j-th index is
-//     j*(m/k) + reduce(h1 + j*h2, m/k) with h1 = h without its fingerprint
+//     j*(m/k) + mix.Reduce(h1 + j*h2, m/k) with h1 = h without its fingerprint
 //     bits and h2 = bloomStep(h1). Multiply-shift replaces "mod m" and makes
 //     the paper's prime m/k unnecessary.
 //
@@ -87,7 +89,7 @@ type FPSBF struct {
 	fps     float64
 	memBits int // as requested, for String
 	seed    uint64
-	rng     rng
+	rng     mix.Wyrand
 }
 
 var _ Filter = (*FPSBF)(nil)
@@ -179,7 +181,7 @@ func newFPSBF(memBits, m, k, c, f, l int, fps, xi float64, seed uint64) *FPSBF {
 		fps:     fps,
 		memBits: memBits,
 		seed:    seed,
-		rng:     newRNG(seed),
+		rng:     mix.NewWyrand(seed),
 	}
 }
 
@@ -201,7 +203,7 @@ func (s *FPSBF) Observe(h uint64) bool {
 	if s.query(h) {
 		return true
 	}
-	if s.xi >= 1 || s.rng.float64() < s.xi {
+	if s.xi >= 1 || s.rng.Float64() < s.xi {
 		s.evict()
 	}
 	s.insert(h)
@@ -223,7 +225,7 @@ func (s *FPSBF) query(h uint64) bool {
 	g, step, want := s.indexHash(h)
 	base := 0
 	for range s.k {
-		if (s.cells.get(base+reduce(g, s.sub))^want)-1 >= s.cmask {
+		if (s.cells.get(base+mix.Reduce(g, s.sub))^want)-1 >= s.cmask {
 			return false
 		}
 		g += step
@@ -237,7 +239,7 @@ func (s *FPSBF) insert(h uint64) {
 	g, step, want := s.indexHash(h)
 	base := 0
 	for range s.k {
-		i := base + reduce(g, s.sub)
+		i := base + mix.Reduce(g, s.sub)
 		s.put(i, s.cells.get(i)^want|s.cmask)
 		g += step
 		base += s.sub
@@ -255,8 +257,8 @@ func (s *FPSBF) evict() {
 		// Cells never straddle words: the whole decrement inline.
 		words, width, mask := a.words, a.width, a.mask
 		for range s.l {
-			i, lo := bits.Mul64(r.next(), m)
-			z := uint64(reduce(lo, maxv)) + 1
+			i, lo := bits.Mul64(r.Uint64(), m)
+			z := uint64(mix.Reduce(lo, maxv)) + 1
 			bit := uint(i) * width
 			w, off := bit/64, bit%64
 			x := words[w]
@@ -269,8 +271,8 @@ func (s *FPSBF) evict() {
 		}
 	} else {
 		for range s.l {
-			i, lo := bits.Mul64(r.next(), m)
-			s.decrement(int(i), uint64(reduce(lo, maxv))+1)
+			i, lo := bits.Mul64(r.Uint64(), m)
+			s.decrement(int(i), uint64(mix.Reduce(lo, maxv))+1)
 		}
 	}
 	s.rng = r
@@ -310,7 +312,7 @@ func (s *FPSBF) SizeBits() int { return s.m * int(s.c+s.f) }
 // behaves exactly as a new one.
 func (s *FPSBF) Reset() {
 	s.cells.clear()
-	s.rng = newRNG(s.seed)
+	s.rng = mix.NewWyrand(s.seed)
 }
 
 // String gives the canonical spec, e.g.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/bits"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 func fpsbfMust(t testing.TB, spec string, seed uint64) *FPSBF { return mustNew[*FPSBF](t, spec, seed) }
@@ -17,7 +19,7 @@ func fpsbfCells(s *FPSBF, h uint64) []int {
 	h2 := bloomStep(h1)
 	idx := make([]int, s.k)
 	for j := range idx {
-		idx[j] = j*s.sub + reduce(h1+uint64(j)*h2, s.sub)
+		idx[j] = j*s.sub + mix.Reduce(h1+uint64(j)*h2, s.sub)
 	}
 	return idx
 }
@@ -38,10 +40,10 @@ func TestFPSBFSpec(t *testing.T) {
 		if r.String() != s.String() || r.Cells() != s.Cells() || r.SizeBits() != s.SizeBits() || r.L() != s.L() {
 			t.Errorf("%q does not round-trip: %q (L %d vs %d)", s.String(), r.String(), r.L(), s.L())
 		}
-		g := sbfHashes{x: 3}
+		g := mix.NewSplitMix(3)
 		var recent [4]uint64
 		for i := range 20000 {
-			h := g.next()
+			h := g.Uint64()
 			if i%3 == 0 {
 				h = recent[h%4]
 			}
@@ -229,14 +231,14 @@ type fpsbfRef struct {
 	k, sub, l   int
 	xi          float64
 	stale       bool
-	rng         rng
+	rng         mix.Wyrand
 	evictRounds int
 }
 
 func fpsbfNewRef(s *FPSBF, seed uint64, stale bool) *fpsbfRef {
 	return &fpsbfRef{
 		count: make([]uint8, s.m), fp: make([]uint32, s.m), maxv: uint8(s.cmask), f: s.f,
-		k: s.k, sub: s.sub, l: s.l, xi: s.xi, stale: stale, rng: newRNG(seed),
+		k: s.k, sub: s.sub, l: s.l, xi: s.xi, stale: stale, rng: mix.NewWyrand(seed),
 	}
 }
 
@@ -244,7 +246,7 @@ func (r *fpsbfRef) cells(h uint64) (idx []int, fp uint32) {
 	mask := uint64(1)<<r.f - 1
 	h1 := h &^ mask
 	for j := range r.k {
-		idx = append(idx, j*r.sub+reduce(h1+uint64(j)*bloomStep(h1), r.sub))
+		idx = append(idx, j*r.sub+mix.Reduce(h1+uint64(j)*bloomStep(h1), r.sub))
 	}
 	return idx, uint32(h & mask)
 }
@@ -263,12 +265,12 @@ func (r *fpsbfRef) observe(h uint64) bool {
 	if r.query(h) {
 		return true
 	}
-	if r.xi >= 1 || r.rng.float64() < r.xi {
+	if r.xi >= 1 || r.rng.Float64() < r.xi {
 		r.evictRounds++
 		m := uint64(len(r.count))
 		for range r.l {
-			hi, lo := bits.Mul64(r.rng.next(), m)
-			z := uint8(1 + reduce(lo, int(r.maxv)))
+			hi, lo := bits.Mul64(r.rng.Uint64(), m)
+			z := uint8(1 + mix.Reduce(lo, int(r.maxv)))
 			if r.count[hi] <= z {
 				r.count[hi] = 0
 				if !r.stale {
@@ -302,11 +304,11 @@ func TestFPSBFMatchesReference(t *testing.T) {
 		const seed = 42
 		s := fpsbfMust(t, spec, seed)
 		ref := fpsbfNewRef(s, seed, false)
-		g := sbfHashes{x: 9}
+		g := mix.NewSplitMix(9)
 		var recent [64]uint64
 		dups := 0
 		for i := range 50000 {
-			h := g.next()
+			h := g.Uint64()
 			if j := h % 4; j != 0 { // 3 in 4 elements repeat one of the last 64
 				h = recent[(h>>8)%64]
 			}
@@ -340,10 +342,10 @@ func TestFPSBFSharedCellMatchesNeither(t *testing.T) {
 	cx := fpsbfCells(s, x)
 	// Find y sharing exactly x's sub-table-1 cell, with another non-zero
 	// fingerprint. The search is over a fixed sequence: deterministic.
-	g := sbfHashes{x: 5}
+	g := mix.NewSplitMix(5)
 	var y uint64
 	for {
-		y = g.next()
+		y = g.Uint64()
 		cy := fpsbfCells(s, y)
 		if cy[0] != cx[0] && cy[1] == cx[1] && cy[2] != cx[2] && y&s.fpMask != 0 && y&s.fpMask != x&s.fpMask {
 			break
@@ -409,15 +411,15 @@ func TestFPSBFEmptiedCellForgetsFingerprint(t *testing.T) {
 // (Algorithm 1); re-inserting it would XOR its fingerprint out.
 func TestFPSBFDuplicateChangesNothing(t *testing.T) {
 	s := fpsbfMust(t, "fpsbf:mem=4KiB,c=3,f=5,k=3,xi=0.5", 1)
-	g := sbfHashes{x: 1}
+	g := mix.NewSplitMix(1)
 	for range 200 {
-		s.Observe(g.next())
+		s.Observe(g.Uint64())
 	}
 	// An element whose cells are all empty: otherwise XOR accumulation could
 	// hide it at once (see TestFPSBFSharedCellMatchesNeither).
 	var h uint64
 	for empty := false; !empty; {
-		h, empty = g.next(), true
+		h, empty = g.Uint64(), true
 		for _, i := range fpsbfCells(s, h) {
 			empty = empty && s.cells.get(i) == 0
 		}
@@ -454,17 +456,17 @@ func TestFPSBFShortGapDuplicateDetected(t *testing.T) {
 	if s.Cells() != 65535 || s.L() != 9 {
 		t.Fatalf("defaults moved (m=%d, L=%d): redo the bound", s.Cells(), s.L())
 	}
-	g := sbfHashes{x: 77}
+	g := mix.NewSplitMix(77)
 	missed := 0
 	for trial := range 1000 {
 		s.Reset()
 		gap := trial % 16
-		x := g.next()
+		x := g.Uint64()
 		if s.Observe(x) {
 			t.Fatal("first element of an empty filter reported duplicate")
 		}
 		for range gap {
-			s.Observe(g.next())
+			s.Observe(g.Uint64())
 		}
 		if !s.Observe(x) {
 			if gap == 0 {
@@ -522,11 +524,11 @@ func TestFPSBFStableRatesMatchModel(t *testing.T) {
 			// (1-1/s)^n; 16s elements leave e^-16 of the empty start.
 			warm := (16*sub + window - 1) / window
 			windows := 16
-			g := sbfHashes{x: uint64(len(spec))}
+			g := mix.NewSplitMix(uint64(len(spec)))
 			fps, inserted, found, zeros := 0, 0, 0, 0.0
 			for w := range warm + windows {
 				for range window {
-					h := g.next()
+					h := g.Uint64()
 					if s.Observe(h) {
 						if w >= warm {
 							fps++
@@ -603,13 +605,13 @@ func TestFPSBFLiteralStaleFingerprintsFindNothing(t *testing.T) {
 	s := fpsbfMust(t, "fpsbf:mem=6KiB", 1) // m = 6144, L = 9
 	for _, stale := range []bool{false, true} {
 		ref := fpsbfNewRef(s, 1, stale)
-		g := sbfHashes{x: 2}
+		g := mix.NewSplitMix(2)
 		for range 40 * s.sub { // every cell set dozens of times
-			ref.observe(g.next())
+			ref.observe(g.Uint64())
 		}
 		found, inserted := 0, 0
 		for range 50000 {
-			h := g.next()
+			h := g.Uint64()
 			if ref.observe(h) {
 				continue
 			}
@@ -637,10 +639,10 @@ func TestFPSBFLiteralStaleFingerprintsFindNothing(t *testing.T) {
 // counts false positives among fresh elements and false negatives among
 // repeats from element skip on.
 func fpsbfMixedStream(f Filter, seed uint64, n, maxGap, skip int) (fresh, fps, repeats, fns int) {
-	g := sbfHashes{x: seed}
+	g := mix.NewSplitMix(seed)
 	hist := make([]uint64, n)
 	for i := range n {
-		h := g.next()
+		h := g.Uint64()
 		gap := 1 + int(h>>32)%maxGap
 		repeat := h%10 < 3 && i >= gap
 		if repeat {
@@ -704,11 +706,11 @@ func TestFPSBFObserveAllocatesNothing(t *testing.T) {
 		"fpsbf:mem=64KiB,c=8,f=32,k=1",
 	} {
 		s := fpsbfMust(t, spec, 5)
-		g := sbfHashes{x: 9}
+		g := mix.NewSplitMix(9)
 		for range 4096 {
-			s.Observe(g.next())
+			s.Observe(g.Uint64())
 		}
-		if n := testing.AllocsPerRun(10000, func() { s.Observe(g.next()) }); n != 0 {
+		if n := testing.AllocsPerRun(10000, func() { s.Observe(g.Uint64()) }); n != 0 {
 			t.Errorf("%s: Observe allocates %.2f times per call, want 0", spec, n)
 		}
 	}
@@ -722,9 +724,9 @@ func BenchmarkFPSBFObserve(b *testing.B) {
 	const n = 1 << 20
 	distinct := make([]uint64, n)
 	mixed := make([]uint64, n)
-	g := sbfHashes{x: 42}
+	g := mix.NewSplitMix(42)
 	for i := range n {
-		distinct[i] = g.next()
+		distinct[i] = g.Uint64()
 		mixed[i] = distinct[i]
 		if gap := 1 + int(distinct[i]>>32)%1000; distinct[i]%10 < 3 && i >= gap {
 			mixed[i] = mixed[i-gap]

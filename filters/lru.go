@@ -3,6 +3,8 @@ package filters
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // LRU is the buffering baseline of Broder et al. as the SBF paper runs it:
@@ -76,7 +78,7 @@ func NewLRU(entries, memBits int) *LRU {
 func (l *LRU) home(h uint64) int {
 	// Fibonacci hashing: the high bits of a multiply, independent of how the
 	// caller's hash bits were already used.
-	return int((h * 0x9e3779b97f4a7c15) >> l.shift)
+	return int((h * mix.Golden) >> l.shift)
 }
 
 // Observe reports whether h is in the buffer, then makes it the most recent

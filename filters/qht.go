@@ -3,6 +3,8 @@ package filters
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // Defaults are the paper's benchmark setting (Sec. 6.1): one bucket per row
@@ -129,7 +131,7 @@ func nonZeroFingerprint(h, mask uint64) uint64 {
 }
 
 // qhtRemix is added before each remix so that 0 is not a fixed point.
-const qhtRemix = 0x9e3779b97f4a7c15
+const qhtRemix = mix.Golden
 
 // refingerprint is option (3) of Sec. 3.2 for a zero fingerprint: derive
 // new ones deterministically from h until one is non-zero. Each draw is an
@@ -141,7 +143,7 @@ const qhtRemix = 0x9e3779b97f4a7c15
 func refingerprint(h, mask uint64) uint64 {
 	x := h
 	for range 64 {
-		x = mix64(x + qhtRemix)
+		x = mix.Mix64(x + qhtRemix)
 		if fp := x & mask; fp != 0 {
 			return fp
 		}

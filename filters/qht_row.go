@@ -1,6 +1,10 @@
 package filters
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
+)
 
 // Row matching for the QHT and SQF families: a row's buckets are s-bit
 // fields packed side by side in a uint64 (bucket 0 in the lowest bits), and
@@ -118,7 +122,7 @@ type qhtTable struct {
 	// sig derives SQF signatures; its zero value selects QHT fingerprints.
 	sig sqfSig
 
-	rng  rng
+	rng  mix.Wyrand
 	seed uint64
 }
 
@@ -136,7 +140,7 @@ func newQHTTable(v qhtVariant, rows, k, s int, seed uint64) qhtTable {
 		variant: v,
 		wide:    rowBits > 64,
 		seed:    seed,
-		rng:     newRNG(seed),
+		rng:     mix.NewWyrand(seed),
 	}
 	if v == qhtBasic {
 		t.keepDup = ^uint64(0)
@@ -174,9 +178,9 @@ func (t *qhtTable) Observe(h uint64) bool {
 	var r int
 	var fp uint64
 	if t.sig.remMask == 0 { // QHT: row from the high bits, fingerprint from the low s
-		r, fp = reduce(h, t.rows), nonZeroFingerprint(h, t.fpMask)
+		r, fp = mix.Reduce(h, t.rows), nonZeroFingerprint(h, t.fpMask)
 	} else { // SQF: row from the quotient, signature from the remainder
-		r, fp = reduce(h&^t.sig.remMask, t.rows), t.sig.code(h)
+		r, fp = mix.Reduce(h&^t.sig.remMask, t.rows), t.sig.code(h)
 	}
 	if t.wide {
 		return t.observeWide(r, fp)
@@ -207,9 +211,9 @@ func (t *qhtTable) Observe(h uint64) bool {
 
 // randomBucket draws a bucket index in [0, k): a 32-bit multiply-shift of
 // the generator's high bits, whose bias (at most k/2^32) no test can see,
-// and which spares the 128-bit multiply of rng.intn on the packet path.
+// and which spares the 128-bit multiply of Wyrand.IntN on the packet path.
 func (t *qhtTable) randomBucket() uint {
-	return uint((t.rng.next() >> 32) * uint64(t.k) >> 32)
+	return uint((t.rng.Uint64() >> 32) * uint64(t.k) >> 32)
 }
 
 // observeWide is Observe for rows wider than 64 bits, one chunk at a time.
@@ -304,7 +308,7 @@ func (t *qhtTable) insert(r int, fp uint64) {
 // reset empties every bucket and rewinds the random source.
 func (t *qhtTable) reset() {
 	t.cells.clear()
-	t.rng = newRNG(t.seed)
+	t.rng = mix.NewWyrand(t.seed)
 }
 
 // fillRatio is the fraction of buckets that are not empty. It scans the

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // qhtNew builds a QHT-family filter from spec or fails the test.
@@ -26,11 +28,11 @@ type qhtRef struct {
 	variant qhtVariant
 	rows    [][]uint64
 	mask    uint64
-	rng     rng
+	rng     mix.Wyrand
 }
 
 func newQHTRef(v qhtVariant, rows, k, s int, seed uint64) *qhtRef {
-	r := &qhtRef{variant: v, rows: make([][]uint64, rows), mask: 1<<uint(s) - 1, rng: newRNG(seed)}
+	r := &qhtRef{variant: v, rows: make([][]uint64, rows), mask: 1<<uint(s) - 1, rng: mix.NewWyrand(seed)}
 	for i := range r.rows {
 		r.rows[i] = make([]uint64, k)
 	}
@@ -38,11 +40,11 @@ func newQHTRef(v qhtVariant, rows, k, s int, seed uint64) *qhtRef {
 }
 
 func (r *qhtRef) observe(h uint64) bool {
-	row := r.rows[reduce(h, len(r.rows))]
+	row := r.rows[mix.Reduce(h, len(r.rows))]
 	// Option (3): while 0, remix.
 	fp := h & r.mask
 	for x := h; fp == 0; fp = x & r.mask {
-		x = mix64(x + 0x9e3779b97f4a7c15)
+		x = mix.Mix64(x + mix.Golden)
 	}
 	dup := false
 	for _, b := range row {
@@ -56,7 +58,7 @@ func (r *qhtRef) observe(h uint64) bool {
 		row[len(row)-1] = fp
 		return dup
 	}
-	random := int((r.rng.next() >> 32) * uint64(len(row)) >> 32)
+	random := int((r.rng.Uint64() >> 32) * uint64(len(row)) >> 32)
 	if dup && r.variant == qhtBasic {
 		return true
 	}
@@ -126,9 +128,9 @@ func TestQHTMatchesReferenceModel(t *testing.T) {
 				// A universe of 3 elements per bucket: rows fill, evict and
 				// see true duplicates.
 				universe := uint64(3 * rows * sh.k)
-				x := newRNG(99)
+				x := mix.NewWyrand(99)
 				for i := range 20 * rows * sh.k {
-					h := testHash(x.next()%universe, 1)
+					h := testHash(x.Uint64()%universe, 1)
 					if got, want := q.Observe(h), ref.observe(h); got != want {
 						t.Fatalf("observation %d (h=%#x): got %v, reference %v", i, h, got, want)
 					}
@@ -157,23 +159,23 @@ func TestQHTMatchesReferenceModel(t *testing.T) {
 // every field width and count, on words whose fields are often zero or equal
 // to the probe.
 func TestQHTLane(t *testing.T) {
-	x := newRNG(1)
+	x := mix.NewWyrand(1)
 	for s := uint(1); s <= 32; s++ {
 		mask := uint64(1)<<s - 1
 		for n := uint(1); n*s <= 64; n++ {
 			l := newQHTLane(n, s)
 			for range 200 {
-				fp := x.next() & mask
+				fp := x.Uint64() & mask
 				var v uint64
 				for i := range n {
 					var f uint64
-					switch x.intn(4) {
+					switch x.IntN(4) {
 					case 0:
 						f = 0
 					case 1:
 						f = fp
 					default:
-						f = x.next() & mask
+						f = x.Uint64() & mask
 					}
 					v |= f << (i * s)
 				}
@@ -201,13 +203,13 @@ func TestQHTLane(t *testing.T) {
 // offset and width against bit-by-bit access, up to the last bit before the
 // spare word.
 func TestQHTLoadStore(t *testing.T) {
-	x := newRNG(2)
+	x := mix.NewWyrand(2)
 	words := make([]uint64, 3)
 	for width := uint(1); width <= 64; width++ {
 		mask := ^uint64(0) >> (64 - width)
 		for bit := uint64(0); bit+uint64(width) <= 128; bit++ {
 			for i := range words {
-				words[i] = x.next()
+				words[i] = x.Uint64()
 			}
 			before := append([]uint64(nil), words...)
 			var want uint64
@@ -218,7 +220,7 @@ func TestQHTLoadStore(t *testing.T) {
 			if got := qhtLoad(words, bit, mask); got != want {
 				t.Fatalf("load(bit %d, width %d) = %#x, want %#x", bit, width, got, want)
 			}
-			v := x.next() & mask
+			v := x.Uint64() & mask
 			qhtStore(words, bit, mask, v)
 			for b := uint64(0); b < 192; b++ {
 				old := before[b/64] >> (b % 64) & 1
@@ -231,7 +233,7 @@ func TestQHTLoadStore(t *testing.T) {
 			}
 			// qhtFlip of old^new writes new, and nothing else.
 			copy(before, words)
-			v2 := x.next() & mask
+			v2 := x.Uint64() & mask
 			qhtFlip(words, bit, v^v2)
 			for b := uint64(0); b < 192; b++ {
 				old := before[b/64] >> (b % 64) & 1
@@ -464,7 +466,7 @@ func TestQHTSaturatedFNR(t *testing.T) {
 			b := float64(c.k) / S
 			U := 64 * rows * c.k
 			seen := make([]bool, U)
-			x := newRNG(17)
+			x := mix.NewWyrand(17)
 			var fp, unseen, fn, dups float64
 			// From U on the filter is saturated (U >> Nk arrivals), and a
 			// third of arrivals are still unseen: the FPR is measured from
@@ -473,7 +475,7 @@ func TestQHTSaturatedFNR(t *testing.T) {
 			// gap is shorter than in the long run, and it is caught more
 			// often than Theorem 4.2's limit says (see the bias below).
 			for i := range 7 * U {
-				e := x.intn(U)
+				e := x.IntN(U)
 				dup := q.Observe(testHash(uint64(e), 23))
 				switch {
 				case seen[e] && i >= 3*U:
@@ -535,7 +537,7 @@ func TestQHTNoFalseNegativeBeforeFull(t *testing.T) {
 	q := qhtNew(t, qhtSpec("qht", rows, k, 6, 0), 1)
 	perRow := make(map[int]int)
 	for e := range uint64(distinct) {
-		perRow[reduce(testHash(e, 31), rows)]++
+		perRow[mix.Reduce(testHash(e, 31), rows)]++
 	}
 	for r, n := range perRow {
 		if n > k {
@@ -543,10 +545,10 @@ func TestQHTNoFalseNegativeBeforeFull(t *testing.T) {
 		}
 	}
 	seen := make([]bool, distinct)
-	x := newRNG(3)
+	x := mix.NewWyrand(3)
 	fn, dups := 0, 0
 	for range 50 * distinct {
-		e := x.intn(distinct)
+		e := x.IntN(distinct)
 		dup := q.Observe(testHash(uint64(e), 31))
 		if seen[e] {
 			dups++
@@ -572,9 +574,9 @@ func TestQQHTDOneBucketIsQHT(t *testing.T) {
 		b := qhtNew(t, qhtSpec("qqhtd", rows, 1, s, 0), 42)
 		ra := newQHTRef(qhtBasic, rows, 1, s, 42)
 		rb := newQHTRef(qhtQueue, rows, 1, s, 42)
-		x := newRNG(5)
+		x := mix.NewWyrand(5)
 		for i := range 20000 {
-			h := testHash(uint64(x.intn(2000)), 37)
+			h := testHash(uint64(x.IntN(2000)), 37)
 			ga, gb, gra, grb := a.Observe(h), b.Observe(h), ra.observe(h), rb.observe(h)
 			if gra != grb || ga != gra || gb != grb {
 				t.Fatalf("s=%d observation %d: qht %v, qqhtd %v, Algorithm 1 %v, Algorithm 2 %v", s, i, ga, gb, gra, grb)
@@ -606,12 +608,12 @@ func TestQQHTDFIFO(t *testing.T) {
 		for i := range last {
 			last[i] = -1
 		}
-		x := newRNG(8)
+		x := mix.NewWyrand(8)
 		checked := 0
 		for i := range 50 * universe {
-			e := x.intn(universe)
+			e := x.IntN(universe)
 			h := testHash(uint64(e), 41)
-			r := reduce(h, rows)
+			r := mix.Reduce(h, rows)
 			dup := q.Observe(h)
 			if last[e] >= 0 && inserts[r]-last[e] < sh.k {
 				checked++

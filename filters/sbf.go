@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // SBF is the Stable Bloom Filter of Deng & Rafiei (SIGMOD 2006): m cells of
@@ -41,7 +43,7 @@ type SBF struct {
 	p       int
 	memBits int // as requested, for String
 	seed    uint64
-	rng     rng
+	rng     mix.Wyrand
 }
 
 var _ Filter = (*SBF)(nil)
@@ -118,7 +120,7 @@ func newSBF(memBits, m, d, maxv, k, p int, seed uint64) *SBF {
 		p:       p,
 		memBits: memBits,
 		seed:    seed,
-		rng:     newRNG(seed),
+		rng:     mix.NewWyrand(seed),
 	}
 }
 
@@ -146,16 +148,16 @@ func (s *SBF) Observe(h uint64) bool {
 	all := uint64(1)
 	g := h
 	for range s.k {
-		i := reduce(g, s.m)
+		i := mix.Reduce(g, s.m)
 		all &= w[i>>6] >> (i & 63)
 		g += step
 	}
 	if s.p > 0 {
-		s.clearRun(s.rng.intn(s.m))
+		s.clearRun(s.rng.IntN(s.m))
 	}
 	g = h
 	for range s.k {
-		i := reduce(g, s.m)
+		i := mix.Reduce(g, s.m)
 		w[i>>6] |= 1 << (i & 63)
 		g += step
 	}
@@ -168,17 +170,17 @@ func (s *SBF) observeCells(h uint64) bool {
 	dup := true
 	g := h
 	for range s.k {
-		if s.cells.get(reduce(g, s.m)) == 0 {
+		if s.cells.get(mix.Reduce(g, s.m)) == 0 {
 			dup = false
 		}
 		g += step
 	}
 	if s.p > 0 {
-		s.decrement(s.rng.intn(s.m))
+		s.decrement(s.rng.IntN(s.m))
 	}
 	g = h
 	for range s.k {
-		s.cells.set(reduce(g, s.m), s.max)
+		s.cells.set(mix.Reduce(g, s.m), s.max)
 		g += step
 	}
 	return dup
@@ -282,7 +284,7 @@ func (s *SBF) SizeBits() int { return s.m * s.d }
 // behaves exactly as a new one.
 func (s *SBF) Reset() {
 	s.cells.clear()
-	s.rng = newRNG(s.seed)
+	s.rng = mix.NewWyrand(s.seed)
 }
 
 // String gives the spec with P explicit, e.g. "sbf:mem=64KiB,max=1,k=2,p=5".

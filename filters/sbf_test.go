@@ -6,19 +6,9 @@ import (
 	"math"
 	"math/bits"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
-
-// sbfHashes is a splitmix64 sequence: uniform 64-bit "hashes" of distinct
-// elements for the stream tests. It is a different generator from the
-// filters' own rng, so the stream cannot be correlated with the decrement
-// positions. Two of n values collide with probability below n^2/2^65
-// (1e-6 for the longest stream here), so each value is a distinct element.
-type sbfHashes struct{ x uint64 }
-
-func (g *sbfHashes) next() uint64 {
-	g.x += 0x9e3779b97f4a7c15
-	return mix64(g.x)
-}
 
 func sbfMust(t testing.TB, spec string, seed uint64) *SBF { return mustNew[*SBF](t, spec, seed) }
 
@@ -151,10 +141,10 @@ func TestSBFSpec(t *testing.T) {
 			t.Errorf("%q does not round-trip: %q", s.String(), r.String())
 		}
 		// Identical filters: same answers on the same stream, duplicates included.
-		g := sbfHashes{x: 3}
+		g := mix.NewSplitMix(3)
 		var recent [4]uint64
 		for i := range 20000 {
-			h := g.next()
+			h := g.Uint64()
 			if i%3 == 0 { // a third of the elements repeat a recent one
 				h = recent[h%4]
 			}
@@ -265,13 +255,13 @@ type sbfRef struct {
 	cells   []uint8
 	max     uint8
 	k, p, m int
-	rng     rng
+	rng     mix.Wyrand
 }
 
 func (r *sbfRef) observe(h uint64) bool {
 	idx := make([]int, r.k)
 	for i := range idx {
-		idx[i] = reduce(h+uint64(i)*bloomStep(h), r.m)
+		idx[i] = mix.Reduce(h+uint64(i)*bloomStep(h), r.m)
 	}
 	dup := true
 	for _, i := range idx {
@@ -280,7 +270,7 @@ func (r *sbfRef) observe(h uint64) bool {
 		}
 	}
 	if r.p > 0 {
-		start := r.rng.intn(r.m)
+		start := r.rng.IntN(r.m)
 		for j := range r.p {
 			if c := &r.cells[(start+j)%r.m]; *c > 0 {
 				*c--
@@ -308,11 +298,11 @@ func TestSBFMatchesReference(t *testing.T) {
 	} {
 		const seed = 42
 		s := sbfMust(t, spec, seed)
-		ref := &sbfRef{cells: make([]uint8, s.m), max: uint8(s.max), k: s.k, p: s.p, m: s.m, rng: newRNG(seed)}
-		g := sbfHashes{x: 9}
+		ref := &sbfRef{cells: make([]uint8, s.m), max: uint8(s.max), k: s.k, p: s.p, m: s.m, rng: mix.NewWyrand(seed)}
+		g := mix.NewSplitMix(9)
 		var recent [64]uint64
 		for i := range 50000 {
-			h := g.next()
+			h := g.Uint64()
 			if j := h % 4; j != 0 { // 3 in 4 elements repeat one of the last 64
 				h = recent[(h>>8)%64]
 			}
@@ -350,7 +340,7 @@ func TestSBFDuplicateStillDecrementsAndSets(t *testing.T) {
 			t.Errorf("%s: %d cells below Max after a duplicate, want P=%d minus at most K=%d re-set", spec, low, s.p, s.k)
 		}
 		for i := range s.k {
-			if c := s.cells.get(reduce(h+uint64(i)*bloomStep(h), s.m)); c != s.max {
+			if c := s.cells.get(mix.Reduce(h+uint64(i)*bloomStep(h), s.m)); c != s.max {
 				t.Errorf("%s: the duplicate's cell %d = %d after Observe, want Max", spec, i, c)
 			}
 		}
@@ -396,14 +386,14 @@ func TestSBFStableFPRReachesEq8(t *testing.T) {
 			if testing.Short() {
 				windows = 16
 			}
-			g := sbfHashes{x: uint64(len(spec))}
+			g := mix.NewSplitMix(uint64(len(spec)))
 			fps, zeros := 0, 0.0
 			worst := 0.0
 			tolWindow := 5 * sbfNoise(bound, z, k, p, m, window) // 5 sd: about 3e-7 per window
 			for w := range warm + windows {
 				fp := 0
 				for range window {
-					if s.Observe(g.next()) {
+					if s.Observe(g.Uint64()) {
 						fp++
 					}
 				}
@@ -439,10 +429,10 @@ func TestSBFStableFPRReachesEq8(t *testing.T) {
 // gap positions back with gap uniform in [minGap, maxGap], and counts the
 // repeats reported as distinct.
 func sbfGapStream(s Filter, seed uint64, n, minGap, maxGap int) (repeats, fns int) {
-	g := sbfHashes{x: seed}
+	g := mix.NewSplitMix(seed)
 	hist := make([]uint64, n)
 	for i := range n {
-		h := g.next()
+		h := g.Uint64()
 		gap := minGap + int(h>>32)%(maxGap-minGap+1)
 		repeat := h&1 == 0 && i >= gap
 		if repeat {
@@ -485,11 +475,11 @@ func TestSBFWithoutDecrementIsBloom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := sbfHashes{x: 11}
+	g := mix.NewSplitMix(11)
 	seen := map[uint64]bool{}
 	var hist []uint64
 	for i := range 300000 {
-		h := g.next()
+		h := g.Uint64()
 		if i > 0 && h%3 == 0 { // a third of the stream repeats any earlier element
 			h = hist[int(h>>8)%len(hist)]
 		}
@@ -509,17 +499,17 @@ func TestSBFWithoutDecrementIsBloom(t *testing.T) {
 func TestSBFReset(t *testing.T) {
 	for _, spec := range []string{"sbf:mem=4KiB,max=1,k=2,p=4", "sbf:mem=4KiB,max=3,k=2,p=9"} {
 		s, fresh := sbfMust(t, spec, 3), sbfMust(t, spec, 3)
-		g := sbfHashes{x: 1}
+		g := mix.NewSplitMix(1)
 		for range 10000 {
-			s.Observe(g.next())
+			s.Observe(g.Uint64())
 		}
 		s.Reset()
 		if z := s.ZeroFraction(); z != 1 {
 			t.Fatalf("%s: zero fraction %v after Reset", spec, z)
 		}
-		g = sbfHashes{x: 2}
+		g = mix.NewSplitMix(2)
 		for i := range 10000 {
-			h := g.next() % 5000 // repeats
+			h := g.Uint64() % 5000 // repeats
 			if a, b := s.Observe(h), fresh.Observe(h); a != b {
 				t.Fatalf("%s: element %d after Reset: %v, new filter %v", spec, i, a, b)
 			}
@@ -532,7 +522,7 @@ func TestSBFObserveDoesNotAllocate(t *testing.T) {
 		s := sbfMust(t, spec, 1)
 		var f Filter = s
 		h := uint64(1)
-		if n := testing.AllocsPerRun(1000, func() { h = mix64(h); f.Observe(h) }); n != 0 {
+		if n := testing.AllocsPerRun(1000, func() { h = mix.Mix64(h); f.Observe(h) }); n != 0 {
 			t.Errorf("%s: Observe allocates %v times per call", spec, n)
 		}
 	}
@@ -542,10 +532,10 @@ func TestSBFObserveDoesNotAllocate(t *testing.T) {
 // cycle through, so that they time the filter, not a generator. 2^16 of them
 // (512 KiB) are many more than the cells a 64 KiB filter could keep.
 func sbfBenchHashes() []uint64 {
-	g := sbfHashes{x: 0xbe9c}
+	g := mix.NewSplitMix(0xbe9c)
 	hs := make([]uint64, 1<<16)
 	for i := range hs {
-		hs[i] = g.next()
+		hs[i] = g.Uint64()
 	}
 	return hs
 }

@@ -3,6 +3,8 @@ package filters
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // Defaults. sqf: the QHT paper's benchmark SQF (Sec. 6.1): 1 bucket, r=2,
@@ -23,7 +25,7 @@ const (
 const (
 	sqfMaxR       = 32
 	isqfMaxTables = 16
-	isqfTableSalt = 0x9e3779b97f4a7c15 // table i > 0 hashes the quotient plus i times this
+	isqfTableSalt = mix.Golden // table i > 0 hashes the quotient plus i times this
 )
 
 // Parameter help shared by sqf and isqf.
@@ -237,7 +239,7 @@ func (f *SQF) FillRatio() float64 { return f.fillRatio() }
 // with pairwise-independent row hashes of the quotient h_i(f^q) (Sec. 4.1)
 // and one signature, SQF's, shared by all tables. Table 0 picks its row as
 // SQF does (so isqf:tables=1 is sqf), table i > 0 from a remix of the
-// quotient, mix64(quotient + i*C).
+// quotient, mix.Mix64(quotient + i*C).
 //
 // Algorithm 1: an element is a duplicate if the row of any table holds its
 // signature, and then nothing is stored; otherwise it is stored in all m
@@ -301,9 +303,9 @@ func newISQF(c sqfParams, m int, seed uint64) *ISQF {
 func (f *ISQF) row(h uint64, i int) int {
 	q := h &^ f.t.sig.remMask // the quotient (shifted left by r)
 	if i == 0 {
-		return reduce(q, f.rows)
+		return mix.Reduce(q, f.rows)
 	}
-	return i*f.rows + reduce(mix64(q+uint64(i)*isqfTableSalt), f.rows)
+	return i*f.rows + mix.Reduce(mix.Mix64(q+uint64(i)*isqfTableSalt), f.rows)
 }
 
 // Observe reports whether any table's row holds h's signature; if none

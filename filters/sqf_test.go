@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"slices"
 	"testing"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // sqfSpec names an SQF (tables = 0) or ISQF of exactly rows rows per table
@@ -234,7 +236,7 @@ func TestSQFEmptyNeverMatches(t *testing.T) {
 		}
 		rowsOf := func(h uint64) []int {
 			if s, ok := f.(*SQF); ok {
-				return []int{reduce(h&^s.sig.remMask, s.rows)}
+				return []int{mix.Reduce(h&^s.sig.remMask, s.rows)}
 			}
 			g := f.(*ISQF)
 			var rs []int
@@ -282,11 +284,11 @@ type sqfRef struct {
 	tables    [][][]int64 // [table][row][bucket]
 	r, rprime int
 	everyCall bool
-	rng       rng
+	rng       mix.Wyrand
 }
 
 func newSQFRef(tables, rows, k, r, rprime int, everyCall bool, seed uint64) *sqfRef {
-	m := &sqfRef{tables: make([][][]int64, tables), r: r, rprime: rprime, everyCall: everyCall, rng: newRNG(seed)}
+	m := &sqfRef{tables: make([][][]int64, tables), r: r, rprime: rprime, everyCall: everyCall, rng: mix.NewWyrand(seed)}
 	for i := range m.tables {
 		m.tables[i] = make([][]int64, rows)
 		for j := range m.tables[i] {
@@ -309,7 +311,7 @@ func (m *sqfRef) signature(h uint64) int64 {
 	return int64(rem>>(m.r-m.rprime))<<width | int64(ones)
 }
 
-func (m *sqfRef) draw(k int) int { return int((m.rng.next() >> 32) * uint64(k) >> 32) }
+func (m *sqfRef) draw(k int) int { return int((m.rng.Uint64() >> 32) * uint64(k) >> 32) }
 
 func (m *sqfRef) observe(h uint64) bool {
 	sig := m.signature(h)
@@ -321,9 +323,9 @@ func (m *sqfRef) observe(h uint64) bool {
 	quotient := h >> m.r << m.r
 	var rows [][]int64
 	for i, table := range m.tables {
-		n := reduce(quotient, len(table))
+		n := mix.Reduce(quotient, len(table))
 		if i > 0 {
-			n = reduce(mix64(quotient+uint64(i)*0x9e3779b97f4a7c15), len(table))
+			n = mix.Reduce(mix.Mix64(quotient+uint64(i)*mix.Golden), len(table))
 		}
 		rows = append(rows, table[n])
 	}
@@ -403,9 +405,9 @@ func TestSQFMatchesReferenceModel(t *testing.T) {
 				}
 				ref := newSQFRef(max(tables, 1), rows, sh.k, sh.r, sh.rp, tables == 0, 7)
 				universe := uint64(3 * rows * sh.k)
-				x := newRNG(99)
+				x := mix.NewWyrand(99)
 				for i := range 20 * rows * sh.k {
-					h := testHash(x.next()%universe, 1)
+					h := testHash(x.Uint64()%universe, 1)
 					if got, want := f.Observe(h), ref.observe(h); got != want {
 						t.Fatalf("observation %d (h=%#x): got %v, reference %v", i, h, got, want)
 					}
@@ -523,10 +525,10 @@ func TestSQFDegenerateAuthorsSetting(t *testing.T) {
 // arrivals and returns the FNR over the duplicates of its last two thirds.
 func sqfRates(f Filter, U, steps int, salt uint64) float64 {
 	seen := make([]bool, U)
-	x := newRNG(salt)
+	x := mix.NewWyrand(salt)
 	var fn, dups float64
 	for i := range steps {
-		e := x.intn(U)
+		e := x.IntN(U)
 		dup := f.Observe(testHash(uint64(e), salt))
 		if seen[e] && i >= steps/3 {
 			dups++
@@ -553,7 +555,7 @@ func sqfSmallUniverseFNR(f *SQF, U int, salt uint64) float64 {
 	perRow, perSig := map[int]int{}, map[cell]int{}
 	key := func(e int) cell {
 		h := testHash(uint64(e), salt)
-		return cell{reduce(h&^f.sig.remMask, f.rows), f.sig.code(h)}
+		return cell{mix.Reduce(h&^f.sig.remMask, f.rows), f.sig.code(h)}
 	}
 	for e := range U {
 		c := key(e)
@@ -644,9 +646,9 @@ func TestISQFOneTableIsSQF(t *testing.T) {
 	for _, sh := range []struct{ r, rp int }{{2, 1}, {8, 3}} {
 		a := mustNew[*SQF](t, sqfSpec(0, 500, 1, sh.r, sh.rp, 0), 9)
 		b := mustNew[*ISQF](t, sqfSpec(1, 500, 1, sh.r, sh.rp, 0), 9)
-		x := newRNG(4)
+		x := mix.NewWyrand(4)
 		for i := range 20000 {
-			h := testHash(uint64(x.intn(2000)), 5)
+			h := testHash(uint64(x.IntN(2000)), 5)
 			if ga, gb := a.Observe(h), b.Observe(h); ga != gb {
 				t.Fatalf("r=%d r'=%d observation %d: sqf %v, isqf:tables=1 %v", sh.r, sh.rp, i, ga, gb)
 			}

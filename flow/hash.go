@@ -2,9 +2,10 @@ package flow
 
 import (
 	"encoding/binary"
-	"math/bits"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // Hash returns the 64-bit xxh3 hash of k keyed by seed.
@@ -64,20 +65,15 @@ const shardSalt = 0x243f6a8885a308d3
 // itself would pick), every key reaching shard i would share those top bits,
 // each shard's filter would only ever index 1/n of its buckets, and its error
 // rates would silently worsen. ShardOf therefore first remixes h with a
-// bijective 64-bit finaliser (splitmix64's, after xoring a salt) so that every
-// output bit depends on every bit of h, then reduces the mixed value to [0, n)
-// with Lemire's multiply-shift (the high word of mixed*n), which needs no
-// division. Knowing the shard of a key then tells nothing about the bits its
+// bijective 64-bit finaliser (splitmix64's, mix.Mix64, after xoring a salt)
+// so that every output bit depends on every bit of h, then reduces the mixed
+// value to [0, n) with Lemire's multiply-shift (mix.Reduce: the high word of
+// mixed*n), which needs no division. Knowing the shard of a key then tells nothing about the bits its
 // filter reads; TestShardOfIndependent checks it, and that the unmixed top
 // bits would fail.
 func ShardOf(h uint64, n int) int {
 	if n <= 1 {
 		return 0
 	}
-	h ^= shardSalt
-	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
-	h = (h ^ h>>27) * 0x94d049bb133111eb
-	h ^= h >> 31
-	hi, _ := bits.Mul64(h, uint64(n))
-	return int(hi)
+	return mix.Reduce(mix.Mix64(h^shardSalt), n)
 }

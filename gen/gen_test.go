@@ -17,6 +17,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/mix"
 )
 
 // mixed exercises every feature at once.
@@ -351,49 +352,6 @@ func TestUniformPopularity(t *testing.T) {
 	}
 }
 
-// TestAliasMatchesPMF draws from the Zipf alias tables directly and compares
-// with the pmf by a chi-square test (same bound as above).
-func TestAliasMatchesPMF(t *testing.T) {
-	for _, c := range []struct {
-		n int
-		s float64
-	}{{1, 1}, {2, 0.01}, {20, 0.5}, {50, 1}, {50, 2.5}, {1000, 1.1}, {5, 60}} {
-		a := newZipfAlias(c.n, c.s)
-		var r stream
-		r.seed(uint64(c.n), 1)
-		const draws = 200000
-		counts := make([]int, c.n)
-		for range draws {
-			counts[a.draw(&r)]++
-		}
-		var h float64
-		for k := 1; k <= c.n; k++ {
-			h += math.Pow(float64(k), -c.s)
-		}
-		var chi2 float64
-		bins := 0
-		for k, n := range counts {
-			want := draws * math.Pow(float64(k+1), -c.s) / h
-			if want < 5 { // too few to test; must still be rare
-				if float64(n) > want+10*math.Sqrt(want)+10 {
-					t.Errorf("n=%d s=%v: rank %d drawn %d times, want about %.2f", c.n, c.s, k+1, n, want)
-				}
-				continue
-			}
-			d := float64(n) - want
-			chi2 += d * d / want
-			bins++
-		}
-		if bins < 2 {
-			continue
-		}
-		df := float64(bins - 1)
-		if limit := df + 4.75*math.Sqrt(2*df) + 10; chi2 > limit {
-			t.Errorf("n=%d s=%v: chi-square %.1f over %d ranks, want below %.1f", c.n, c.s, chi2, bins, limit)
-		}
-	}
-}
-
 func TestPcapNGMatchesPcap(t *testing.T) {
 	cfg := mixed
 	pcap, _ := write(t, cfg)
@@ -520,8 +478,7 @@ func TestPermuteIndexIsBijection(t *testing.T) {
 }
 
 func TestSelectorTakesExactly(t *testing.T) {
-	var r stream
-	r.seed(1, 1)
+	r := mix.NewPCG(1, 1)
 	for _, c := range [][2]int{{0, 0}, {10, 0}, {10, 10}, {1000, 37}} {
 		s := selector{left: c[0], want: c[1]}
 		got := 0

@@ -77,8 +77,8 @@ type Config struct {
 	RingBatches, BatchSize int
 	// Pin binds each worker and producer goroutine to its own CPU, round
 	// robin over the CPUs the process may use (workers first, then
-	// producers). It uses internal/affinity, the one place outside
-	// capture/ and fastpath/ that makes a system call.
+	// producers), through internal/affinity: the pipeline makes no system
+	// call itself.
 	Pin bool
 
 	// SketchSeed keys the hash of the distinct-count sketches

@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -78,7 +78,7 @@ func TestPrometheusScrape(t *testing.T) {
 	dir := t.TempDir()
 
 	const packets = 2000
-	src, err := capture.OpenFiles(filepath.Join("..", "testdata", "pcaps", "malformed.pcap"))
+	src, err := pcapfile.Open(filepath.Join("..", "testdata", "pcaps", "malformed.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,12 +101,6 @@ func (s *fakeSink) Close() error {
 	return nil
 }
 
-func (s *fakeSink) setFail(f func(op string, b *Batch) error) {
-	s.mu.Lock()
-	s.fail = f
-	s.mu.Unlock()
-}
-
 // records returns every record delivered, in order.
 func (s *fakeSink) records() []pipeline.Record {
 	s.mu.Lock()
@@ -770,8 +764,7 @@ func TestQueueWait(t *testing.T) {
 	}
 
 	// A failing destination: Records returns, and counts what it drops.
-	sink = &fakeSink{}
-	sink.setFail(func(string, *Batch) error { return errDown })
+	sink = &fakeSink{fail: func(string, *Batch) error { return errDown }}
 	q = newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Wait: true})
 	put(t, q, genRecords(0, 10))
 	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })

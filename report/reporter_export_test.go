@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
@@ -116,7 +116,7 @@ func TestReporterExportSurvivesFileError(t *testing.T) {
 // with the error, and the totals line counts every packet read and every
 // window closed, not "packets 0".
 func TestTotalsAfterWriteError(t *testing.T) {
-	src, err := capture.OpenFiles("../testdata/pcaps/windows.pcap")
+	src, err := pcapfile.Open("../testdata/pcaps/windows.pcap")
 	if err != nil {
 		t.Fatal(err)
 	}

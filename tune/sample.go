@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/eval"
 	"github.com/flowdedup/flowdedup/flow"
 )
@@ -58,7 +59,7 @@ func openSamples(ctx context.Context, specs []string, kind flow.KeyKind, window 
 	var paths []string
 	for _, s := range specs {
 		if _, err := os.Stat(s); err == nil || !strings.Contains(s, ":") {
-			paths = append(paths, s) // a file (a missing one fails in capture.OpenFiles)
+			paths = append(paths, s) // a file (a missing one fails in pcapfile.Open)
 			continue
 		}
 		kindName, rest, _ := strings.Cut(s, ":")
@@ -135,7 +136,7 @@ type captureSample struct {
 // element is a duplicate when its key came before it in its window, by
 // key, not by hash.
 func loadCapture(ctx context.Context, name string, paths []string, kind flow.KeyKind, window time.Duration) (*captureSample, error) {
-	src, err := capture.OpenFiles(paths...)
+	src, err := pcapfile.Open(paths...)
 	if err != nil {
 		return nil, fmt.Errorf("tune: sample %s: %w", name, err)
 	}

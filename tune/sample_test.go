@@ -16,6 +16,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -202,7 +203,7 @@ func replay(t *testing.T, path, spec string, kind flow.KeyKind, window time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := capture.OpenFiles(path)
+	src, err := pcapfile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ type kw struct {
 
 func firstSeen(t *testing.T, path string, kind flow.KeyKind, window time.Duration) (map[kw]int64, int) {
 	t.Helper()
-	src, err := capture.OpenFiles(path)
+	src, err := pcapfile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,3 @@
-// Command flowdedup deduplicates network flows at packet rate with streaming
-// duplicate filters. See 'flowdedup help'.
 package main
 
 import (

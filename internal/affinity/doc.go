@@ -1,10 +1,10 @@
 // Package affinity binds goroutines to CPUs, for the pipeline's Config.Pin.
 //
-// It is the one system-call helper outside capture/ and fastpath/ (the
-// style rule "syscalls in one place" names those two): CPU affinity belongs
-// to neither packet sources nor the XDP fast path, and the pipeline must not
-// import golang.org/x/sys/unix itself. The package is two functions, so the
-// exception stays small and auditable.
+// It makes its system call (sched_setaffinity) through golang.org/x/sys/unix,
+// as the other packages that talk to the kernel do: capture/afpacket,
+// fastpath, bpf and internal/sockwait. CPU affinity belongs to neither the
+// packet sources nor the XDP fast path, and the pipeline, which pins, makes
+// no system call itself. The package is two functions, small and auditable.
 //
 // Pin locks the calling goroutine to its OS thread and never unlocks it: a
 // pinned goroutine that returns takes its thread with it (the runtime ends a

@@ -64,6 +64,7 @@ func commands() []command {
 		runCommand(),
 		mergeCommand(),
 		genCommand(),
+		tuneCommand(),
 	}
 }
 

@@ -87,7 +87,7 @@ func (t typed) Type() string { return t.typ }
 
 // addGoFlags adds to fs the flags bind registers on a standard
 // flag.FlagSet (a library's Config.BindFlags, such as
-// capture.AFPacketConfig's), with the short forms in short (flag name ->
+// afpacket.Config's), with the short forms in short (flag name ->
 // letter) and duration flags whose errors say what a duration looks like.
 func addGoFlags(fs *pflag.FlagSet, bind func(*flag.FlagSet), short map[string]string) {
 	gfs := flag.NewFlagSet("", flag.ContinueOnError)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/fastpath"
 	"github.com/flowdedup/flowdedup/filters"
 )
@@ -26,6 +27,8 @@ const runExamples = `  flowdedup run --iface eth0 --key src --window 1h --summar
   flowdedup run --iface veth0 --mode afpacket --bpf 'tcp or udp' --workers 2 --format text
   flowdedup run --iface span0 --mode afxdp --key pair    (a mirror port: its traffic leaves the kernel stack)
   flowdedup run -ni eth0 -w sources.jsonl --window 1h    (tcpdump habits: -n, -i IFACE, -w FILE)
+  flowdedup run --iface eth0 --key src --window 1h --out '/var/lib/flowdedup/sources-%Y%m%dT%H.jsonl' \
+      --summary '/var/lib/flowdedup/summary-%Y%m%d.jsonl' --retain 168    (a file per hour, a week kept)
   flowdedup run --iface eth0 --window 1h --out /dev/null --export ipfix://collector:4739 --observation-domain 7
   flowdedup run --iface eth0 --window 1m --summary-sketch --out /dev/null --export clickhouse://ch:8123/flows --spool /var/spool/flowdedup
 `
@@ -42,7 +45,7 @@ Needs root (CAP_NET_ADMIN, CAP_NET_RAW; CAP_BPF for the XDP modes).`
 // LiveConfig holds the flags of `flowdedup run`.
 type LiveConfig struct {
 	CaptureConfig
-	AFPacket capture.AFPacketConfig
+	AFPacket afpacket.Config
 	XDP      xdpFlags
 	AFXDP    afxdpFlags
 	Mode     string
@@ -179,7 +182,7 @@ func runLong() string {
 	for _, m := range liveModes {
 		fmt.Fprintf(&b, "  %-9s %s\n", m.name, m.help)
 	}
-	b.WriteString("\n" + runOutro)
+	b.WriteString("\n" + runOutro + "\n\n" + outputHelp)
 	return b.String()
 }
 
@@ -278,6 +281,7 @@ type liveSources struct {
 
 // runLive captures as cfg says; set tells which flags were given.
 func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args []string, stdout, stderr io.Writer) error {
+	catchHangup()
 	if len(args) > 0 {
 		return usagef("unexpected argument %q", args[0])
 	}
@@ -334,7 +338,7 @@ func orList(names []string) string {
 func (l *liveSetup) openXDP() (*liveSources, error) {
 	cfg := l.cfg
 	x, err := fastpath.OpenXDP(fastpath.XDPConfig{
-		Iface: cfg.AFPacket.Iface, Key: cfg.Key, Seed: prefilterSeed(cfg.Seed.v), Window: cfg.Window,
+		Iface: cfg.AFPacket.Iface, Key: cfg.Key, Seed: fastpath.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
 		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.AFPacket.PollTimeout,
 	})
 	if err != nil {
@@ -370,7 +374,7 @@ func (l *liveSetup) openAFPacket() (*liveSources, error) {
 	if !l.set("afpacket-sockets") {
 		afp.Sockets = l.cfg.Workers
 	}
-	sources, err := capture.OpenAFPacket(afp)
+	sources, err := afpacket.Open(afp)
 	if err != nil {
 		return nil, err
 	}
@@ -396,15 +400,6 @@ func (l *liveSetup) openAuto() (*liveSources, error) {
 	}
 	fmt.Fprintln(l.stderr, "flowdedup run: mode auto: using xdp")
 	return src, nil
-}
-
-// prefilterSeed derives the in-kernel prefilter's hash key from the run's
-// seed, so that --seed reproduces a run and the two hashes stay unrelated.
-func prefilterSeed(seed uint64) uint64 {
-	z := seed + 0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
 }
 
 // closeAll closes each source.

@@ -5,7 +5,7 @@ package cli
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/fastpath"
 )
 
@@ -24,7 +24,7 @@ func (a *afxdpFlags) bind(fs *pflag.FlagSet) {
 }
 
 // openAFXDP opens the AF_XDP sockets of --mode afxdp.
-func openAFXDP(afp capture.AFPacketConfig, xf xdpFlags, af afxdpFlags) (*fastpath.AFXDP, error) {
+func openAFXDP(afp afpacket.Config, xf xdpFlags, af afxdpFlags) (*fastpath.AFXDP, error) {
 	queues, err := fastpath.ParseQueues(af.queues)
 	if err != nil {
 		return nil, usageError{err}

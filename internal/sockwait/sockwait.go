@@ -1,8 +1,5 @@
 //go:build linux
 
-// Package sockwait lets a capture source sleep until its socket has frames,
-// its poll interval ends, or Close wakes it: the poll(2)-plus-eventfd wait
-// that the AF_PACKET (capture/) and AF_XDP (fastpath/) sources share.
 package sockwait
 
 import (

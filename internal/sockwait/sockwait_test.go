@@ -3,10 +3,13 @@
 package sockwait
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 func socketPair(t *testing.T) (int, int) {
@@ -51,8 +54,14 @@ func TestWait(t *testing.T) {
 	// Wake from another goroutine ends a Wait without deadline, and every
 	// later Wait too.
 	done := make(chan Result, 1)
-	go func() { r, _ := w.Wait(time.Time{}); done <- r }()
-	time.Sleep(10 * time.Millisecond)
+	tids := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread() // this thread is the goroutine's until it ends
+		tids <- unix.Gettid()
+		r, _ := w.Wait(time.Time{})
+		done <- r
+	}()
+	testutil.WaitInPoll(t, <-tids, 5*time.Second)
 	w.Wake()
 	select {
 	case r := <-done:

@@ -1,4 +1,4 @@
-package capture
+package pcapfilter
 
 import (
 	"bytes"
@@ -19,10 +19,11 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
-// bpfFrame is a network-layer packet the filter tests wrap in each link type.
-type bpfFrame struct {
+// testFrame is a network-layer packet the filter tests wrap in each link type.
+type testFrame struct {
 	name      string
 	etherType uint16
 	l3        []byte
@@ -30,88 +31,18 @@ type bpfFrame struct {
 }
 
 var (
-	bpfA4  = netip.MustParseAddr("192.0.2.1")
-	bpfB4  = netip.MustParseAddr("198.51.100.2")
-	bpfC4  = netip.MustParseAddr("10.1.2.3")
-	bpfA6  = netip.MustParseAddr("2001:db8::1")
-	bpfB6  = netip.MustParseAddr("2001:db8:8000::2")
-	bpfMap = netip.MustParseAddr("::ffff:192.0.2.1")
+	a4      = netip.MustParseAddr("192.0.2.1")
+	b4      = netip.MustParseAddr("198.51.100.2")
+	c4      = netip.MustParseAddr("10.1.2.3")
+	a6      = netip.MustParseAddr("2001:db8::1")
+	b6      = netip.MustParseAddr("2001:db8:8000::2")
+	mapped6 = netip.MustParseAddr("::ffff:192.0.2.1")
 )
 
-// bpfIPv4 builds an IPv4 header with optional options, flags and fragment
-// offset (in 8-byte units), followed by payload.
-func bpfIPv4(src, dst netip.Addr, proto byte, options []byte, flagsFrag uint16, payload []byte) []byte {
-	hl := 20 + len(options)
-	b := make([]byte, hl, hl+len(payload))
-	b[0] = 0x40 | byte(hl/4)
-	binary.BigEndian.PutUint16(b[2:], uint16(hl+len(payload)))
-	binary.BigEndian.PutUint16(b[4:], 0x1234)
-	binary.BigEndian.PutUint16(b[6:], flagsFrag)
-	b[8], b[9] = 64, proto
-	s, d := src.As4(), dst.As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	copy(b[20:], options)
-	var sum uint32
-	for i := 0; i < hl; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(b[10:], ^uint16(sum))
-	return append(b, payload...)
-}
-
-func bpfIPv6(src, dst netip.Addr, next byte, payload []byte) []byte {
-	b := make([]byte, 40, 40+len(payload))
-	b[0] = 0x60
-	binary.BigEndian.PutUint16(b[4:], uint16(len(payload)))
-	b[6], b[7] = next, 64
-	s, d := src.As16(), dst.As16()
-	copy(b[8:], s[:])
-	copy(b[24:], d[:])
-	return append(b, payload...)
-}
-
-// bpfL4 builds a transport header with the given ports and a little payload.
-func bpfL4(proto byte, sport, dport uint16) []byte {
-	var b []byte
-	switch proto {
-	case bpfProtoTCP:
-		b = make([]byte, 20)
-		b[12] = 5 << 4
-		b[13] = 0x02 // SYN
-	case bpfProtoUDP:
-		b = make([]byte, 8)
-		binary.BigEndian.PutUint16(b[4:], 8+4)
-	case bpfProtoSCTP:
-		b = make([]byte, 12)
-	default:
-		b = make([]byte, 8) // ICMP, ICMPv6, IGMP: type and code where ports would be
-	}
-	binary.BigEndian.PutUint16(b[0:], sport)
-	binary.BigEndian.PutUint16(b[2:], dport)
-	return append(b, "data"...)
-}
-
-func bpfARP(op uint16, sender, target netip.Addr) []byte {
-	b := make([]byte, 28)
-	binary.BigEndian.PutUint16(b[0:], 1)      // Ethernet
-	binary.BigEndian.PutUint16(b[2:], 0x0800) // IPv4
-	b[4], b[5] = 6, 4
-	binary.BigEndian.PutUint16(b[6:], op)
-	copy(b[8:], []byte{2, 0, 0, 0, 0, 1})
-	s, d := sender.As4(), target.As4()
-	copy(b[14:], s[:])
-	copy(b[24:], d[:])
-	return b
-}
-
-// bpfFrames is the corpus of the accept/reject tables and of the comparison
+// testFrames is the corpus of the accept/reject tables and of the comparison
 // with tcpdump: each names what sets it apart.
-func bpfFrames() []bpfFrame {
-	tcp := bpfL4(bpfProtoTCP, 1234, 80)
+func testFrames() []testFrame {
+	tcp := testutil.Transport(protoTCP, 1234, 80)
 	frag6 := func(next byte, offMF uint16, payload []byte) []byte {
 		h := make([]byte, 8)
 		h[0] = next
@@ -122,43 +53,39 @@ func bpfFrames() []bpfFrame {
 	hopByHop := func(next byte, payload []byte) []byte {
 		return append([]byte{next, 0, 1, 4, 0, 0, 0, 0}, payload...)
 	}
-	return []bpfFrame{
-		{"tcp4", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0x4000, tcp), false},
-		{"udp4-dns", bpfEtherIPv4, bpfIPv4(bpfB4, bpfA4, bpfProtoUDP, nil, 0, bpfL4(bpfProtoUDP, 53, 40000)), false},
-		{"sctp4", bpfEtherIPv4, bpfIPv4(bpfA4, bpfC4, bpfProtoSCTP, nil, 0, bpfL4(bpfProtoSCTP, 5000, 6000)), false},
-		{"icmp4", bpfEtherIPv4, bpfIPv4(bpfC4, bpfA4, bpfProtoICMP, nil, 0, bpfL4(bpfProtoICMP, 0x0800, 80)), false},
-		{"igmp4", bpfEtherIPv4, bpfIPv4(bpfC4, netip.MustParseAddr("224.0.0.22"), bpfProtoIGMP, nil, 0, bpfL4(bpfProtoIGMP, 0x2200, 0)), false},
-		{"gre4", bpfEtherIPv4, bpfIPv4(bpfB4, bpfC4, 47, nil, 0, []byte{0, 0, 0x08, 0}), false},
-		{"tcp4-options", bpfEtherIPv4, bpfIPv4(bpfC4, bpfB4, bpfProtoTCP, []byte{1, 1, 1, 0}, 0, bpfL4(bpfProtoTCP, 443, 1024)), false},
-		{"udp4-first-frag", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoUDP, nil, 0x2000, bpfL4(bpfProtoUDP, 53, 1000)), false},
+	return []testFrame{
+		{"tcp4", etherIPv4, testutil.IPv4(a4, b4, protoTCP, nil, 0x4000, tcp), false},
+		{"udp4-dns", etherIPv4, testutil.IPv4(b4, a4, protoUDP, nil, 0, testutil.Transport(protoUDP, 53, 40000)), false},
+		{"sctp4", etherIPv4, testutil.IPv4(a4, c4, protoSCTP, nil, 0, testutil.Transport(protoSCTP, 5000, 6000)), false},
+		{"icmp4", etherIPv4, testutil.IPv4(c4, a4, protoICMP, nil, 0, testutil.Transport(protoICMP, 0x0800, 80)), false},
+		{"igmp4", etherIPv4, testutil.IPv4(c4, netip.MustParseAddr("224.0.0.22"), protoIGMP, nil, 0, testutil.Transport(protoIGMP, 0x2200, 0)), false},
+		{"gre4", etherIPv4, testutil.IPv4(b4, c4, 47, nil, 0, []byte{0, 0, 0x08, 0}), false},
+		{"tcp4-options", etherIPv4, testutil.IPv4(c4, b4, protoTCP, []byte{1, 1, 1, 0}, 0, testutil.Transport(protoTCP, 443, 1024)), false},
+		{"udp4-first-frag", etherIPv4, testutil.IPv4(a4, b4, protoUDP, nil, 0x2000, testutil.Transport(protoUDP, 53, 1000)), false},
 		// Bytes where ports would be read 53 and 80: a non-first fragment has no ports.
-		{"udp4-later-frag", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoUDP, nil, 185, bpfL4(bpfProtoUDP, 53, 80)), false},
-		{"tcp4-truncated", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0, nil)[:20], false},
-		{"tcp4-vlan", bpfEtherIPv4, bpfIPv4(bpfA4, bpfB4, bpfProtoTCP, nil, 0, tcp), true},
-		{"tcp6", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, bpfProtoTCP, tcp), false},
-		{"udp6-dns", bpfEtherIPv6, bpfIPv6(bpfB6, bpfA6, bpfProtoUDP, bpfL4(bpfProtoUDP, 40000, 53)), false},
-		{"sctp6", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, bpfProtoSCTP, bpfL4(bpfProtoSCTP, 5000, 6000)), false},
-		{"icmp6", bpfEtherIPv6, bpfIPv6(bpfB6, bpfA6, bpfProtoICMPv6, bpfL4(bpfProtoICMPv6, 0x8000, 80)), false},
-		{"tcp6-frag", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, bpfProtoFrag6, frag6(bpfProtoTCP, 1, tcp)), false},
-		{"udp6-hbh", bpfEtherIPv6, bpfIPv6(bpfA6, bpfB6, 0, hopByHop(bpfProtoUDP, bpfL4(bpfProtoUDP, 53, 53))), false},
-		{"udp6-mapped", bpfEtherIPv6, bpfIPv6(bpfMap, bpfA6, bpfProtoUDP, bpfL4(bpfProtoUDP, 7, 9)), false},
-		{"arp-request", bpfEtherARP, bpfARP(1, bpfA4, bpfC4), false},
-		{"rarp", bpfEtherRARP, bpfARP(3, bpfB4, bpfA4), false},
+		{"udp4-later-frag", etherIPv4, testutil.IPv4(a4, b4, protoUDP, nil, 185, testutil.Transport(protoUDP, 53, 80)), false},
+		{"tcp4-truncated", etherIPv4, testutil.IPv4(a4, b4, protoTCP, nil, 0, nil)[:20], false},
+		{"tcp4-vlan", etherIPv4, testutil.IPv4(a4, b4, protoTCP, nil, 0, tcp), true},
+		{"tcp6", etherIPv6, testutil.IPv6(a6, b6, protoTCP, tcp), false},
+		{"udp6-dns", etherIPv6, testutil.IPv6(b6, a6, protoUDP, testutil.Transport(protoUDP, 40000, 53)), false},
+		{"sctp6", etherIPv6, testutil.IPv6(a6, b6, protoSCTP, testutil.Transport(protoSCTP, 5000, 6000)), false},
+		{"icmp6", etherIPv6, testutil.IPv6(b6, a6, protoICMPv6, testutil.Transport(protoICMPv6, 0x8000, 80)), false},
+		{"tcp6-frag", etherIPv6, testutil.IPv6(a6, b6, protoFrag6, frag6(protoTCP, 1, tcp)), false},
+		{"udp6-hbh", etherIPv6, testutil.IPv6(a6, b6, 0, hopByHop(protoUDP, testutil.Transport(protoUDP, 53, 53))), false},
+		{"udp6-mapped", etherIPv6, testutil.IPv6(mapped6, a6, protoUDP, testutil.Transport(protoUDP, 7, 9)), false},
+		{"arp-request", etherARP, testutil.ARP(1, a4, c4), false},
+		{"rarp", etherRARP, testutil.ARP(3, b4, a4), false},
 		{"lldp", 0x88cc, make([]byte, 46), false},
 	}
 }
 
-// bpfWrap puts a link-layer header of type lt in front of f, or returns nil
+// wrap puts a link-layer header of type lt in front of f, or returns nil
 // when lt cannot carry f.
-func bpfWrap(f bpfFrame, lt flow.LinkType) []byte {
+func wrap(f testFrame, lt flow.LinkType) []byte {
 	var hdr []byte
 	switch lt {
 	case flow.LinkEthernet:
-		hdr = []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1}
-		if f.vlan {
-			hdr = append(hdr, 0x81, 0x00, 0x00, 0x64)
-		}
-		hdr = binary.BigEndian.AppendUint16(hdr, f.etherType)
+		return testutil.Ethernet(f.etherType, f.vlan, f.l3)
 	case flow.LinkLinuxSLL:
 		if f.vlan {
 			return nil
@@ -172,28 +99,28 @@ func bpfWrap(f bpfFrame, lt flow.LinkType) []byte {
 		hdr = binary.BigEndian.AppendUint16(nil, f.etherType)
 		hdr = append(hdr, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 0x02, 0, 0, 0, 0, 1, 0, 0)
 	case flow.LinkRaw:
-		if f.vlan || f.etherType != bpfEtherIPv4 && f.etherType != bpfEtherIPv6 {
+		if f.vlan || f.etherType != etherIPv4 && f.etherType != etherIPv6 {
 			return nil
 		}
 	case flow.LinkIPv4:
-		if f.vlan || f.etherType != bpfEtherIPv4 {
+		if f.vlan || f.etherType != etherIPv4 {
 			return nil
 		}
 	case flow.LinkIPv6:
-		if f.vlan || f.etherType != bpfEtherIPv6 {
+		if f.vlan || f.etherType != etherIPv6 {
 			return nil
 		}
 	}
 	return append(hdr, f.l3...)
 }
 
-var bpfLinkTypes = []flow.LinkType{flow.LinkEthernet, flow.LinkLinuxSLL, flow.LinkLinuxSLL2, flow.LinkRaw, flow.LinkIPv4, flow.LinkIPv6}
+var linkTypes = []flow.LinkType{flow.LinkEthernet, flow.LinkLinuxSLL, flow.LinkLinuxSLL2, flow.LinkRaw, flow.LinkIPv4, flow.LinkIPv6}
 
-// bpfVM compiles expr and loads it in golang.org/x/net/bpf's VM, after a
+// loadVM compiles expr and loads it in golang.org/x/net/bpf's VM, after a
 // round trip through the raw encoding the kernel receives.
-func bpfVM(tb testing.TB, expr string, lt flow.LinkType) (*bpf.VM, error) {
+func loadVM(tb testing.TB, expr string, lt flow.LinkType) (*bpf.VM, error) {
 	tb.Helper()
-	raw, err := CompileBPF(expr, lt, 256)
+	raw, err := Compile(expr, lt, 256)
 	if err != nil {
 		return nil, err
 	}
@@ -203,12 +130,12 @@ func bpfVM(tb testing.TB, expr string, lt flow.LinkType) (*bpf.VM, error) {
 	}
 	vm, err := bpf.NewVM(prog)
 	if err != nil {
-		tb.Fatalf("%q: VM rejects the program: %v\n%s", expr, err, bpfListing(prog))
+		tb.Fatalf("%q: VM rejects the program: %v\n%s", expr, err, listing(prog))
 	}
 	return vm, nil
 }
 
-func bpfListing(prog []bpf.Instruction) string {
+func listing(prog []bpf.Instruction) string {
 	var b strings.Builder
 	for i, ins := range prog {
 		fmt.Fprintf(&b, "(%03d) %v\n", i, ins)
@@ -216,7 +143,7 @@ func bpfListing(prog []bpf.Instruction) string {
 	return b.String()
 }
 
-func bpfAccepts(tb testing.TB, vm *bpf.VM, frame []byte) bool {
+func accepts(tb testing.TB, vm *bpf.VM, frame []byte) bool {
 	tb.Helper()
 	n, err := vm.Run(frame)
 	if err != nil {
@@ -225,14 +152,14 @@ func bpfAccepts(tb testing.TB, vm *bpf.VM, frame []byte) bool {
 	return n > 0
 }
 
-// TestCompileBPFAcceptReject runs each expression over the frame corpus in
+// TestAcceptReject runs each expression over the frame corpus in
 // every link type that can carry the frame, and compares the frames accepted
 // with the expected ones. The tables mirror libpcap's semantics, which the
 // tcpdump comparison test checks independently.
-func TestCompileBPFAcceptReject(t *testing.T) {
+func TestAcceptReject(t *testing.T) {
 	all := func() []string {
 		var names []string
-		for _, f := range bpfFrames() {
+		for _, f := range testFrames() {
 			names = append(names, f.name)
 		}
 		return names
@@ -293,14 +220,14 @@ func TestCompileBPFAcceptReject(t *testing.T) {
 		{"tcp or (udp and ip6)", []string{"tcp4", "tcp4-options", "tcp4-truncated", "tcp6", "tcp6-frag", "udp6-dns", "udp6-mapped"}},
 		{"host 192.0.2.1 and not 198.51.100.2", []string{"sctp4", "icmp4", "arp-request"}},
 	}
-	frames := bpfFrames()
-	for _, lt := range bpfLinkTypes {
+	frames := testFrames()
+	for _, lt := range linkTypes {
 		for _, c := range cases {
 			var want, got []string
 			var rejectsAll bool
-			vm, err := bpfVM(t, c.expr, lt)
+			vm, err := loadVM(t, c.expr, lt)
 			if err != nil {
-				var fe *FilterError
+				var fe *Error
 				if !errors.As(err, &fe) || !strings.Contains(fe.Msg, "rejects all") {
 					t.Errorf("%v %q: %v", lt, c.expr, err)
 					continue
@@ -308,14 +235,14 @@ func TestCompileBPFAcceptReject(t *testing.T) {
 				rejectsAll = true
 			}
 			for _, f := range frames {
-				data := bpfWrap(f, lt)
+				data := wrap(f, lt)
 				if data == nil {
 					continue
 				}
 				if slices.Contains(c.want, f.name) {
 					want = append(want, f.name)
 				}
-				if !rejectsAll && bpfAccepts(t, vm, data) {
+				if !rejectsAll && accepts(t, vm, data) {
 					got = append(got, f.name)
 				}
 			}
@@ -329,27 +256,27 @@ func TestCompileBPFAcceptReject(t *testing.T) {
 	}
 }
 
-// TestCompileBPFLength checks less and greater against the frames' lengths.
-func TestCompileBPFLength(t *testing.T) {
-	for _, lt := range bpfLinkTypes {
+// TestLength checks less and greater against the frames' lengths.
+func TestLength(t *testing.T) {
+	for _, lt := range linkTypes {
 		for _, limit := range []int{0, 58, 60, 100, 1500} {
-			less, err := bpfVM(t, fmt.Sprintf("less %d", limit), lt)
+			less, err := loadVM(t, fmt.Sprintf("less %d", limit), lt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			greater, err := bpfVM(t, fmt.Sprintf("greater %d", limit), lt)
+			greater, err := loadVM(t, fmt.Sprintf("greater %d", limit), lt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range bpfFrames() {
-				data := bpfWrap(f, lt)
+			for _, f := range testFrames() {
+				data := wrap(f, lt)
 				if data == nil {
 					continue
 				}
-				if got, want := bpfAccepts(t, less, data), len(data) <= limit; got != want {
+				if got, want := accepts(t, less, data), len(data) <= limit; got != want {
 					t.Errorf("%v less %d, %s (%d bytes): %v", lt, limit, f.name, len(data), got)
 				}
-				if got, want := bpfAccepts(t, greater, data), len(data) >= limit; got != want {
+				if got, want := accepts(t, greater, data), len(data) >= limit; got != want {
 					t.Errorf("%v greater %d, %s (%d bytes): %v", lt, limit, f.name, len(data), got)
 				}
 			}
@@ -357,11 +284,11 @@ func TestCompileBPFLength(t *testing.T) {
 	}
 }
 
-func TestCompileBPFErrors(t *testing.T) {
+func TestErrors(t *testing.T) {
 	cases := []struct {
 		expr string
 		lt   flow.LinkType
-		pos  int    // expected FilterError.Pos; -1 for a non-FilterError
+		pos  int    // expected Error.Pos; -1 for a non-Error
 		msg  string // substring of the message
 	}{
 		{"tcp udp", flow.LinkEthernet, 4, `expected "and" or "or"`},
@@ -399,7 +326,7 @@ func TestCompileBPFErrors(t *testing.T) {
 		{strings.Repeat("(", 300) + "tcp" + strings.Repeat(")", 300), flow.LinkEthernet, 201, "nested more than"},
 	}
 	for _, c := range cases {
-		_, err := CompileBPF(c.expr, c.lt, 0)
+		_, err := Compile(c.expr, c.lt, 0)
 		if err == nil {
 			t.Errorf("%q: compiled, want an error", c.expr)
 			continue
@@ -407,22 +334,22 @@ func TestCompileBPFErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%q: error %q, want it to say %q", c.expr, err, c.msg)
 		}
-		var fe *FilterError
+		var fe *Error
 		switch {
 		case c.pos < 0 && errors.As(err, &fe):
-			t.Errorf("%q: FilterError %v, want another error", c.expr, err)
+			t.Errorf("%q: Error %v, want another error", c.expr, err)
 		case c.pos >= 0 && !errors.As(err, &fe):
-			t.Errorf("%q: %T %v, want a *FilterError", c.expr, err, err)
+			t.Errorf("%q: %T %v, want a *Error", c.expr, err, err)
 		case c.pos >= 0 && fe.Pos != c.pos:
 			t.Errorf("%q: error at %d (%v), want %d", c.expr, fe.Pos, err, c.pos)
 		}
 	}
 }
 
-// TestCompileBPFSnapLen checks the accept value and the default.
-func TestCompileBPFSnapLen(t *testing.T) {
-	for _, c := range []struct{ in, want int }{{0, DefaultBPFSnapLen}, {-1, DefaultBPFSnapLen}, {96, 96}} {
-		raw, err := CompileBPF("", flow.LinkEthernet, c.in)
+// TestSnapLen checks the accept value and the default.
+func TestSnapLen(t *testing.T) {
+	for _, c := range []struct{ in, want int }{{0, DefaultSnapLen}, {-1, DefaultSnapLen}, {96, 96}} {
+		raw, err := Compile("", flow.LinkEthernet, c.in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,35 +360,35 @@ func TestCompileBPFSnapLen(t *testing.T) {
 	}
 }
 
-// TestCompileBPFLongJumps builds a filter too long for 8-bit conditional
+// TestLongJumps builds a filter too long for 8-bit conditional
 // jumps and checks it still decides right.
-func TestCompileBPFLongJumps(t *testing.T) {
+func TestLongJumps(t *testing.T) {
 	var terms []string
 	for p := 1; p <= 60; p++ {
 		terms = append(terms, fmt.Sprintf("port %d", 10000+p))
 	}
 	expr := "(" + strings.Join(terms, " or ") + ") or port 80"
-	vm, err := bpfVM(t, expr, flow.LinkEthernet)
+	vm, err := loadVM(t, expr, flow.LinkEthernet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, _ := CompileBPF(expr, flow.LinkEthernet, 0)
+	prog, _ := Compile(expr, flow.LinkEthernet, 0)
 	if len(prog) < 512 {
 		t.Fatalf("program has %d instructions: too short to test long jumps", len(prog))
 	}
-	for _, f := range bpfFrames() {
+	for _, f := range testFrames() {
 		want := f.name == "tcp4" || f.name == "tcp6"
-		if got := bpfAccepts(t, vm, bpfWrap(f, flow.LinkEthernet)); got != want {
+		if got := accepts(t, vm, wrap(f, flow.LinkEthernet)); got != want {
 			t.Errorf("%s: accepted %v, want %v", f.name, got, want)
 		}
 	}
-	if _, err := CompileBPF(strings.Repeat("port 1 or ", 400)+"port 2", flow.LinkEthernet, 0); err == nil || !strings.Contains(err.Error(), "more than the kernel's 4096") {
+	if _, err := Compile(strings.Repeat("port 1 or ", 400)+"port 2", flow.LinkEthernet, 0); err == nil || !strings.Contains(err.Error(), "more than the kernel's 4096") {
 		t.Errorf("oversized filter: %v, want a length error", err)
 	}
 }
 
-// bpfTcpdumpExprs are compared with tcpdump frame by frame.
-var bpfTcpdumpExprs = []string{
+// tcpdumpExprs are compared with tcpdump frame by frame.
+var tcpdumpExprs = []string{
 	"ip", "ip6", "arp", "rarp", "tcp", "udp", "sctp", "icmp", "icmp6", "igmp",
 	"ip proto 47", "proto 6", `ip6 proto \udp`, "ip6 proto 0", "ip6 proto 44",
 	"port 80", "port 53", "src port 53", "dst port 53", "udp port 53 or 1000", "tcp port 443",
@@ -479,10 +406,10 @@ var bpfTcpdumpExprs = []string{
 	"icmp6 and net ::/0", "tcp and udp", "udp and arp", "ip and not net 10.0.0.0/8 and not port 80", "udp and (src port 53 or dst port 53)",
 }
 
-// TestCompileBPFMatchesTcpdump writes the frame corpus to a pcap per link
+// TestMatchesTcpdump writes the frame corpus to a pcap per link
 // type, lets tcpdump (libpcap's compiler) filter it with each expression, and
 // checks that our program accepts exactly the same frames.
-func TestCompileBPFMatchesTcpdump(t *testing.T) {
+func TestMatchesTcpdump(t *testing.T) {
 	tcpdump, err := exec.LookPath("tcpdump")
 	if err != nil {
 		t.Skip("tcpdump not installed (Debian package tcpdump): cannot compare with libpcap's compiler")
@@ -497,27 +424,27 @@ func TestCompileBPFMatchesTcpdump(t *testing.T) {
 		flow.LinkIPv6:      layers.LinkTypeIPv6,
 	}
 	compared, refused, frames := 0, 0, 0
-	for _, lt := range bpfLinkTypes {
+	for _, lt := range linkTypes {
 		var corpus [][]byte
-		for _, f := range bpfFrames() {
-			if data := bpfWrap(f, lt); data != nil {
+		for _, f := range testFrames() {
+			if data := wrap(f, lt); data != nil {
 				corpus = append(corpus, data)
 			}
 		}
 		path := fmt.Sprintf("%s/%v.pcap", dir, lt)
-		bpfWritePcap(t, path, pcapLinkTypes[lt], corpus)
-		for _, expr := range bpfTcpdumpExprs {
+		writePcap(t, path, pcapLinkTypes[lt], corpus)
+		for _, expr := range tcpdumpExprs {
 			cmd := exec.Command(tcpdump, "-n", "-r", path, "-w", "-", expr)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			runErr := cmd.Run()
-			vm, ourErr := bpfVM(t, expr, lt)
+			vm, ourErr := loadVM(t, expr, lt)
 			if runErr != nil && ourErr == nil && strings.Contains(stderr.String(), "expression rejects all packets") {
 				// libpcap's optimizer proves some contradictions ("tcp and
 				// udp") that constant folding here does not: the program
 				// must still reject every frame.
 				for _, data := range corpus {
-					if bpfAccepts(t, vm, data) {
+					if accepts(t, vm, data) {
 						t.Errorf("%v %q: tcpdump says it rejects all packets, we accept % x", lt, expr, data)
 					}
 				}
@@ -531,16 +458,16 @@ func TestCompileBPFMatchesTcpdump(t *testing.T) {
 				refused++ // both refuse: they agree
 				continue
 			}
-			theirs := bpfReadPcap(t, stdout.Bytes())
+			theirs := readPcap(t, stdout.Bytes())
 			var ours [][]byte
 			for _, data := range corpus {
-				if bpfAccepts(t, vm, data) {
+				if accepts(t, vm, data) {
 					ours = append(ours, data)
 				}
 			}
 			if !slices.EqualFunc(theirs, ours, bytes.Equal) {
 				t.Errorf("%v %q: tcpdump accepts %d frames, we accept %d:\ntcpdump: %s\nours:    %s",
-					lt, expr, len(theirs), len(ours), bpfNames(lt, theirs), bpfNames(lt, ours))
+					lt, expr, len(theirs), len(ours), frameNames(lt, theirs), frameNames(lt, ours))
 			}
 			compared++
 			frames += len(corpus)
@@ -550,10 +477,10 @@ func TestCompileBPFMatchesTcpdump(t *testing.T) {
 		compared+refused, compared, frames, refused)
 }
 
-func bpfNames(lt flow.LinkType, accepted [][]byte) string {
+func frameNames(lt flow.LinkType, accepted [][]byte) string {
 	var names []string
-	for _, f := range bpfFrames() {
-		data := bpfWrap(f, lt)
+	for _, f := range testFrames() {
+		data := wrap(f, lt)
 		if data != nil && slices.ContainsFunc(accepted, func(b []byte) bool { return bytes.Equal(b, data) }) {
 			names = append(names, f.name)
 		}
@@ -561,7 +488,7 @@ func bpfNames(lt flow.LinkType, accepted [][]byte) string {
 	return strings.Join(names, " ")
 }
 
-func bpfWritePcap(tb testing.TB, path string, lt layers.LinkType, frames [][]byte) {
+func writePcap(tb testing.TB, path string, lt layers.LinkType, frames [][]byte) {
 	tb.Helper()
 	var buf bytes.Buffer
 	w := pcapgo.NewWriter(&buf)
@@ -580,7 +507,7 @@ func bpfWritePcap(tb testing.TB, path string, lt layers.LinkType, frames [][]byt
 	}
 }
 
-func bpfReadPcap(tb testing.TB, data []byte) [][]byte {
+func readPcap(tb testing.TB, data []byte) [][]byte {
 	tb.Helper()
 	r, err := pcapgo.NewReader(bytes.NewReader(data))
 	if err != nil {

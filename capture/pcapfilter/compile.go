@@ -1,4 +1,4 @@
-package capture
+package pcapfilter
 
 // A compiler from a subset of pcap-filter(7) to classic BPF, so that a live
 // capture can drop unwanted frames in the kernel without tying the build to
@@ -19,27 +19,27 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 )
 
-// BPFMaxInstructions is the longest program the kernel accepts (BPF_MAXINSNS).
-const BPFMaxInstructions = 4096
+// MaxInstructions is the longest program the kernel accepts (BPF_MAXINSNS).
+const MaxInstructions = 4096
 
-// DefaultBPFSnapLen is what an accepting program returns when CompileBPF is
+// DefaultSnapLen is what an accepting program returns when Compile is
 // given no snap length: libpcap's largest, so the whole frame.
-const DefaultBPFSnapLen = 262144
+const DefaultSnapLen = 262144
 
-// FilterError reports a filter expression that CompileBPF rejects, and where.
-type FilterError struct {
+// Error reports a filter expression that Compile rejects, and where.
+type Error struct {
 	Expr string // the whole expression
 	Pos  int    // byte offset in Expr of the fault; len(Expr) when the expression ended too soon
 	Msg  string
 }
 
-func (e *FilterError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("capture: filter %q: column %d: %s", e.Expr, e.Pos+1, e.Msg)
 }
 
-// CompileBPF compiles expr, a filter in the pcap-filter(7) language, to a
+// Compile compiles expr, a filter in the pcap-filter(7) language, to a
 // classic BPF program for frames of link type lt. The program returns
-// snaplen (DefaultBPFSnapLen when snaplen <= 0) for a frame it accepts, so
+// snaplen (DefaultSnapLen when snaplen <= 0) for a frame it accepts, so
 // attached to a socket it also cuts frames to the snap length, and 0 for a
 // frame it rejects. An empty expression accepts every frame.
 //
@@ -79,13 +79,13 @@ func (e *FilterError) Error() string {
 // also match ARP and RARP sender and target addresses. An expression that
 // can match no frame of lt is an error, as in libpcap ("arp" on raw IP).
 //
-// Not supported, each a FilterError naming it: host and port names (give
+// Not supported, each an *Error naming it: host and port names (give
 // numbers: nothing is resolved), Ethernet addresses, vlan/mpls/pppoe, packet
 // data accessors and arithmetic (tcp[13] & 2 != 0), and the rest of the
 // qualifiers pcap-filter(7) lists. Also unlike libpcap, "host" takes only a
 // whole address and "proto" only a number below 256.
-func CompileBPF(expr string, lt flow.LinkType, snaplen int) ([]bpf.RawInstruction, error) {
-	prog, err := compileBPF(expr, lt, snaplen)
+func Compile(expr string, lt flow.LinkType, snaplen int) ([]bpf.RawInstruction, error) {
+	prog, err := compile(expr, lt, snaplen)
 	if err != nil {
 		return nil, err
 	}
@@ -96,145 +96,145 @@ func CompileBPF(expr string, lt flow.LinkType, snaplen int) ([]bpf.RawInstructio
 	return raw, nil
 }
 
-// compileBPF is CompileBPF before assembly, as golang.org/x/net/bpf's VM and
+// compile is Compile before assembly, as golang.org/x/net/bpf's VM and
 // the tests want it.
-func compileBPF(expr string, lt flow.LinkType, snaplen int) ([]bpf.Instruction, error) {
+func compile(expr string, lt flow.LinkType, snaplen int) ([]bpf.Instruction, error) {
 	if snaplen <= 0 {
-		snaplen = DefaultBPFSnapLen
+		snaplen = DefaultSnapLen
 	}
-	link, err := bpfLinkFor(lt)
+	link, err := linkLayerOf(lt)
 	if err != nil {
 		return nil, err
 	}
-	toks, err := bpfLex(expr)
+	toks, err := lex(expr)
 	if err != nil {
 		return nil, err
 	}
-	e := bpfTrue
+	e := trueNode
 	if len(toks) > 1 { // more than the end token
-		p := &bpfParser{expr: expr, toks: toks, link: link}
+		p := &parser{expr: expr, toks: toks, link: link}
 		if e, err = p.parse(); err != nil {
 			return nil, err
 		}
-		if e.op == bpfOpFalse {
-			return nil, &FilterError{Expr: expr, Pos: 0, Msg: fmt.Sprintf("expression rejects all %v frames", lt)}
+		if e.op == opFalse {
+			return nil, &Error{Expr: expr, Pos: 0, Msg: fmt.Sprintf("expression rejects all %v frames", lt)}
 		}
 	}
-	prog, err := bpfGenerate(e, uint32(snaplen))
+	prog, err := generate(e, uint32(snaplen))
 	if err != nil {
-		return nil, &FilterError{Expr: expr, Pos: 0, Msg: err.Error()}
+		return nil, &Error{Expr: expr, Pos: 0, Msg: err.Error()}
 	}
 	return prog, nil
 }
 
 // --- Boolean expressions over single loads and comparisons ---
 
-type bpfOp uint8
+type nodeOp uint8
 
 const (
-	bpfOpTest bpfOp = iota
-	bpfOpAnd
-	bpfOpOr
-	bpfOpNot
-	bpfOpTrue
-	bpfOpFalse
+	opTest nodeOp = iota
+	opAnd
+	opOr
+	opNot
+	opTrue
+	opFalse
 )
 
-type bpfExpr struct {
-	op   bpfOp
-	l, r *bpfExpr
-	test bpfTest
+type node struct {
+	op   nodeOp
+	l, r *node
+	test check
 }
 
 var (
-	bpfTrue  = &bpfExpr{op: bpfOpTrue}
-	bpfFalse = &bpfExpr{op: bpfOpFalse}
+	trueNode  = &node{op: opTrue}
+	falseNode = &node{op: opFalse}
 )
 
-type bpfLoadKind uint8
+type loadKind uint8
 
 const (
-	bpfLoadAbs  bpfLoadKind = iota // A = P[off:off+size]
-	bpfLoadIPv4                    // X = 4*(P[ihl]&0xf); A = P[X+off:X+off+size]: past the IPv4 header
-	bpfLoadLen                     // A = the frame's length on the wire
+	loadAbs  loadKind = iota // A = P[off:off+size]
+	loadIPv4                 // X = 4*(P[ihl]&0xf); A = P[X+off:X+off+size]: past the IPv4 header
+	loadLen                  // A = the frame's length on the wire
 )
 
-// bpfTest loads a value into A, masks it and compares it with val.
-type bpfTest struct {
-	kind bpfLoadKind
+// check loads a value into A, masks it and compares it with val.
+type check struct {
+	kind loadKind
 	size int    // 1, 2 or 4 bytes
-	off  uint32 // where to load from (for bpfLoadIPv4, past the IPv4 header)
-	ihl  uint32 // bpfLoadIPv4: offset of the IPv4 header's version/IHL byte
+	off  uint32 // where to load from (for loadIPv4, past the IPv4 header)
+	ihl  uint32 // loadIPv4: offset of the IPv4 header's version/IHL byte
 	mask uint32 // AND with A before comparing; 0 for none
 	cond bpf.JumpTest
 	val  uint32
 }
 
-func bpfCmp(size int, off uint32, cond bpf.JumpTest, val uint32) *bpfExpr {
-	return &bpfExpr{op: bpfOpTest, test: bpfTest{kind: bpfLoadAbs, size: size, off: off, cond: cond, val: val}}
+func cmp(size int, off uint32, cond bpf.JumpTest, val uint32) *node {
+	return &node{op: opTest, test: check{kind: loadAbs, size: size, off: off, cond: cond, val: val}}
 }
 
-func bpfMasked(size int, off, mask, val uint32) *bpfExpr {
+func masked(size int, off, mask, val uint32) *node {
 	switch {
 	case mask == 0:
-		return bpfTrue
+		return trueNode
 	case uint64(mask) == 1<<(8*uint(size))-1:
 		mask = 0 // the load brings in no other bits
 	}
-	return &bpfExpr{op: bpfOpTest, test: bpfTest{kind: bpfLoadAbs, size: size, off: off, mask: mask, cond: bpf.JumpEqual, val: val}}
+	return &node{op: opTest, test: check{kind: loadAbs, size: size, off: off, mask: mask, cond: bpf.JumpEqual, val: val}}
 }
 
 // The constructors fold constants, so that a primitive the link type cannot
 // carry (arp on raw IP) leaves no code behind.
 
-func bpfAnd(a, b *bpfExpr) *bpfExpr {
+func and(a, b *node) *node {
 	switch {
-	case a.op == bpfOpFalse || b.op == bpfOpFalse:
-		return bpfFalse
-	case a.op == bpfOpTrue:
+	case a.op == opFalse || b.op == opFalse:
+		return falseNode
+	case a.op == opTrue:
 		return b
-	case b.op == bpfOpTrue:
+	case b.op == opTrue:
 		return a
 	}
-	return &bpfExpr{op: bpfOpAnd, l: a, r: b}
+	return &node{op: opAnd, l: a, r: b}
 }
 
-func bpfOr(a, b *bpfExpr) *bpfExpr {
+func or(a, b *node) *node {
 	switch {
-	case a.op == bpfOpTrue || b.op == bpfOpTrue:
-		return bpfTrue
-	case a.op == bpfOpFalse:
+	case a.op == opTrue || b.op == opTrue:
+		return trueNode
+	case a.op == opFalse:
 		return b
-	case b.op == bpfOpFalse:
+	case b.op == opFalse:
 		return a
 	}
-	return &bpfExpr{op: bpfOpOr, l: a, r: b}
+	return &node{op: opOr, l: a, r: b}
 }
 
-func bpfNot(a *bpfExpr) *bpfExpr {
+func not(a *node) *node {
 	switch a.op {
-	case bpfOpTrue:
-		return bpfFalse
-	case bpfOpFalse:
-		return bpfTrue
-	case bpfOpNot:
+	case opTrue:
+		return falseNode
+	case opFalse:
+		return trueNode
+	case opNot:
 		return a.l
 	}
-	return &bpfExpr{op: bpfOpNot, l: a}
+	return &node{op: opNot, l: a}
 }
 
-func bpfAll(es ...*bpfExpr) *bpfExpr {
-	out := bpfTrue
+func allOf(es ...*node) *node {
+	out := trueNode
 	for _, e := range es {
-		out = bpfAnd(out, e)
+		out = and(out, e)
 	}
 	return out
 }
 
-func bpfAny(es ...*bpfExpr) *bpfExpr {
-	out := bpfFalse
+func anyOf(es ...*node) *node {
+	out := falseNode
 	for _, e := range es {
-		out = bpfOr(out, e)
+		out = or(out, e)
 	}
 	return out
 }
@@ -243,243 +243,243 @@ func bpfAny(es ...*bpfExpr) *bpfExpr {
 
 // EtherTypes and IP protocol numbers the primitives test.
 const (
-	bpfEtherIPv4 = 0x0800
-	bpfEtherARP  = 0x0806
-	bpfEtherRARP = 0x8035
-	bpfEtherIPv6 = 0x86dd
+	etherIPv4 = 0x0800
+	etherARP  = 0x0806
+	etherRARP = 0x8035
+	etherIPv6 = 0x86dd
 
-	bpfProtoICMP   = 1
-	bpfProtoIGMP   = 2
-	bpfProtoTCP    = 6
-	bpfProtoUDP    = 17
-	bpfProtoFrag6  = 44
-	bpfProtoICMPv6 = 58
-	bpfProtoSCTP   = 132
+	protoICMP   = 1
+	protoIGMP   = 2
+	protoTCP    = 6
+	protoUDP    = 17
+	protoFrag6  = 44
+	protoICMPv6 = 58
+	protoSCTP   = 132
 )
 
-// bpfLink says where a link type keeps the network protocol and header.
-type bpfLink struct {
+// linkLayer says where a link type keeps the network protocol and header.
+type linkLayer struct {
 	lt      flow.LinkType
 	nl      uint32 // offset of the network-layer header
 	typeOff int    // offset of a 16-bit EtherType; -1 when there is none
 }
 
-func bpfLinkFor(lt flow.LinkType) (bpfLink, error) {
+func linkLayerOf(lt flow.LinkType) (linkLayer, error) {
 	switch lt {
 	case flow.LinkEthernet:
-		return bpfLink{lt: lt, nl: 14, typeOff: 12}, nil
+		return linkLayer{lt: lt, nl: 14, typeOff: 12}, nil
 	case flow.LinkLinuxSLL:
-		return bpfLink{lt: lt, nl: 16, typeOff: 14}, nil
+		return linkLayer{lt: lt, nl: 16, typeOff: 14}, nil
 	case flow.LinkLinuxSLL2:
-		return bpfLink{lt: lt, nl: 20, typeOff: 0}, nil
+		return linkLayer{lt: lt, nl: 20, typeOff: 0}, nil
 	case flow.LinkRaw, flow.LinkIPv4, flow.LinkIPv6:
-		return bpfLink{lt: lt, nl: 0, typeOff: -1}, nil
+		return linkLayer{lt: lt, nl: 0, typeOff: -1}, nil
 	}
-	return bpfLink{}, fmt.Errorf("capture: filter: link type %v is not supported by the filter compiler (Ethernet, Linux SLL/SLL2 and raw IP are)", lt)
+	return linkLayer{}, fmt.Errorf("capture: filter: link type %v is not supported by the filter compiler (Ethernet, Linux SLL/SLL2 and raw IP are)", lt)
 }
 
 // network is the test "the frame carries network protocol t" (an EtherType).
-func (l bpfLink) network(t uint16) *bpfExpr {
+func (l linkLayer) network(t uint16) *node {
 	if l.typeOff >= 0 {
-		return bpfCmp(2, uint32(l.typeOff), bpf.JumpEqual, uint32(t))
+		return cmp(2, uint32(l.typeOff), bpf.JumpEqual, uint32(t))
 	}
 	var version uint32
 	switch {
-	case t == bpfEtherIPv4 && l.lt == flow.LinkIPv4, t == bpfEtherIPv6 && l.lt == flow.LinkIPv6:
-		return bpfTrue
-	case t == bpfEtherIPv4 && l.lt == flow.LinkRaw:
+	case t == etherIPv4 && l.lt == flow.LinkIPv4, t == etherIPv6 && l.lt == flow.LinkIPv6:
+		return trueNode
+	case t == etherIPv4 && l.lt == flow.LinkRaw:
 		version = 4
-	case t == bpfEtherIPv6 && l.lt == flow.LinkRaw:
+	case t == etherIPv6 && l.lt == flow.LinkRaw:
 		version = 6
 	default:
-		return bpfFalse
+		return falseNode
 	}
-	return bpfMasked(1, 0, 0xf0, version<<4)
+	return masked(1, 0, 0xf0, version<<4)
 }
 
 // ipProto is "IPv4 with protocol v".
-func (l bpfLink) ipProto(v uint32) *bpfExpr {
-	return bpfAnd(l.network(bpfEtherIPv4), bpfCmp(1, l.nl+9, bpf.JumpEqual, v))
+func (l linkLayer) ipProto(v uint32) *node {
+	return and(l.network(etherIPv4), cmp(1, l.nl+9, bpf.JumpEqual, v))
 }
 
 // ip6Proto is "IPv6 whose next header is v, directly or after a fragment
 // header", as libpcap tests it.
-func (l bpfLink) ip6Proto(v uint32) *bpfExpr {
-	next := bpfCmp(1, l.nl+6, bpf.JumpEqual, v)
-	if v != bpfProtoFrag6 {
-		next = bpfOr(next, bpfAnd(bpfCmp(1, l.nl+6, bpf.JumpEqual, bpfProtoFrag6), bpfCmp(1, l.nl+40, bpf.JumpEqual, v)))
+func (l linkLayer) ip6Proto(v uint32) *node {
+	next := cmp(1, l.nl+6, bpf.JumpEqual, v)
+	if v != protoFrag6 {
+		next = or(next, and(cmp(1, l.nl+6, bpf.JumpEqual, protoFrag6), cmp(1, l.nl+40, bpf.JumpEqual, v)))
 	}
-	return bpfAnd(l.network(bpfEtherIPv6), next)
+	return and(l.network(etherIPv6), next)
 }
 
-// bpfDir is a direction qualifier.
-type bpfDir uint8
+// dir is a direction qualifier.
+type dir uint8
 
 const (
-	bpfDirAny  bpfDir = iota // src or dst (the default)
-	bpfDirBoth               // src and dst
-	bpfDirSrc
-	bpfDirDst
+	dirAny  dir = iota // src or dst (the default)
+	dirBoth            // src and dst
+	dirSrc
+	dirDst
 )
 
-func (d bpfDir) join(src, dst *bpfExpr) *bpfExpr {
+func (d dir) join(src, dst *node) *node {
 	switch d {
-	case bpfDirSrc:
+	case dirSrc:
 		return src
-	case bpfDirDst:
+	case dirDst:
 		return dst
-	case bpfDirBoth:
-		return bpfAnd(src, dst)
+	case dirBoth:
+		return and(src, dst)
 	}
-	return bpfOr(src, dst)
+	return or(src, dst)
 }
 
 // addr tests a masked address at off; addr and mask are 4 or 16 bytes.
-func bpfAddr(off uint32, addr, mask []byte) *bpfExpr {
-	e := bpfTrue
+func matchAddr(off uint32, addr, mask []byte) *node {
+	e := trueNode
 	for i := 0; i < len(addr); i += 4 {
 		w := uint32(addr[i])<<24 | uint32(addr[i+1])<<16 | uint32(addr[i+2])<<8 | uint32(addr[i+3])
 		m := uint32(mask[i])<<24 | uint32(mask[i+1])<<16 | uint32(mask[i+2])<<8 | uint32(mask[i+3])
-		e = bpfAnd(e, bpfMasked(4, off+uint32(i), m, w))
+		e = and(e, masked(4, off+uint32(i), m, w))
 	}
 	return e
 }
 
 // --- Lexer ---
 
-type bpfTokKind uint8
+type tokKind uint8
 
 const (
-	bpfTokWord bpfTokKind = iota
-	bpfTokLParen
-	bpfTokRParen
-	bpfTokNot
-	bpfTokAnd
-	bpfTokOr
-	bpfTokEnd
+	tokWord tokKind = iota
+	tokLParen
+	tokRParen
+	tokNot
+	tokAnd
+	tokOr
+	tokEnd
 )
 
-type bpfToken struct {
-	kind bpfTokKind
+type token struct {
+	kind tokKind
 	text string
 	pos  int
 }
 
-func (t bpfToken) String() string {
-	if t.kind == bpfTokEnd {
+func (t token) String() string {
+	if t.kind == tokEnd {
 		return "end of filter"
 	}
 	return strconv.Quote(t.text)
 }
 
-func bpfWordByte(c byte) bool {
+func wordByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '.' || c == ':' || c == '/' || c == '-' || c == '_' || c == '\\'
 }
 
-func bpfLex(expr string) ([]bpfToken, error) {
-	var toks []bpfToken
+func lex(expr string) ([]token, error) {
+	var toks []token
 	for i := 0; i < len(expr); {
 		c := expr[i]
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			i++
 		case c == '(':
-			toks = append(toks, bpfToken{bpfTokLParen, "(", i})
+			toks = append(toks, token{tokLParen, "(", i})
 			i++
 		case c == ')':
-			toks = append(toks, bpfToken{bpfTokRParen, ")", i})
+			toks = append(toks, token{tokRParen, ")", i})
 			i++
 		case c == '!' && !strings.HasPrefix(expr[i:], "!="):
-			toks = append(toks, bpfToken{bpfTokNot, "!", i})
+			toks = append(toks, token{tokNot, "!", i})
 			i++
 		case strings.HasPrefix(expr[i:], "&&"):
-			toks = append(toks, bpfToken{bpfTokAnd, "&&", i})
+			toks = append(toks, token{tokAnd, "&&", i})
 			i += 2
 		case strings.HasPrefix(expr[i:], "||"):
-			toks = append(toks, bpfToken{bpfTokOr, "||", i})
+			toks = append(toks, token{tokOr, "||", i})
 			i += 2
-		case bpfWordByte(c):
+		case wordByte(c):
 			j := i
-			for j < len(expr) && bpfWordByte(expr[j]) {
+			for j < len(expr) && wordByte(expr[j]) {
 				j++
 			}
 			w := expr[i:j]
-			kind := bpfTokWord
+			kind := tokWord
 			switch w {
 			case "and":
-				kind = bpfTokAnd
+				kind = tokAnd
 			case "or":
-				kind = bpfTokOr
+				kind = tokOr
 			case "not":
-				kind = bpfTokNot
+				kind = tokNot
 			}
-			toks = append(toks, bpfToken{kind, w, i})
+			toks = append(toks, token{kind, w, i})
 			i = j
 		case c == '[':
-			return nil, &FilterError{expr, i, "packet data accessors such as tcp[13] are not supported"}
+			return nil, &Error{expr, i, "packet data accessors such as tcp[13] are not supported"}
 		case strings.IndexByte("=<>&|+-*%^~", c) >= 0 || c == '!':
-			return nil, &FilterError{expr, i, fmt.Sprintf("arithmetic and comparisons (%q) are not supported", c)}
+			return nil, &Error{expr, i, fmt.Sprintf("arithmetic and comparisons (%q) are not supported", c)}
 		default:
-			return nil, &FilterError{expr, i, fmt.Sprintf("unexpected character %q", c)}
+			return nil, &Error{expr, i, fmt.Sprintf("unexpected character %q", c)}
 		}
 	}
-	return append(toks, bpfToken{kind: bpfTokEnd, pos: len(expr)}), nil
+	return append(toks, token{kind: tokEnd, pos: len(expr)}), nil
 }
 
 // --- Parser ---
 
-// bpfQual is the qualifiers of a primitive, kept so that a bare ID after an
+// qual is the qualifiers of a primitive, kept so that a bare ID after an
 // operator can reuse them.
-type bpfQual struct {
+type qual struct {
 	proto    string // "" when not given
 	protoPos int
-	dir      bpfDir
+	dir      dir
 	dirSet   bool
 	typ      string // "" when not given: host
 }
 
-type bpfParser struct {
+type parser struct {
 	expr string
-	toks []bpfToken
+	toks []token
 	i    int
-	link bpfLink
+	link linkLayer
 	// last holds the qualifiers of the latest qualified primitive and
 	// afterOp says an operator came since it: then a bare ID reuses them.
-	last    *bpfQual
+	last    *qual
 	afterOp bool
 }
 
-func (p *bpfParser) peek() bpfToken { return p.toks[p.i] }
+func (p *parser) peek() token { return p.toks[p.i] }
 
-func (p *bpfParser) next() bpfToken {
+func (p *parser) next() token {
 	t := p.toks[p.i]
-	if t.kind != bpfTokEnd {
+	if t.kind != tokEnd {
 		p.i++
 	}
 	return t
 }
 
-func (p *bpfParser) errAt(pos int, format string, args ...any) error {
-	return &FilterError{Expr: p.expr, Pos: pos, Msg: fmt.Sprintf(format, args...)}
+func (p *parser) errAt(pos int, format string, args ...any) error {
+	return &Error{Expr: p.expr, Pos: pos, Msg: fmt.Sprintf(format, args...)}
 }
 
-func (p *bpfParser) parse() (*bpfExpr, error) {
+func (p *parser) parse() (*node, error) {
 	e, err := p.parseExpr(0)
 	if err != nil {
 		return nil, err
 	}
-	if t := p.peek(); t.kind != bpfTokEnd {
+	if t := p.peek(); t.kind != tokEnd {
 		return nil, p.errAt(t.pos, "unexpected %v", t)
 	}
 	return e, nil
 }
 
-// bpfMaxDepth bounds the nesting of parentheses and negations, so that no
+// maxDepth bounds the nesting of parentheses and negations, so that no
 // input can exhaust the stack.
-const bpfMaxDepth = 200
+const maxDepth = 200
 
-func (p *bpfParser) parseExpr(depth int) (*bpfExpr, error) {
+func (p *parser) parseExpr(depth int) (*node, error) {
 	x, err := p.parseTerm(depth)
 	if err != nil {
 		return nil, err
@@ -487,19 +487,19 @@ func (p *bpfParser) parseExpr(depth int) (*bpfExpr, error) {
 	for {
 		t := p.peek()
 		switch t.kind {
-		case bpfTokAnd, bpfTokOr:
+		case tokAnd, tokOr:
 			p.next()
 			p.afterOp = true
 			y, err := p.parseTerm(depth)
 			if err != nil {
 				return nil, err
 			}
-			if t.kind == bpfTokAnd {
-				x = bpfAnd(x, y)
+			if t.kind == tokAnd {
+				x = and(x, y)
 			} else {
-				x = bpfOr(x, y)
+				x = or(x, y)
 			}
-		case bpfTokRParen, bpfTokEnd:
+		case tokRParen, tokEnd:
 			return x, nil
 		default:
 			return nil, p.errAt(t.pos, "expected \"and\" or \"or\" before %v", t)
@@ -507,31 +507,31 @@ func (p *bpfParser) parseExpr(depth int) (*bpfExpr, error) {
 	}
 }
 
-func (p *bpfParser) parseTerm(depth int) (*bpfExpr, error) {
-	if depth > bpfMaxDepth {
-		return nil, p.errAt(p.peek().pos, "nested more than %d deep", bpfMaxDepth)
+func (p *parser) parseTerm(depth int) (*node, error) {
+	if depth > maxDepth {
+		return nil, p.errAt(p.peek().pos, "nested more than %d deep", maxDepth)
 	}
 	t := p.peek()
 	switch t.kind {
-	case bpfTokNot:
+	case tokNot:
 		p.next()
 		x, err := p.parseTerm(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		return bpfNot(x), nil
-	case bpfTokLParen:
+		return not(x), nil
+	case tokLParen:
 		p.next()
 		p.afterOp = false
 		x, err := p.parseExpr(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		if c := p.next(); c.kind != bpfTokRParen {
+		if c := p.next(); c.kind != tokRParen {
 			return nil, p.errAt(c.pos, "expected \")\" before %v", c)
 		}
 		return x, nil
-	case bpfTokWord:
+	case tokWord:
 		x, err := p.parsePrimitive()
 		p.afterOp = false
 		return x, err
@@ -539,15 +539,15 @@ func (p *bpfParser) parseTerm(depth int) (*bpfExpr, error) {
 	return nil, p.errAt(t.pos, "expected a primitive before %v", t)
 }
 
-var bpfProtoKeywords = map[string]bool{
+var protoKeywords = map[string]bool{
 	"ip": true, "ip6": true, "arp": true, "rarp": true, "tcp": true, "udp": true,
 	"sctp": true, "icmp": true, "icmp6": true, "igmp": true,
 }
 
-var bpfTypeKeywords = map[string]bool{"host": true, "net": true, "port": true, "portrange": true, "proto": true}
+var typeKeywords = map[string]bool{"host": true, "net": true, "port": true, "portrange": true, "proto": true}
 
-// bpfUnsupported lists pcap-filter(7) keywords this compiler knows it lacks.
-var bpfUnsupported = map[string]string{
+// unsupported lists pcap-filter(7) keywords this compiler knows it lacks.
+var unsupported = map[string]string{
 	"ether": "Ethernet addresses and types", "link": "link-layer primitives", "fddi": "FDDI", "tr": "Token Ring", "wlan": "802.11",
 	"vlan": "VLAN tags", "mpls": "MPLS labels", "pppoed": "PPPoE", "pppoes": "PPPoE", "geneve": "Geneve", "vxlan": "VXLAN",
 	"gateway": "gateway", "broadcast": "broadcast", "multicast": "multicast", "len": "packet length arithmetic",
@@ -561,18 +561,18 @@ var bpfUnsupported = map[string]string{
 }
 
 // keyword tells a word the grammar reserves from an ID.
-func (p *bpfParser) keyword(t bpfToken) bool {
-	if t.kind != bpfTokWord {
+func (p *parser) keyword(t token) bool {
+	if t.kind != tokWord {
 		return false
 	}
-	_, unsupported := bpfUnsupported[t.text]
-	return bpfProtoKeywords[t.text] || bpfTypeKeywords[t.text] || unsupported ||
+	_, unsupported := unsupported[t.text]
+	return protoKeywords[t.text] || typeKeywords[t.text] || unsupported ||
 		t.text == "src" || t.text == "dst" || t.text == "less" || t.text == "greater" || t.text == "mask"
 }
 
-func (p *bpfParser) parsePrimitive() (*bpfExpr, error) {
+func (p *parser) parsePrimitive() (*node, error) {
 	t := p.peek()
-	if what, ok := bpfUnsupported[t.text]; ok {
+	if what, ok := unsupported[t.text]; ok {
 		return nil, p.errAt(t.pos, "%q (%s) is not supported by flowdedup's filter compiler", t.text, what)
 	}
 	if t.text == "less" || t.text == "greater" {
@@ -582,9 +582,9 @@ func (p *bpfParser) parsePrimitive() (*bpfExpr, error) {
 		if err != nil {
 			return nil, err
 		}
-		length := &bpfExpr{op: bpfOpTest, test: bpfTest{kind: bpfLoadLen, cond: bpf.JumpGreaterThan, val: n}}
+		length := &node{op: opTest, test: check{kind: loadLen, cond: bpf.JumpGreaterThan, val: n}}
 		if t.text == "less" {
-			return bpfNot(length), nil // len <= n
+			return not(length), nil // len <= n
 		}
 		length.test.cond = bpf.JumpGreaterOrEqual
 		return length, nil
@@ -598,11 +598,11 @@ func (p *bpfParser) parsePrimitive() (*bpfExpr, error) {
 		return p.qualified(q)
 	}
 
-	var q bpfQual
-	if bpfProtoKeywords[t.text] {
+	var q qual
+	if protoKeywords[t.text] {
 		p.next()
 		q.proto, q.protoPos = t.text, t.pos
-		if n := p.peek(); n.kind == bpfTokWord && (!p.keyword(n) || n.text == "src" || n.text == "dst" || bpfTypeKeywords[n.text]) {
+		if n := p.peek(); n.kind == tokWord && (!p.keyword(n) || n.text == "src" || n.text == "dst" || typeKeywords[n.text]) {
 			return p.qualified(q)
 		}
 		// A protocol on its own.
@@ -614,32 +614,32 @@ func (p *bpfParser) parsePrimitive() (*bpfExpr, error) {
 
 // qualified parses the rest of "[proto] [dir] [type] ID" after the protocol
 // qualifier, if any, and builds it.
-func (p *bpfParser) qualified(q bpfQual) (*bpfExpr, error) {
+func (p *parser) qualified(q qual) (*node, error) {
 	if t := p.peek(); t.text == "src" || t.text == "dst" {
 		p.next()
 		q.dirSet = true
-		q.dir = bpfDirSrc
+		q.dir = dirSrc
 		if t.text == "dst" {
-			q.dir = bpfDirDst
+			q.dir = dirDst
 		}
 		// "src or dst" and "src and dst" are one qualifier, read ahead.
-		if op := p.peek(); op.kind == bpfTokAnd || op.kind == bpfTokOr {
-			if other := p.toks[p.i+1]; other.kind == bpfTokWord && (other.text == "src" || other.text == "dst") && other.text != t.text {
+		if op := p.peek(); op.kind == tokAnd || op.kind == tokOr {
+			if other := p.toks[p.i+1]; other.kind == tokWord && (other.text == "src" || other.text == "dst") && other.text != t.text {
 				p.next()
 				p.next()
-				q.dir = bpfDirAny
-				if op.kind == bpfTokAnd {
-					q.dir = bpfDirBoth
+				q.dir = dirAny
+				if op.kind == tokAnd {
+					q.dir = dirBoth
 				}
 			}
 		}
 	}
-	if t := p.peek(); bpfTypeKeywords[t.text] {
+	if t := p.peek(); typeKeywords[t.text] {
 		p.next()
 		q.typ = t.text
 	}
 	id := p.peek()
-	if id.kind != bpfTokWord || p.keyword(id) {
+	if id.kind != tokWord || p.keyword(id) {
 		return nil, p.errAt(id.pos, "expected an address or number before %v", id)
 	}
 	p.next()
@@ -656,31 +656,31 @@ func (p *bpfParser) qualified(q bpfQual) (*bpfExpr, error) {
 	}
 }
 
-func (p *bpfParser) protocol(name string) *bpfExpr {
+func (p *parser) protocol(name string) *node {
 	l := p.link
 	switch name {
 	case "ip":
-		return l.network(bpfEtherIPv4)
+		return l.network(etherIPv4)
 	case "ip6":
-		return l.network(bpfEtherIPv6)
+		return l.network(etherIPv6)
 	case "arp":
-		return l.network(bpfEtherARP)
+		return l.network(etherARP)
 	case "rarp":
-		return l.network(bpfEtherRARP)
+		return l.network(etherRARP)
 	case "icmp":
-		return l.ipProto(bpfProtoICMP)
+		return l.ipProto(protoICMP)
 	case "igmp":
-		return l.ipProto(bpfProtoIGMP)
+		return l.ipProto(protoIGMP)
 	case "icmp6":
-		return l.ip6Proto(bpfProtoICMPv6)
+		return l.ip6Proto(protoICMPv6)
 	}
-	v := bpfTransport[name]
-	return bpfOr(l.ipProto(v), l.ip6Proto(v))
+	v := transportProtos[name]
+	return or(l.ipProto(v), l.ip6Proto(v))
 }
 
-var bpfTransport = map[string]uint32{"tcp": bpfProtoTCP, "udp": bpfProtoUDP, "sctp": bpfProtoSCTP}
+var transportProtos = map[string]uint32{"tcp": protoTCP, "udp": protoUDP, "sctp": protoSCTP}
 
-func (p *bpfParser) host(q bpfQual, id bpfToken) (*bpfExpr, error) {
+func (p *parser) host(q qual, id token) (*node, error) {
 	a, err := netip.ParseAddr(id.text)
 	if err != nil || a.Zone() != "" {
 		return nil, p.errAt(id.pos, "host %v is not an IPv4 or IPv6 address (host names are not resolved)", id)
@@ -692,7 +692,7 @@ func (p *bpfParser) host(q bpfQual, id bpfToken) (*bpfExpr, error) {
 	return p.addr(q, a.AsSlice(), mask, id)
 }
 
-func (p *bpfParser) net(q bpfQual, id bpfToken) (*bpfExpr, error) {
+func (p *parser) net(q qual, id token) (*node, error) {
 	addr, mask, err := p.parseNet(id)
 	if err != nil {
 		return nil, err
@@ -701,9 +701,9 @@ func (p *bpfParser) net(q bpfQual, id bpfToken) (*bpfExpr, error) {
 }
 
 // parseNet reads NET: ADDR/LEN, ADDR mask ADDR, or a 1 to 3 octet IPv4 prefix.
-func (p *bpfParser) parseNet(id bpfToken) (addr, mask []byte, err error) {
+func (p *parser) parseNet(id token) (addr, mask []byte, err error) {
 	text, lenText, hasLen := strings.Cut(id.text, "/")
-	v4, octets := bpfParseIPv4Prefix(text)
+	v4, octets := parseIPv4Prefix(text)
 	switch {
 	case v4 != nil:
 		addr = v4
@@ -721,25 +721,25 @@ func (p *bpfParser) parseNet(id bpfToken) (addr, mask []byte, err error) {
 		if perr != nil || n < 0 || n > bitLen || lenText != strconv.Itoa(n) {
 			return nil, nil, p.errAt(id.pos, "net %v: prefix length must be 0 to %d", id, bitLen)
 		}
-		mask = bpfPrefixMask(len(addr), n)
+		mask = prefixMask(len(addr), n)
 	case p.peek().text == "mask":
 		if hasLen {
 			return nil, nil, p.errAt(p.peek().pos, "a network takes /LEN or mask, not both")
 		}
 		m := p.next()
 		mt := p.next()
-		mv4, mOctets := bpfParseIPv4Prefix(mt.text)
+		mv4, mOctets := parseIPv4Prefix(mt.text)
 		if len(addr) != 4 {
 			return nil, nil, p.errAt(m.pos, "mask applies to IPv4 networks only (write %s/LEN)", text)
 		}
-		if mt.kind != bpfTokWord || mv4 == nil || mOctets != 4 {
+		if mt.kind != tokWord || mv4 == nil || mOctets != 4 {
 			return nil, nil, p.errAt(mt.pos, "expected a dotted IPv4 mask before %v", mt)
 		}
 		mask = mv4
 	case len(addr) == 4:
-		mask = bpfPrefixMask(4, 8*octets)
+		mask = prefixMask(4, 8*octets)
 	default:
-		mask = bpfPrefixMask(16, 128)
+		mask = prefixMask(16, 128)
 	}
 	for i := range addr {
 		if addr[i]&^mask[i] != 0 {
@@ -749,8 +749,8 @@ func (p *bpfParser) parseNet(id bpfToken) (addr, mask []byte, err error) {
 	return addr, mask, nil
 }
 
-// bpfParseIPv4Prefix reads 1 to 4 dotted decimal octets.
-func bpfParseIPv4Prefix(s string) (addr []byte, octets int) {
+// parseIPv4Prefix reads 1 to 4 dotted decimal octets.
+func parseIPv4Prefix(s string) (addr []byte, octets int) {
 	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
 		b := a.As4()
 		return b[:], 4
@@ -770,7 +770,7 @@ func bpfParseIPv4Prefix(s string) (addr []byte, octets int) {
 	return addr, len(parts)
 }
 
-func bpfPrefixMask(size, ones int) []byte {
+func prefixMask(size, ones int) []byte {
 	m := make([]byte, size)
 	for i := range m {
 		switch {
@@ -786,23 +786,23 @@ func bpfPrefixMask(size, ones int) []byte {
 }
 
 // addr builds host and net primitives from a masked address.
-func (p *bpfParser) addr(q bpfQual, addr, mask []byte, id bpfToken) (*bpfExpr, error) {
+func (p *parser) addr(q qual, addr, mask []byte, id token) (*node, error) {
 	l := p.link
 	if len(addr) == 16 {
 		if q.proto != "" && q.proto != "ip6" {
-			return nil, p.errAt(q.protoPos, "%q modifier applied to IPv6 %s %v", q.proto, bpfTypeName(q), id)
+			return nil, p.errAt(q.protoPos, "%q modifier applied to IPv6 %s %v", q.proto, typeName(q), id)
 		}
-		return bpfAnd(l.network(bpfEtherIPv6), q.dir.join(bpfAddr(l.nl+8, addr, mask), bpfAddr(l.nl+24, addr, mask))), nil
+		return and(l.network(etherIPv6), q.dir.join(matchAddr(l.nl+8, addr, mask), matchAddr(l.nl+24, addr, mask))), nil
 	}
-	ip := bpfAnd(l.network(bpfEtherIPv4), q.dir.join(bpfAddr(l.nl+12, addr, mask), bpfAddr(l.nl+16, addr, mask)))
+	ip := and(l.network(etherIPv4), q.dir.join(matchAddr(l.nl+12, addr, mask), matchAddr(l.nl+16, addr, mask)))
 	// ARP and RARP for IPv4 over Ethernet: sender address at 14, target at 24.
-	arpAddrs := q.dir.join(bpfAddr(l.nl+14, addr, mask), bpfAddr(l.nl+24, addr, mask))
-	arp := bpfAnd(l.network(bpfEtherARP), arpAddrs)
-	rarp := bpfAnd(l.network(bpfEtherRARP), arpAddrs)
+	arpAddrs := q.dir.join(matchAddr(l.nl+14, addr, mask), matchAddr(l.nl+24, addr, mask))
+	arp := and(l.network(etherARP), arpAddrs)
+	rarp := and(l.network(etherRARP), arpAddrs)
 	switch q.proto {
 	case "":
 		// libpcap tests ARP and RARP together; so does this.
-		return bpfOr(ip, bpfAnd(bpfOr(l.network(bpfEtherARP), l.network(bpfEtherRARP)), arpAddrs)), nil
+		return or(ip, and(or(l.network(etherARP), l.network(etherRARP)), arpAddrs)), nil
 	case "ip":
 		return ip, nil
 	case "arp":
@@ -810,23 +810,23 @@ func (p *bpfParser) addr(q bpfQual, addr, mask []byte, id bpfToken) (*bpfExpr, e
 	case "rarp":
 		return rarp, nil
 	}
-	return nil, p.errAt(q.protoPos, "%q modifier applied to %s", q.proto, bpfTypeName(q))
+	return nil, p.errAt(q.protoPos, "%q modifier applied to %s", q.proto, typeName(q))
 }
 
-func bpfTypeName(q bpfQual) string {
+func typeName(q qual) string {
 	if q.typ == "" {
 		return "host"
 	}
 	return q.typ
 }
 
-func (p *bpfParser) port(q bpfQual, id bpfToken) (*bpfExpr, error) {
+func (p *parser) port(q qual, id token) (*node, error) {
 	var protos []uint32
 	switch q.proto {
 	case "":
-		protos = []uint32{bpfProtoSCTP, bpfProtoTCP, bpfProtoUDP}
+		protos = []uint32{protoSCTP, protoTCP, protoUDP}
 	case "tcp", "udp", "sctp":
-		protos = []uint32{bpfTransport[q.proto]}
+		protos = []uint32{transportProtos[q.proto]}
 	default:
 		return nil, p.errAt(q.protoPos, "illegal qualifier %q of %q (tcp, udp or sctp)", q.proto, q.typ)
 	}
@@ -834,33 +834,33 @@ func (p *bpfParser) port(q bpfQual, id bpfToken) (*bpfExpr, error) {
 	if err != nil {
 		return nil, err
 	}
-	match := func(t bpfTest) *bpfExpr {
+	match := func(t check) *node {
 		if lo == hi {
 			t.cond, t.val = bpf.JumpEqual, lo
-			return &bpfExpr{op: bpfOpTest, test: t}
+			return &node{op: opTest, test: t}
 		}
 		ge, gt := t, t
 		ge.cond, ge.val = bpf.JumpGreaterOrEqual, lo
 		gt.cond, gt.val = bpf.JumpGreaterThan, hi
-		return bpfAnd(&bpfExpr{op: bpfOpTest, test: ge}, bpfNot(&bpfExpr{op: bpfOpTest, test: gt}))
+		return and(&node{op: opTest, test: ge}, not(&node{op: opTest, test: gt}))
 	}
 	l := p.link
-	var next6, proto4 []*bpfExpr
+	var next6, proto4 []*node
 	for _, v := range protos {
-		next6 = append(next6, bpfCmp(1, l.nl+6, bpf.JumpEqual, v))
-		proto4 = append(proto4, bpfCmp(1, l.nl+9, bpf.JumpEqual, v))
+		next6 = append(next6, cmp(1, l.nl+6, bpf.JumpEqual, v))
+		proto4 = append(proto4, cmp(1, l.nl+9, bpf.JumpEqual, v))
 	}
-	abs := func(off uint32) bpfTest { return bpfTest{kind: bpfLoadAbs, size: 2, off: off} }
-	past4 := func(off uint32) bpfTest { return bpfTest{kind: bpfLoadIPv4, size: 2, off: l.nl + off, ihl: l.nl} }
-	v6 := bpfAll(l.network(bpfEtherIPv6), bpfAny(next6...),
+	abs := func(off uint32) check { return check{kind: loadAbs, size: 2, off: off} }
+	past4 := func(off uint32) check { return check{kind: loadIPv4, size: 2, off: l.nl + off, ihl: l.nl} }
+	v6 := allOf(l.network(etherIPv6), anyOf(next6...),
 		q.dir.join(match(abs(l.nl+40)), match(abs(l.nl+42))))
-	v4 := bpfAll(l.network(bpfEtherIPv4), bpfAny(proto4...),
-		bpfNot(bpfCmp(2, l.nl+6, bpf.JumpBitsSet, 0x1fff)), // a non-first fragment has no ports
+	v4 := allOf(l.network(etherIPv4), anyOf(proto4...),
+		not(cmp(2, l.nl+6, bpf.JumpBitsSet, 0x1fff)), // a non-first fragment has no ports
 		q.dir.join(match(past4(0)), match(past4(2))))
-	return bpfOr(v6, v4), nil
+	return or(v6, v4), nil
 }
 
-func (p *bpfParser) portValues(q bpfQual, id bpfToken) (lo, hi uint32, err error) {
+func (p *parser) portValues(q qual, id token) (lo, hi uint32, err error) {
 	bad := func() (uint32, uint32, error) {
 		if q.typ == "portrange" {
 			return 0, 0, p.errAt(id.pos, "portrange %v is not N-N (port names are not resolved)", id)
@@ -868,7 +868,7 @@ func (p *bpfParser) portValues(q bpfQual, id bpfToken) (lo, hi uint32, err error
 		return 0, 0, p.errAt(id.pos, "port %v is not a number (port names are not resolved)", id)
 	}
 	parse := func(s string) (uint32, bool, error) {
-		n, ok := bpfParseNumber(s)
+		n, ok := parseNumber(s)
 		if ok && n > 65535 {
 			return 0, false, p.errAt(id.pos, "port number %d > 65535", n)
 		}
@@ -905,18 +905,18 @@ func (p *bpfParser) portValues(q bpfQual, id bpfToken) (lo, hi uint32, err error
 	return lo, hi, nil
 }
 
-var bpfProtoNames = map[string]uint32{
-	`\icmp`: bpfProtoICMP, `\igmp`: bpfProtoIGMP, `\tcp`: bpfProtoTCP, `\udp`: bpfProtoUDP,
-	`\icmp6`: bpfProtoICMPv6, `\sctp`: bpfProtoSCTP,
+var protoNames = map[string]uint32{
+	`\icmp`: protoICMP, `\igmp`: protoIGMP, `\tcp`: protoTCP, `\udp`: protoUDP,
+	`\icmp6`: protoICMPv6, `\sctp`: protoSCTP,
 }
 
-func (p *bpfParser) proto(q bpfQual, id bpfToken) (*bpfExpr, error) {
+func (p *parser) proto(q qual, id token) (*node, error) {
 	if q.dirSet {
 		return nil, p.errAt(id.pos, "src and dst do not apply to proto")
 	}
-	v, ok := bpfProtoNames[id.text]
+	v, ok := protoNames[id.text]
 	if !ok {
-		n, isNum := bpfParseNumber(id.text)
+		n, isNum := parseNumber(id.text)
 		if !isNum || n > 255 {
 			return nil, p.errAt(id.pos, "proto %v is not a protocol number from 0 to 255 or one of \\tcp \\udp \\sctp \\icmp \\icmp6 \\igmp", id)
 		}
@@ -924,7 +924,7 @@ func (p *bpfParser) proto(q bpfQual, id bpfToken) (*bpfExpr, error) {
 	}
 	switch q.proto {
 	case "":
-		return bpfOr(p.link.ipProto(v), p.link.ip6Proto(v)), nil
+		return or(p.link.ipProto(v), p.link.ip6Proto(v)), nil
 	case "ip":
 		return p.link.ipProto(v), nil
 	case "ip6":
@@ -934,18 +934,18 @@ func (p *bpfParser) proto(q bpfQual, id bpfToken) (*bpfExpr, error) {
 }
 
 // number reads the next token as a number no larger than limit.
-func (p *bpfParser) number(what string, limit uint64) (uint32, error) {
+func (p *parser) number(what string, limit uint64) (uint32, error) {
 	t := p.next()
-	n, ok := bpfParseNumber(t.text)
-	if t.kind != bpfTokWord || !ok || uint64(n) > limit {
+	n, ok := parseNumber(t.text)
+	if t.kind != tokWord || !ok || uint64(n) > limit {
 		return 0, p.errAt(t.pos, "expected %s before %v", what, t)
 	}
 	return n, nil
 }
 
-// bpfParseNumber reads a number as libpcap does: decimal, 0x hexadecimal or
+// parseNumber reads a number as libpcap does: decimal, 0x hexadecimal or
 // 0 octal, up to 2^32-1.
-func bpfParseNumber(s string) (uint32, bool) {
+func parseNumber(s string) (uint32, bool) {
 	base := 10
 	digits := s
 	switch {
@@ -965,8 +965,8 @@ func bpfParseNumber(s string) (uint32, bool) {
 
 // --- Code generation ---
 
-// bpfIns is an instruction whose jump targets are labels until layout.
-type bpfIns struct {
+// insn is an instruction whose jump targets are labels until layout.
+type insn struct {
 	ins    bpf.Instruction // a plain instruction, or nil for a jump
 	cond   bpf.JumpTest    // conditional jump when uncond is false
 	val    uint32
@@ -974,65 +974,65 @@ type bpfIns struct {
 	uncond bool
 }
 
-type bpfGen struct {
-	code   []bpfIns
+type codegen struct {
+	code   []insn
 	labels []int // label -> index in code of the instruction it marks
 }
 
-func (g *bpfGen) label() int {
+func (g *codegen) label() int {
 	g.labels = append(g.labels, -1)
 	return len(g.labels) - 1
 }
 
-func (g *bpfGen) place(l int) { g.labels[l] = len(g.code) }
+func (g *codegen) place(l int) { g.labels[l] = len(g.code) }
 
-func (g *bpfGen) emit(ins bpf.Instruction) { g.code = append(g.code, bpfIns{ins: ins}) }
+func (g *codegen) emit(ins bpf.Instruction) { g.code = append(g.code, insn{ins: ins}) }
 
 // gen emits e as code that continues at label t when e holds and at f
 // when not. Every label is placed after the jumps that name it, so all
 // jumps go forward, as classic BPF requires.
-func (g *bpfGen) gen(e *bpfExpr, t, f int) {
+func (g *codegen) gen(e *node, t, f int) {
 	switch e.op {
-	case bpfOpTrue:
-		g.code = append(g.code, bpfIns{uncond: true, jt: t})
-	case bpfOpFalse:
-		g.code = append(g.code, bpfIns{uncond: true, jt: f})
-	case bpfOpNot:
+	case opTrue:
+		g.code = append(g.code, insn{uncond: true, jt: t})
+	case opFalse:
+		g.code = append(g.code, insn{uncond: true, jt: f})
+	case opNot:
 		g.gen(e.l, f, t)
-	case bpfOpAnd:
+	case opAnd:
 		m := g.label()
 		g.gen(e.l, m, f)
 		g.place(m)
 		g.gen(e.r, t, f)
-	case bpfOpOr:
+	case opOr:
 		m := g.label()
 		g.gen(e.l, t, m)
 		g.place(m)
 		g.gen(e.r, t, f)
-	case bpfOpTest:
+	case opTest:
 		x := e.test
 		switch x.kind {
-		case bpfLoadAbs:
+		case loadAbs:
 			g.emit(bpf.LoadAbsolute{Off: x.off, Size: x.size})
-		case bpfLoadIPv4:
+		case loadIPv4:
 			g.emit(bpf.LoadMemShift{Off: x.ihl})
 			g.emit(bpf.LoadIndirect{Off: x.off, Size: x.size})
-		case bpfLoadLen:
+		case loadLen:
 			g.emit(bpf.LoadExtension{Num: bpf.ExtLen})
 		}
 		if x.mask != 0 {
 			g.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: x.mask})
 		}
-		g.code = append(g.code, bpfIns{cond: x.cond, val: x.val, jt: t, jf: f})
+		g.code = append(g.code, insn{cond: x.cond, val: x.val, jt: t, jf: f})
 	}
 }
 
-// bpfGenerate turns e into a program that returns snaplen when e holds.
-func bpfGenerate(e *bpfExpr, snaplen uint32) ([]bpf.Instruction, error) {
-	if e.op == bpfOpTrue {
+// generate turns e into a program that returns snaplen when e holds.
+func generate(e *node, snaplen uint32) ([]bpf.Instruction, error) {
+	if e.op == opTrue {
 		return []bpf.Instruction{bpf.RetConstant{Val: snaplen}}, nil
 	}
-	var g bpfGen
+	var g codegen
 	accept, reject := g.label(), g.label()
 	g.gen(e, accept, reject)
 	g.place(accept)
@@ -1045,7 +1045,7 @@ func bpfGenerate(e *bpfExpr, snaplen uint32) ([]bpf.Instruction, error) {
 // layout resolves labels to jump offsets. An unconditional jump to the next
 // instruction disappears; a conditional jump that cannot reach its target
 // in the 8-bit offset goes through unconditional jumps, which reach 2^32.
-func (g *bpfGen) layout() ([]bpf.Instruction, error) {
+func (g *codegen) layout() ([]bpf.Instruction, error) {
 	n := len(g.code)
 	// firstLive[i] is the first instruction at or after i that is emitted.
 	firstLive := make([]int, n+1)
@@ -1091,8 +1091,8 @@ func (g *bpfGen) layout() ([]bpf.Instruction, error) {
 			break
 		}
 	}
-	if pos[n] > BPFMaxInstructions {
-		return nil, fmt.Errorf("filter compiles to %d instructions, more than the kernel's %d", pos[n], BPFMaxInstructions)
+	if pos[n] > MaxInstructions {
+		return nil, fmt.Errorf("filter compiles to %d instructions, more than the kernel's %d", pos[n], MaxInstructions)
 	}
 
 	prog := make([]bpf.Instruction, 0, pos[n])

@@ -1,6 +1,6 @@
 //go:build linux
 
-package capture
+package afpacket
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
@@ -28,50 +29,47 @@ import (
 // addresses of the benchmarking range 198.18.0.0/15 and the documentation
 // prefix 2001:db8::/32: nothing leaves the namespace.
 
-// afpMarker starts the payload of every frame a test sends, followed by the
+// marker starts the payload of every frame a test sends, followed by the
 // frame's sequence number.
-const afpMarker = "fdtest\x00\x01"
+const marker = "fdtest\x00\x01"
 
-// afpUDPFrame builds an Ethernet frame carrying UDP from flow to a fixed
+// udpFrame builds an Ethernet frame carrying UDP from flow to a fixed
 // destination, with payload padding bytes after the marker and sequence.
-func afpUDPFrame(flowID int, v6 bool, dport uint16, seq uint32, padding int) []byte {
+func udpFrame(flowID int, v6 bool, dport uint16, seq uint32, padding int) []byte {
 	sport := uint16(20000 + flowID)
-	udp := make([]byte, 8, 8+len(afpMarker)+4+padding)
+	udp := make([]byte, 8, 8+len(marker)+4+padding)
 	binary.BigEndian.PutUint16(udp[0:], sport)
 	binary.BigEndian.PutUint16(udp[2:], dport)
-	udp = append(udp, afpMarker...)
+	udp = append(udp, marker...)
 	udp = binary.BigEndian.AppendUint32(udp, seq)
 	udp = append(udp, make([]byte, padding)...)
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
-	f := bpfFrame{etherType: bpfEtherIPv4}
 	if v6 {
 		src := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(flowID)})
-		f.etherType, f.l3 = bpfEtherIPv6, bpfIPv6(src, netip.MustParseAddr("2001:db8::ff"), bpfProtoUDP, udp)
-	} else {
-		src := netip.AddrFrom4([4]byte{198, 18, 0, byte(flowID)})
-		f.l3 = bpfIPv4(src, netip.MustParseAddr("198.19.0.1"), bpfProtoUDP, nil, 0, udp)
+		return testutil.Ethernet(unix.ETH_P_IPV6, false, testutil.IPv6(src, netip.MustParseAddr("2001:db8::ff"), unix.IPPROTO_UDP, udp))
 	}
-	return bpfWrap(f, flow.LinkEthernet)
+	src := netip.AddrFrom4([4]byte{198, 18, 0, byte(flowID)})
+	return testutil.Ethernet(unix.ETH_P_IP, false, testutil.IPv4(src, netip.MustParseAddr("198.19.0.1"), unix.IPPROTO_UDP, nil, 0, udp))
 }
 
-// afpSeq finds the sequence number of a frame the test sent.
-func afpSeq(data []byte) (uint32, bool) {
-	i := bytes.Index(data, []byte(afpMarker))
-	if i < 0 || i+len(afpMarker)+4 > len(data) {
+// seqOf finds the sequence number of a frame the test sent.
+func seqOf(data []byte) (uint32, bool) {
+	i := bytes.Index(data, []byte(marker))
+	if i < 0 || i+len(marker)+4 > len(data) {
 		return 0, false
 	}
-	return binary.BigEndian.Uint32(data[i+len(afpMarker):]), true
+	return binary.BigEndian.Uint32(data[i+len(marker):]), true
 }
 
-// afpSender sends raw frames out of an interface of the namespace.
-type afpSender struct {
+// frameSender sends raw frames out of an interface of the namespace.
+type frameSender struct {
 	fd      int
 	ifindex int
 }
 
-func afpNewSender(t *testing.T, ns *testutil.Namespace, iface string) *afpSender {
+func newSender(t *testing.T, ns *testutil.Namespace, iface string) *frameSender {
 	t.Helper()
-	s := &afpSender{ifindex: ns.Link(t, iface).Attrs().Index}
+	s := &frameSender{ifindex: ns.Link(t, iface).Attrs().Index}
 	// Protocol 0: the socket sends and receives nothing.
 	err := ns.Do(func() (err error) {
 		s.fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
@@ -84,9 +82,9 @@ func afpNewSender(t *testing.T, ns *testutil.Namespace, iface string) *afpSender
 	return s
 }
 
-func (s *afpSender) send(t *testing.T, frame []byte) {
+func (s *frameSender) send(t *testing.T, frame []byte) {
 	t.Helper()
-	sa := &unix.SockaddrLinklayer{Ifindex: s.ifindex, Protocol: afpHtons(unix.ETH_P_ALL)}
+	sa := &unix.SockaddrLinklayer{Ifindex: s.ifindex, Protocol: htons(unix.ETH_P_ALL)}
 	for {
 		err := unix.Sendto(s.fd, frame, 0, sa)
 		if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN) {
@@ -100,26 +98,26 @@ func (s *afpSender) send(t *testing.T, frame []byte) {
 	}
 }
 
-// afpOpen opens a capture inside ns and closes it when the test ends.
-func afpOpen(t *testing.T, ns *testutil.Namespace, cfg AFPacketConfig) []*AFPacketSource {
+// openInNS opens a capture inside ns and closes it when the test ends.
+func openInNS(t *testing.T, ns *testutil.Namespace, cfg Config) []*Socket {
 	t.Helper()
-	var srcs []Source
+	var srcs []capture.Source
 	err := ns.Do(func() (err error) {
-		srcs, err = OpenAFPacket(cfg)
+		srcs, err = Open(cfg)
 		return err
 	})
 	if err != nil {
-		t.Fatalf("OpenAFPacket(%+v): %v", cfg, err)
+		t.Fatalf("Open(%+v): %v", cfg, err)
 	}
-	out := make([]*AFPacketSource, len(srcs))
+	out := make([]*Socket, len(srcs))
 	for i, s := range srcs {
-		out[i] = s.(*AFPacketSource)
+		out[i] = s.(*Socket)
 		t.Cleanup(func() { s.Close() })
 	}
 	return out
 }
 
-type afpReceived struct {
+type rxFrame struct {
 	seq     uint32
 	socket  int
 	timeNs  int64
@@ -128,11 +126,11 @@ type afpReceived struct {
 	lt      flow.LinkType
 }
 
-// afpReadAll reads every source in its own goroutine until want marked
+// readAll reads every source in its own goroutine until want marked
 // frames have arrived and each source has then seen a quiet poll interval
 // (want 0: until the first quiet interval), or until the limit. Frames
 // without the marker are counted apart.
-func afpReadAll(t *testing.T, srcs []*AFPacketSource, want int, limit time.Duration) (got []afpReceived, unmarked int) {
+func readAll(t *testing.T, srcs []*Socket, want int, limit time.Duration) (got []rxFrame, unmarked int) {
 	t.Helper()
 	var (
 		mu      sync.Mutex
@@ -143,10 +141,10 @@ func afpReadAll(t *testing.T, srcs []*AFPacketSource, want int, limit time.Durat
 	)
 	for i, s := range srcs {
 		wg.Go(func() {
-			var p Packet
+			var p capture.Packet
 			for time.Now().Before(timeout) {
 				err := s.Next(&p)
-				if errors.Is(err, ErrTimeout) {
+				if errors.Is(err, capture.ErrTimeout) {
 					if total.Load() >= int64(want) {
 						return
 					}
@@ -156,10 +154,10 @@ func afpReadAll(t *testing.T, srcs []*AFPacketSource, want int, limit time.Durat
 					errs <- fmt.Errorf("socket %d: %w", i, err)
 					return
 				}
-				seq, ok := afpSeq(p.Data)
+				seq, ok := seqOf(p.Data)
 				mu.Lock()
 				if ok {
-					got = append(got, afpReceived{seq, i, p.TimeNs, p.WireLen, len(p.Data), p.LinkType})
+					got = append(got, rxFrame{seq, i, p.TimeNs, p.WireLen, len(p.Data), p.LinkType})
 					total.Add(1)
 				} else {
 					unmarked++
@@ -179,9 +177,9 @@ func afpReadAll(t *testing.T, srcs []*AFPacketSource, want int, limit time.Durat
 // TestAFPacketFanoutLive sends flows of UDP frames into one end of a veth
 // pair and captures them on the other with two sockets in a fanout group
 // and a kernel filter.
-func TestAFPacketFanoutLive(t *testing.T) {
+func TestFanoutLive(t *testing.T) {
 	ns := testutil.NetNS(t)
-	srcs := afpOpen(t, ns, AFPacketConfig{
+	srcs := openInNS(t, ns, Config{
 		Iface:       ns.Veth[0],
 		Sockets:     2,
 		BPF:         "udp and not port 9999",
@@ -216,28 +214,28 @@ func TestAFPacketFanoutLive(t *testing.T) {
 			if f%4 == 0 {
 				padding = 1000 // longer than the snap length
 			}
-			frame := afpUDPFrame(f, f%2 == 1, 7777, seq, padding)
+			frame := udpFrame(f, f%2 == 1, 7777, seq, padding)
 			sentBy[seq] = sent{f, len(frame), true}
 			frames = append(frames, frame)
 			seq++
 			if round == 0 { // a frame of the same flow the filter drops
-				frame := afpUDPFrame(f, f%2 == 1, 9999, seq, 16)
+				frame := udpFrame(f, f%2 == 1, 9999, seq, 16)
 				sentBy[seq] = sent{f, len(frame), false}
 				frames = append(frames, frame)
 				seq++
 			}
 		}
 	}
-	arp := bpfWrap(bpfFrame{etherType: bpfEtherARP, l3: append(bpfARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), afpMarker+"\xff\xff\xff\xff"...)}, flow.LinkEthernet)
+	arp := testutil.Ethernet(unix.ETH_P_ARP, false, append(testutil.ARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), marker+"\xff\xff\xff\xff"...))
 
-	sender := afpNewSender(t, ns, ns.Veth[1])
+	sender := newSender(t, ns, ns.Veth[1])
 	start := time.Now()
 	for _, f := range frames {
 		sender.send(t, f)
 	}
 	sender.send(t, arp)
 	want := flows * perFlow
-	got, unmarked := afpReadAll(t, srcs, want, 10*time.Second)
+	got, unmarked := readAll(t, srcs, want, 10*time.Second)
 	end := time.Now()
 	if unmarked > 0 {
 		t.Logf("%d frames the test did not send passed the filter", unmarked)
@@ -266,7 +264,7 @@ func TestAFPacketFanoutLive(t *testing.T) {
 		if r.wireLen != s.wireLen {
 			t.Errorf("frame %d: wire length %d, want %d", r.seq, r.wireLen, s.wireLen)
 		}
-		if wantCap := min(s.wireLen, DefaultAFPacketSnapLen); r.capLen != wantCap {
+		if wantCap := min(s.wireLen, DefaultSnapLen); r.capLen != wantCap {
 			t.Errorf("frame %d: captured %d bytes, want %d", r.seq, r.capLen, wantCap)
 		}
 		if ts := time.Unix(0, r.timeNs); ts.Before(start.Add(-time.Second)) || ts.After(end.Add(time.Second)) {
@@ -293,15 +291,15 @@ func TestAFPacketFanoutLive(t *testing.T) {
 
 // TestAFPacketNextNoAllocs proves that reading a frame allocates nothing,
 // within a block and across blocks.
-func TestAFPacketNextNoAllocs(t *testing.T) {
+func TestNextNoAllocs(t *testing.T) {
 	ns := testutil.NetNS(t)
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], BlockSize: 2 * os.Getpagesize(), NumBlocks: 64, PollTimeout: time.Second})
-	sender := afpNewSender(t, ns, ns.Veth[1])
+	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], BlockSize: 2 * os.Getpagesize(), NumBlocks: 64, PollTimeout: time.Second})
+	sender := newSender(t, ns, ns.Veth[1])
 	const runs = 200
 	for i := range runs + 1 { // AllocsPerRun calls once more to warm up
-		sender.send(t, afpUDPFrame(i%16, i%2 == 0, 7777, uint32(i), 64))
+		sender.send(t, udpFrame(i%16, i%2 == 0, 7777, uint32(i), 64))
 	}
-	var p Packet
+	var p capture.Packet
 	var errs int
 	allocs := testing.AllocsPerRun(runs, func() {
 		if srcs[0].Next(&p) != nil {
@@ -317,16 +315,16 @@ func TestAFPacketNextNoAllocs(t *testing.T) {
 }
 
 // TestAFPacketKernelDrops overfills a tiny ring and reads the drop count.
-func TestAFPacketKernelDrops(t *testing.T) {
+func TestKernelDrops(t *testing.T) {
 	ns := testutil.NetNS(t)
 	page := os.Getpagesize()
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], BlockSize: page, NumBlocks: 2, PollTimeout: 50 * time.Millisecond})
-	sender := afpNewSender(t, ns, ns.Veth[1])
+	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], BlockSize: page, NumBlocks: 2, PollTimeout: 50 * time.Millisecond})
+	sender := newSender(t, ns, ns.Veth[1])
 	const sent = 400 // about ten times what the ring holds
 	for i := range sent {
-		sender.send(t, afpUDPFrame(i%8, false, 7777, uint32(i), 64))
+		sender.send(t, udpFrame(i%8, false, 7777, uint32(i), 64))
 	}
-	got, _ := afpReadAll(t, srcs, 0, 3*time.Second)
+	got, _ := readAll(t, srcs, 0, 3*time.Second)
 	drops, err := srcs[0].KernelDrops()
 	if err != nil {
 		t.Fatal(err)
@@ -344,35 +342,38 @@ func TestAFPacketKernelDrops(t *testing.T) {
 	}
 }
 
-func TestAFPacketTimeout(t *testing.T) {
+func TestTimeout(t *testing.T) {
 	ns := testutil.NetNS(t)
 	const poll = 40 * time.Millisecond
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], PollTimeout: poll})
-	var p Packet
+	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: poll})
+	var p capture.Packet
 	for range 3 {
 		start := time.Now()
 		err := srcs[0].Next(&p)
 		took := time.Since(start)
-		if !errors.Is(err, ErrTimeout) {
-			t.Fatalf("Next on an idle link: %v, want ErrTimeout", err)
+		if !errors.Is(err, capture.ErrTimeout) {
+			t.Fatalf("Next on an idle link: %v, want capture.ErrTimeout", err)
 		}
 		if took < poll-time.Millisecond || took > poll+time.Second {
-			t.Errorf("ErrTimeout after %v, want about %v", took, poll)
+			t.Errorf("capture.ErrTimeout after %v, want about %v", took, poll)
 		}
 	}
 }
 
 // TestAFPacketCloseUnblocksNext closes a source while Next waits forever.
-func TestAFPacketCloseUnblocksNext(t *testing.T) {
+func TestCloseUnblocksNext(t *testing.T) {
 	ns := testutil.NetNS(t)
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], PollTimeout: -1})
+	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
 	s := srcs[0]
 	done := make(chan error, 1)
+	tids := make(chan int, 1)
 	go func() {
-		var p Packet
+		runtime.LockOSThread() // this thread is the goroutine's until it ends
+		tids <- unix.Gettid()
+		var p capture.Packet
 		done <- s.Next(&p)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	testutil.WaitInPoll(t, <-tids, 5*time.Second)
 	select {
 	case err := <-done:
 		t.Fatalf("Next returned %v on an idle link without timeout", err)
@@ -384,16 +385,16 @@ func TestAFPacketCloseUnblocksNext(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		if !errors.Is(err, capture.ErrClosed) {
+			t.Errorf("Next after Close: %v, want capture.ErrClosed", err)
 		}
 		t.Logf("Next returned %v after Close", time.Since(start))
 	case <-time.After(2 * time.Second):
 		t.Fatal("Next still blocked 2s after Close")
 	}
-	var p Packet
-	if err := s.Next(&p); !errors.Is(err, ErrClosed) {
-		t.Errorf("second Next after Close: %v, want ErrClosed", err)
+	var p capture.Packet
+	if err := s.Next(&p); !errors.Is(err, capture.ErrClosed) {
+		t.Errorf("second Next after Close: %v, want capture.ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -402,14 +403,14 @@ func TestAFPacketCloseUnblocksNext(t *testing.T) {
 
 // TestAFPacketCloseWhileHoldingFrame closes a source whose reader still
 // holds a frame: the frame stays readable until the reader's next Next.
-func TestAFPacketCloseWhileHoldingFrame(t *testing.T) {
+func TestCloseWhileHoldingFrame(t *testing.T) {
 	ns := testutil.NetNS(t)
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], PollTimeout: time.Second})
-	sender := afpNewSender(t, ns, ns.Veth[1])
-	frame := afpUDPFrame(1, false, 7777, 42, 16)
+	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: time.Second})
+	sender := newSender(t, ns, ns.Veth[1])
+	frame := udpFrame(1, false, 7777, 42, 16)
 	sender.send(t, frame)
-	sender.send(t, afpUDPFrame(1, false, 7777, 43, 16))
-	var p Packet
+	sender.send(t, udpFrame(1, false, 7777, 43, 16))
+	var p capture.Packet
 	if err := srcs[0].Next(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -421,20 +422,20 @@ func TestAFPacketCloseWhileHoldingFrame(t *testing.T) {
 	if !bytes.Equal(p.Data, frame) {
 		t.Errorf("held frame changed after Close: % x", p.Data)
 	}
-	if err := srcs[0].Next(&p); !errors.Is(err, ErrClosed) {
-		t.Errorf("Next after Close with a frame left in the block: %v, want ErrClosed", err)
+	if err := srcs[0].Next(&p); !errors.Is(err, capture.ErrClosed) {
+		t.Errorf("Next after Close with a frame left in the block: %v, want capture.ErrClosed", err)
 	}
 }
 
 // TestAFPacketLoopback captures on lo, where every frame passes twice,
 // leaving and arriving: the capture must keep one.
-func TestAFPacketLoopback(t *testing.T) {
+func TestLoopback(t *testing.T) {
 	ns := testutil.NetNS(t)
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: "lo", BPF: "udp and dst port 7777", PollTimeout: 50 * time.Millisecond})
+	srcs := openInNS(t, ns, Config{Iface: "lo", BPF: "udp and dst port 7777", PollTimeout: 50 * time.Millisecond})
 	if lt := srcs[0].LinkType(); lt != flow.LinkEthernet {
 		t.Errorf("loopback link type %v, want Ethernet", lt)
 	}
-	payload := append([]byte(afpMarker), 0, 0, 0, 7)
+	payload := append([]byte(marker), 0, 0, 0, 7)
 	err := ns.Do(func() error {
 		c, err := net.Dial("udp4", "127.0.0.1:7777")
 		if err != nil {
@@ -447,39 +448,39 @@ func TestAFPacketLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := afpReadAll(t, srcs, 1, 3*time.Second)
+	got, _ := readAll(t, srcs, 1, 3*time.Second)
 	if len(got) != 1 || got[0].seq != 7 {
 		t.Errorf("received %+v, want the one datagram once", got)
 	}
 }
 
 // TestAFPacketRawIP captures on a tun device, which has no link header.
-func TestAFPacketRawIP(t *testing.T) {
+func TestRawIP(t *testing.T) {
 	ns := testutil.NetNS(t)
 	tun := ns.AddTun(t, "fdtun0")
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: "fdtun0", BPF: "udp", PollTimeout: 50 * time.Millisecond})
+	srcs := openInNS(t, ns, Config{Iface: "fdtun0", BPF: "udp", PollTimeout: 50 * time.Millisecond})
 	if lt := srcs[0].LinkType(); lt != flow.LinkRaw {
 		t.Fatalf("tun link type %v, want raw IP", lt)
 	}
 	udp := append(binary.BigEndian.AppendUint16(nil, 1), 0, 2, 0, 20, 0, 0)
-	udp = binary.BigEndian.AppendUint32(append(udp, afpMarker...), 9)
-	packet := bpfIPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), bpfProtoUDP, nil, 0, udp)
-	tcp := bpfIPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), bpfProtoTCP, nil, 0, append(bpfL4(bpfProtoTCP, 1, 2), afpMarker+"\x00\x00\x00\x0a"...))
+	udp = binary.BigEndian.AppendUint32(append(udp, marker...), 9)
+	packet := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_UDP, nil, 0, udp)
+	tcp := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_TCP, nil, 0, append(testutil.Transport(unix.IPPROTO_TCP, 1, 2), marker+"\x00\x00\x00\x0a"...))
 	for _, pkt := range [][]byte{tcp, packet} {
 		if _, err := tun.Write(pkt); err != nil {
 			t.Fatalf("writing to tun: %v", err)
 		}
 	}
-	got, _ := afpReadAll(t, srcs, 1, 3*time.Second)
+	got, _ := readAll(t, srcs, 1, 3*time.Second)
 	if len(got) != 1 || got[0].seq != 9 || got[0].lt != flow.LinkRaw || got[0].capLen != len(packet) {
 		t.Errorf("received %+v, want only the UDP packet (%d bytes) as raw IP", got, len(packet))
 	}
 }
 
-func TestAFPacketPromisc(t *testing.T) {
+func TestPromisc(t *testing.T) {
 	ns := testutil.NetNS(t)
 	before := ns.Link(t, ns.Veth[0]).Attrs().Promisc
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], Sockets: 2, Promisc: true})
+	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], Sockets: 2, Promisc: true})
 	if got := ns.Link(t, ns.Veth[0]).Attrs().Promisc; got != before+2 {
 		t.Errorf("promiscuity %d with two promiscuous sockets, want %d", got, before+2)
 	}
@@ -491,20 +492,20 @@ func TestAFPacketPromisc(t *testing.T) {
 	}
 }
 
-func TestAFPacketFanoutGroupGiven(t *testing.T) {
+func TestFanoutGroupGiven(t *testing.T) {
 	ns := testutil.NetNS(t)
-	srcs := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], FanoutGroup: 4242})
+	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], FanoutGroup: 4242})
 	if id, ok := srcs[0].FanoutGroup(); !ok || id != 4242 {
 		t.Errorf("FanoutGroup() = %d, %v; want 4242, true", id, ok)
 	}
 	// A second capture on the same interface and group joins it.
-	more := afpOpen(t, ns, AFPacketConfig{Iface: ns.Veth[0], FanoutGroup: 4242})
+	more := openInNS(t, ns, Config{Iface: ns.Veth[0], FanoutGroup: 4242})
 	if id, _ := more[0].FanoutGroup(); id != 4242 {
 		t.Errorf("second capture in group %d", id)
 	}
 	// One on another interface cannot use the id in the same namespace.
 	err := ns.Do(func() error {
-		srcs, err := OpenAFPacket(AFPacketConfig{Iface: ns.Veth[1], FanoutGroup: 4242})
+		srcs, err := Open(Config{Iface: ns.Veth[1], FanoutGroup: 4242})
 		for _, s := range srcs {
 			s.Close()
 		}
@@ -515,9 +516,9 @@ func TestAFPacketFanoutGroupGiven(t *testing.T) {
 	}
 }
 
-func TestAFPacketNoSuchInterface(t *testing.T) {
+func TestNoSuchInterface(t *testing.T) {
 	testutil.RequireRoot(t)
-	_, err := OpenAFPacket(AFPacketConfig{Iface: "fdnosuch0"})
+	_, err := Open(Config{Iface: "fdnosuch0"})
 	if err == nil || !strings.Contains(err.Error(), `"fdnosuch0" does not exist`) || !errors.Is(err, unix.ENODEV) {
 		t.Errorf("error %v, want it to name the missing interface and wrap ENODEV", err)
 	}
@@ -525,7 +526,7 @@ func TestAFPacketNoSuchInterface(t *testing.T) {
 
 // TestAFPacketPermissionDenied drops CAP_NET_RAW from one thread and opens
 // a capture on it.
-func TestAFPacketPermissionDenied(t *testing.T) {
+func TestPermissionDenied(t *testing.T) {
 	testutil.RequireRoot(t)
 	errc := make(chan error, 1)
 	go func() {
@@ -546,7 +547,7 @@ func TestAFPacketPermissionDenied(t *testing.T) {
 			errc <- fmt.Errorf("capset: %w", err)
 			return
 		}
-		srcs, err := OpenAFPacket(AFPacketConfig{Iface: "lo"})
+		srcs, err := Open(Config{Iface: "lo"})
 		for _, s := range srcs {
 			s.Close()
 		}
@@ -561,25 +562,25 @@ func TestAFPacketPermissionDenied(t *testing.T) {
 	}
 }
 
-func TestAFPacketConfigErrors(t *testing.T) {
+func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct {
-		cfg  AFPacketConfig
+		cfg  Config
 		want string
 	}{
-		{AFPacketConfig{}, "no interface"},
-		{AFPacketConfig{Iface: "lo", Sockets: 300}, "300 sockets"},
-		{AFPacketConfig{Iface: "lo", SnapLen: -1}, "snap length"},
-		{AFPacketConfig{Iface: "lo", BlockSize: 1000}, "page size"},
-		{AFPacketConfig{Iface: "lo", BlockSize: os.Getpagesize(), SnapLen: 65535}, "cannot hold"},
-		{AFPacketConfig{Iface: "lo", NumBlocks: 1}, "at least 2"},
-		{AFPacketConfig{Iface: "lo", BlockTimeout: time.Microsecond}, "block timeout"},
-		{AFPacketConfig{Iface: "lo", BPF: "tcp udp"}, `expected "and" or "or"`},
+		{Config{}, "no interface"},
+		{Config{Iface: "lo", Sockets: 300}, "300 sockets"},
+		{Config{Iface: "lo", SnapLen: -1}, "snap length"},
+		{Config{Iface: "lo", BlockSize: 1000}, "page size"},
+		{Config{Iface: "lo", BlockSize: os.Getpagesize(), SnapLen: 65535}, "cannot hold"},
+		{Config{Iface: "lo", NumBlocks: 1}, "at least 2"},
+		{Config{Iface: "lo", BlockTimeout: time.Microsecond}, "block timeout"},
+		{Config{Iface: "lo", BPF: "tcp udp"}, `expected "and" or "or"`},
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			if c.cfg.BPF != "" {
 				testutil.RequireRoot(t) // the filter is compiled once the link type is known
 			}
-			srcs, err := OpenAFPacket(c.cfg)
+			srcs, err := Open(c.cfg)
 			for _, s := range srcs {
 				s.Close()
 			}
@@ -590,42 +591,15 @@ func TestAFPacketConfigErrors(t *testing.T) {
 	}
 }
 
-// TestCompileBPFKernelAccepts attaches every program of the tcpdump
-// comparison, and a long one, to a socket: the kernel's checker must take
-// them. A UDP socket needs no privilege for this.
-func TestCompileBPFKernelAccepts(t *testing.T) {
-	// 40 ports: long jumps, within what this kernel takes (about 2000
-	// instructions, bounded by net.core.optmem_max once converted to eBPF).
-	exprs := append([]string{"", strings.Repeat("port 1 or ", 40) + "port 2"}, bpfTcpdumpExprs...)
-	for _, lt := range bpfLinkTypes {
-		for _, expr := range exprs {
-			prog, err := CompileBPF(expr, lt, 256)
-			if err != nil {
-				continue // rejects all on this link type
-			}
-			// A socket per program: a replaced filter is freed, and its
-			// socket memory returned, only after an RCU grace period.
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				t.Skipf("no UDP socket: %v", err)
-			}
-			if err := afpAttachFilter(fd, prog); err != nil {
-				t.Errorf("%v %q: the kernel refuses the %d-instruction program: %v", lt, expr, len(prog), err)
-			}
-			unix.Close(fd)
-		}
-	}
-}
-
-func TestAFPacketBindFlags(t *testing.T) {
-	var cfg AFPacketConfig
+func TestBindFlags(t *testing.T) {
+	var cfg Config
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	cfg.BindFlags(fs)
 	if err := fs.Parse([]string{"-iface", "eth1", "-afpacket-sockets", "4", "-bpf", "tcp", "-afpacket-fanout-group", "0x10", "-poll-timeout", "1s"}); err != nil {
 		t.Fatal(err)
 	}
-	want := AFPacketConfig{Iface: "eth1", Sockets: 4, FanoutGroup: 16, SnapLen: DefaultAFPacketSnapLen, BPF: "tcp",
-		BlockSize: DefaultAFPacketBlockSize, NumBlocks: DefaultAFPacketNumBlocks, BlockTimeout: DefaultAFPacketBlockTimeout, PollTimeout: time.Second}
+	want := Config{Iface: "eth1", Sockets: 4, FanoutGroup: 16, SnapLen: DefaultSnapLen, BPF: "tcp",
+		BlockSize: DefaultBlockSize, NumBlocks: DefaultNumBlocks, BlockTimeout: DefaultBlockTimeout, PollTimeout: time.Second}
 	if cfg != want {
 		t.Errorf("flags gave %+v, want %+v", cfg, want)
 	}

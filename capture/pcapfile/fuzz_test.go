@@ -1,4 +1,4 @@
-package capture
+package pcapfile
 
 import (
 	"bytes"
@@ -12,19 +12,20 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 )
 
-// fileFuzzMaxAlloc bounds what reading one fuzz input may allocate: the
+// fuzzMaxAlloc bounds what reading one fuzz input may allocate: the
 // read buffers and the gzip state (about 1.2 MiB), the spill buffer for
-// oversized packet blocks and, at worst, fileNgMaxIfaces interfaces. An
+// oversized packet blocks and, at worst, ngMaxIfaces interfaces. An
 // allocation sized by a length field read from the input would exceed it.
-const fileFuzzMaxAlloc = 8 << 20
+const fuzzMaxAlloc = 8 << 20
 
-// fileFuzzSmallFrames returns a few short packets, so that the fuzzer's
+// fuzzSmallFrames returns a few short packets, so that the fuzzer's
 // mutations land on headers as often as on payload.
-func fileFuzzSmallFrames() []fileTestPkt {
-	pkts := fileTestFrames(6, 99, false)
+func fuzzSmallFrames() []testPkt {
+	pkts := testFrames(6, 99, false)
 	for i := range pkts {
 		pkts[i].data = pkts[i].data[:min(len(pkts[i].data), 23)]
 		pkts[i].wireLen = max(pkts[i].wireLen, len(pkts[i].data))
@@ -32,15 +33,15 @@ func fileFuzzSmallFrames() []fileTestPkt {
 	return pkts
 }
 
-// FuzzFileSource reads arbitrary bytes as a capture file, followed by a
+// FuzzReader reads arbitrary bytes as a capture file, followed by a
 // good file. Whatever the first file holds, the source must not panic nor
 // allocate according to its length fields, must end it with an error that
-// wraps ErrCorrupt (or not at all), must then read the good file in full and
-// return io.EOF. Where gopacket's pcapgo readers decode the same records,
+// wraps capture.ErrCorrupt (or not at all), must then read the good file in
+// full and return io.EOF. Where gopacket's pcapgo readers decode the same records,
 // the packets must agree with theirs.
-func FuzzFileSource(f *testing.F) {
-	pkts := fileFuzzSmallFrames()
-	good := fileWritePcap(f, pkts, flow.LinkEthernet, false)
+func FuzzReader(f *testing.F) {
+	pkts := fuzzSmallFrames()
+	good := writePcap(f, pkts, flow.LinkEthernet, false)
 	goodPath := filepath.Join(f.TempDir(), "good.pcap")
 	if err := os.WriteFile(goodPath, good, 0o644); err != nil {
 		f.Fatal(err)
@@ -49,27 +50,27 @@ func FuzzFileSource(f *testing.F) {
 	// Classic pcap: microsecond little-endian, nanosecond big-endian, an
 	// unsupported link type, and a header alone.
 	f.Add(good)
-	f.Add(fileWritePcapBE(pkts, flow.LinkRaw, true))
-	f.Add(fileWritePcap(f, fileWithLink(pkts, 147), 147, true))
-	f.Add(fileWritePcap(f, nil, flow.LinkLinuxSLL, false))
+	f.Add(writePcapBE(pkts, flow.LinkRaw, true))
+	f.Add(writePcap(f, withLink(pkts, 147), 147, true))
+	f.Add(writePcap(f, nil, flow.LinkLinuxSLL, false))
 	// pcap cut inside a record, and with a captured length of 4 GiB.
 	f.Add(good[:len(good)-5])
 	huge := bytes.Clone(good)
 	binary.LittleEndian.PutUint32(huge[24+8:], 0xffffff00)
 	f.Add(huge)
 	// pcapng from pcapgo: three interfaces of different link types.
-	multi := append([]fileTestPkt(nil), pkts...)
+	multi := append([]testPkt(nil), pkts...)
 	for i := range multi {
 		multi[i].iface = i % 3
 	}
-	f.Add(fileWriteNg(f, multi, flow.LinkEthernet, flow.LinkRaw, flow.LinkLinuxSLL2))
+	f.Add(writeNg(f, multi, flow.LinkEthernet, flow.LinkRaw, flow.LinkLinuxSLL2))
 	// pcapng by hand: a big-endian section with decimal and binary
 	// timestamp resolutions, an offset, simple and obsolete packet blocks
 	// and a skipped block, then a little-endian section.
-	w := &fileNg{order: binary.BigEndian}
+	w := &ngWriter{order: binary.BigEndian}
 	w.shb()
-	w.idb(flow.LinkEthernet, 0, w.opt(fileNgOptTsResol, []byte{3}))
-	w.idb(flow.LinkRaw, 16, w.opt(fileNgOptTsResol, []byte{0x80 | 10}), w.opt(fileNgOptTsOffset, make([]byte, 8)))
+	w.idb(flow.LinkEthernet, 0, w.opt(optTsResol, []byte{3}))
+	w.idb(flow.LinkRaw, 16, w.opt(optTsResol, []byte{0x80 | 10}), w.opt(optTsOffset, make([]byte, 8)))
 	w.epb(0, 1234, []byte{1, 2, 3}, 60)
 	w.block(0x0bad, []byte("skip"), 0)
 	w.spb([]byte{4, 5, 6, 7, 8}, 5)
@@ -80,30 +81,48 @@ func FuzzFileSource(f *testing.F) {
 	w.epb(0, 5, []byte{0x60, 0, 0, 0}, 40)
 	f.Add(w.b)
 	// gzip around pcap and pcapng, and a gzip stream cut short.
-	gz := fileGzip(f, good)
+	gz := gzipBytes(f, good)
 	f.Add(gz)
-	f.Add(fileGzip(f, w.b))
+	f.Add(gzipBytes(f, w.b))
 	f.Add(gz[:len(gz)-3])
-	// Not captures: nothing, text, a gzip of text.
+	// Truncated captures, read as damage rather than as files of another
+	// kind: nothing at all, one byte of a magic number, a pcap file header
+	// and a pcapng section header block cut short, a pcap cut inside a
+	// record header, a pcapng cut inside a block header and inside a packet
+	// block, a gzip cut inside its header and halfway through its stream,
+	// and a whole gzip stream of nothing.
 	f.Add([]byte{})
+	f.Add([]byte{0xd4})
+	f.Add(good[:20])
+	ngGood := writeNg(f, pkts, flow.LinkEthernet)
+	f.Add(ngGood[:20])
+	f.Add(good[:24+7])
+	ngEnds, _ := ngBlockEnds(ngGood)
+	f.Add(ngGood[:ngEnds[2]+5])
+	f.Add(ngGood[:ngEnds[2]+30])
+	f.Add(gz[:5])
+	f.Add(gz[:len(gz)/2])
+	f.Add(gzipBytes(f, nil))
+	// Not captures: text, two bytes no magic begins with, a gzip of text.
 	f.Add([]byte("GET / HTTP/1.1\r\n"))
-	f.Add(fileGzip(f, []byte("hello")))
+	f.Add([]byte{0x1f, 0x8c})
+	f.Add(gzipBytes(f, []byte("hello")))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var (
-			got     []fileTestPkt
+			got     []testPkt
 			errs    []error
 			goodN   int
 			openErr error
 		)
-		alloc := fileAllocated(func() {
-			s, err := fileOpenFiles(bytes.NewReader(data), "-", goodPath)
+		alloc := allocated(func() {
+			s, err := open(bytes.NewReader(data), "-", goodPath)
 			if err != nil {
 				openErr = err
 				return
 			}
 			defer s.Close()
-			var p Packet
+			var p capture.Packet
 			for {
 				err := s.Next(&p)
 				if err == io.EOF {
@@ -123,7 +142,7 @@ func FuzzFileSource(f *testing.F) {
 					if goodN > 0 {
 						t.Fatal("back to the fuzzed file after the good one")
 					}
-					got = append(got, fileTestPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, wireLen: p.WireLen, link: p.LinkType})
+					got = append(got, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, wireLen: p.WireLen, link: p.LinkType})
 					continue
 				}
 				if goodN >= len(pkts) || !bytes.Equal(p.Data, pkts[goodN].data) {
@@ -132,7 +151,7 @@ func FuzzFileSource(f *testing.F) {
 				goodN++
 			}
 		})
-		if alloc > fileFuzzMaxAlloc {
+		if alloc > fuzzMaxAlloc {
 			t.Fatalf("%d-byte input: %d bytes allocated", len(data), alloc)
 		}
 		if openErr != nil {
@@ -145,23 +164,28 @@ func FuzzFileSource(f *testing.F) {
 			t.Fatalf("good file: %d packets of %d", goodN, len(pkts))
 		}
 		for _, err := range errs {
-			var fe *FileError
-			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &fe) || fe.Path != "-" || fe.Record > int64(len(got))+1 {
+			var fe *Error
+			if !errors.Is(err, capture.ErrCorrupt) || !errors.As(err, &fe) || fe.Path != "-" || fe.Record > int64(len(got))+1 {
 				t.Fatalf("error %v after %d packets", err, len(got))
 			}
+			// The damage is where the input is: within it (plain), and
+			// a header error comes before any packet.
+			if !fe.Compressed && fe.Offset > int64(len(data)) || fe.Record == 0 && len(got) > 0 || fe.Offset < 0 {
+				t.Fatalf("error %v after %d packets of a %d-byte input", err, len(got), len(data))
+			}
 		}
-		fileFuzzCompare(t, data, got)
+		fuzzCompare(t, data, got)
 	})
 }
 
-// fileFuzzCompare checks got against what pcapgo reads from data, for the
+// fuzzCompare checks got against what pcapgo reads from data, for the
 // records both read. pcapgo accepts things this package rejects (no
 // trailer check, lengths it takes on trust) and rejects some it accepts
 // (minor versions, a captured length above the wire length), so only
 // the common prefix is compared, and pcapng timestamps are not: pcapgo
 // scales binary resolutions inexactly.
-func fileFuzzCompare(t *testing.T, data []byte, got []fileTestPkt) {
-	ref, ng := fileFuzzReference(data, len(got))
+func fuzzCompare(t *testing.T, data []byte, got []testPkt) {
+	ref, ng := fuzzReference(data, len(got))
 	for i := range min(len(ref), len(got)) {
 		g, r := got[i], ref[i]
 		if !bytes.Equal(g.data, r.data) || g.wireLen != max(r.wireLen, len(r.data)) {
@@ -177,26 +201,26 @@ func fileFuzzCompare(t *testing.T, data []byte, got []fileTestPkt) {
 	}
 }
 
-// fileFuzzReference reads up to n packets from data with pcapgo, stopping
+// fuzzReference reads up to n packets from data with pcapgo, stopping
 // at its first error (or panic: pcapgo's robustness is not under test).
-func fileFuzzReference(data []byte, n int) (pkts []fileTestPkt, ng bool) {
+func fuzzReference(data []byte, n int) (pkts []testPkt, ng bool) {
 	defer func() {
 		if recover() != nil {
 			pkts = nil
 		}
 	}()
-	var next func() (fileTestPkt, error)
+	var next func() (testPkt, error)
 	if r, err := pcapgo.NewReader(bytes.NewReader(data)); err == nil {
 		link := flow.LinkType(r.LinkType())
-		next = func() (fileTestPkt, error) {
+		next = func() (testPkt, error) {
 			d, ci, err := r.ZeroCopyReadPacketData()
-			return fileTestPkt{data: d, timeNs: ci.Timestamp.UnixNano(), wireLen: ci.Length, link: link}, err
+			return testPkt{data: d, timeNs: ci.Timestamp.UnixNano(), wireLen: ci.Length, link: link}, err
 		}
 	} else if r, err := pcapgo.NewNgReader(bytes.NewReader(data), pcapgo.NgReaderOptions{WantMixedLinkType: true}); err == nil {
 		ng = true
-		next = func() (fileTestPkt, error) {
+		next = func() (testPkt, error) {
 			d, ci, err := r.ZeroCopyReadPacketData()
-			p := fileTestPkt{data: d, wireLen: ci.Length}
+			p := testPkt{data: d, wireLen: ci.Length}
 			if len(ci.AncillaryData) > 0 {
 				p.link = flow.LinkType(ci.AncillaryData[0].(layers.LinkType))
 			}

@@ -1,4 +1,4 @@
-package capture
+package pcapfilter
 
 import (
 	"errors"
@@ -10,14 +10,14 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 )
 
-// FuzzCompileBPF checks that the compiler never panics, that every program
+// FuzzCompile checks that the compiler never panics, that every program
 // it returns is one golang.org/x/net/bpf's VM (and so the kernel's checker)
 // accepts, and that "not (EXPR)" accepts exactly the frames EXPR rejects
 // among frames long enough for every load (in any BPF, a load past the end
 // of the frame rejects it, negated or not).
-func FuzzCompileBPF(f *testing.F) {
+func FuzzCompile(f *testing.F) {
 	// Every expression the tcpdump comparison uses: valid ones of each kind.
-	for _, expr := range bpfTcpdumpExprs {
+	for _, expr := range tcpdumpExprs {
 		f.Add(expr, uint8(0))
 	}
 	// The same on raw IP and Linux cooked captures.
@@ -40,41 +40,41 @@ func FuzzCompileBPF(f *testing.F) {
 	f.Add(strings.Repeat("port 1 or ", 80)+"port 2", uint8(0))
 	f.Add(strings.Repeat("not (", 250)+"ip"+strings.Repeat(")", 250), uint8(0))
 
-	frames := bpfFrames()
+	frames := testFrames()
 	f.Fuzz(func(t *testing.T, expr string, linkIndex uint8) {
 		lt := flow.LinkNull
-		if int(linkIndex)%7 < len(bpfLinkTypes) {
-			lt = bpfLinkTypes[int(linkIndex)%7]
+		if int(linkIndex)%7 < len(linkTypes) {
+			lt = linkTypes[int(linkIndex)%7]
 		}
-		prog, err := bpfCompileForVM(t, expr, lt)
+		prog, err := compileForVM(t, expr, lt)
 		if err != nil {
-			var fe *FilterError
+			var fe *Error
 			if !errors.As(err, &fe) && lt != flow.LinkNull {
-				t.Fatalf("%q on %v: error %v is not a *FilterError", expr, lt, err)
+				t.Fatalf("%q on %v: error %v is not a *Error", expr, lt, err)
 			}
 			return
 		}
-		neg, negErr := bpfCompileForVM(t, "not ("+expr+")", lt)
+		neg, negErr := compileForVM(t, "not ("+expr+")", lt)
 		for _, fr := range frames {
-			data := bpfWrap(fr, lt)
+			data := wrap(fr, lt)
 			if data == nil {
 				continue
 			}
-			got := bpfRunVM(t, prog, data)
-			if negErr == nil && !strings.HasSuffix(fr.name, "-truncated") && bpfRunVM(t, neg, data) == got {
+			got := runVM(t, prog, data)
+			if negErr == nil && !strings.HasSuffix(fr.name, "-truncated") && runVM(t, neg, data) == got {
 				t.Fatalf("%q on %v, frame %s: the filter and its negation agree (%v)", expr, lt, fr.name, got)
 			}
 		}
 	})
 }
 
-// bpfCompileForVM compiles expr and checks the program as the kernel would.
-func bpfCompileForVM(t *testing.T, expr string, lt flow.LinkType) (*bpf.VM, error) {
-	raw, err := CompileBPF(expr, lt, 128)
+// compileForVM compiles expr and checks the program as the kernel would.
+func compileForVM(t *testing.T, expr string, lt flow.LinkType) (*bpf.VM, error) {
+	raw, err := Compile(expr, lt, 128)
 	if err != nil {
 		return nil, err
 	}
-	if len(raw) == 0 || len(raw) > BPFMaxInstructions {
+	if len(raw) == 0 || len(raw) > MaxInstructions {
 		t.Fatalf("%q: %d instructions", expr, len(raw))
 	}
 	prog, ok := bpf.Disassemble(raw)
@@ -83,12 +83,12 @@ func bpfCompileForVM(t *testing.T, expr string, lt flow.LinkType) (*bpf.VM, erro
 	}
 	vm, err := bpf.NewVM(prog)
 	if err != nil {
-		t.Fatalf("%q: VM rejects the program: %v\n%s", expr, err, bpfListing(prog))
+		t.Fatalf("%q: VM rejects the program: %v\n%s", expr, err, listing(prog))
 	}
 	return vm, nil
 }
 
-func bpfRunVM(t *testing.T, vm *bpf.VM, data []byte) bool {
+func runVM(t *testing.T, vm *bpf.VM, data []byte) bool {
 	n, err := vm.Run(data)
 	if err != nil {
 		t.Fatalf("VM: %v", err)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package capture
+package afpacket
 
 // Live capture from AF_PACKET sockets with TPACKET_V3 rings, written on
 // golang.org/x/sys/unix rather than gopacket/afpacket, because the capture
@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,40 +38,42 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfilter"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/sockwait"
 )
 
-// Defaults of AFPacketConfig.
+// Defaults of Config.
 const (
-	// DefaultAFPacketSnapLen keeps the first 256 bytes of a frame: a flow
+	// DefaultSnapLen keeps the first 256 bytes of a frame: a flow
 	// key needs only headers, and 256 bytes hold Ethernet, a few VLAN tags
 	// or MPLS labels, an IPv6 header with common extension headers, and the
 	// ports. Frames are counted whole (WireLen) however short the snap.
-	DefaultAFPacketSnapLen = 256
-	// DefaultAFPacketBlockSize and DefaultAFPacketNumBlocks give each socket
+	DefaultSnapLen = 256
+	// DefaultBlockSize and DefaultNumBlocks give each socket
 	// a 32 MiB ring: about 90,000 frames at the default snap length, or
 	// 90 ms of a 1 Mpps link that the reader leaves unread.
-	DefaultAFPacketBlockSize = 1 << 20
-	DefaultAFPacketNumBlocks = 32
-	// DefaultAFPacketBlockTimeout is how long the kernel keeps filling a
+	DefaultBlockSize = 1 << 20
+	DefaultNumBlocks = 32
+	// DefaultBlockTimeout is how long the kernel keeps filling a
 	// block before handing it over part full: the latency on a quiet link.
-	DefaultAFPacketBlockTimeout = 10 * time.Millisecond
-	// DefaultAFPacketPollTimeout is how long Next waits for a frame before
-	// it returns ErrTimeout.
-	DefaultAFPacketPollTimeout = 100 * time.Millisecond
-	// AFPacketMaxSockets is the kernel's limit on the members of a fanout
+	DefaultBlockTimeout = 10 * time.Millisecond
+	// DefaultPollTimeout is how long Next waits for a frame before
+	// it returns capture.ErrTimeout.
+	DefaultPollTimeout = 100 * time.Millisecond
+	// MaxSockets is the kernel's limit on the members of a fanout
 	// group (PACKET_FANOUT_MAX).
-	AFPacketMaxSockets = 256
+	MaxSockets = 256
 )
 
-// AFPacketConfig describes a live capture on one interface.
-type AFPacketConfig struct {
+// Config describes a live capture on one interface.
+type Config struct {
 	// Iface is the interface to capture on (required). Its hardware type
 	// gives the frames' link type: Ethernet for Ethernet and loopback
 	// interfaces, raw IP for tun, WireGuard, PPP and IP-in-IP interfaces.
 	Iface string
-	// Sockets is the number of sockets, each a Source for one reader
+	// Sockets is the number of sockets, each a capture.Source for one reader
 	// (default 1). Several sockets share the interface's frames in a
 	// PACKET_FANOUT group by flow hash, so all frames of a flow, in both
 	// directions, reach the same socket.
@@ -80,83 +83,83 @@ type AFPacketConfig struct {
 	// process's sockets (both must then use the same interface and mode).
 	FanoutGroup uint16
 	// SnapLen is the number of bytes kept of each frame
-	// (default DefaultAFPacketSnapLen).
+	// (default DefaultSnapLen).
 	SnapLen int
 	// Promisc puts the interface in promiscuous mode while the sockets
 	// are open (a per-socket membership the kernel drops on close).
 	Promisc bool
 	// BPF is a filter expression in pcap-filter(7) syntax, compiled by
-	// CompileBPF and run by the kernel before a frame enters the ring.
+	// pcapfilter.Compile and run by the kernel before a frame enters the ring.
 	// Empty keeps every frame.
 	BPF string
 	// BlockSize is the size of a ring block in bytes: a multiple of the
 	// page size, best a power of two (the kernel allocates blocks in
-	// power-of-two pages). Default DefaultAFPacketBlockSize.
+	// power-of-two pages). Default DefaultBlockSize.
 	BlockSize int
 	// NumBlocks is the number of blocks in each socket's ring, at least 2
-	// (default DefaultAFPacketNumBlocks).
+	// (default DefaultNumBlocks).
 	NumBlocks int
 	// BlockTimeout is how long the kernel fills a block before it hands it
-	// over part full (default DefaultAFPacketBlockTimeout, whole ms).
+	// over part full (default DefaultBlockTimeout, whole ms).
 	BlockTimeout time.Duration
 	// PollTimeout is how long Next waits for a frame before returning
-	// ErrTimeout (default DefaultAFPacketPollTimeout; negative: forever).
+	// capture.ErrTimeout (default DefaultPollTimeout; negative: forever).
 	PollTimeout time.Duration
 }
 
 // BindFlags registers the configuration's flags on fs, with the defaults
 // above.
-func (c *AFPacketConfig) BindFlags(fs *flag.FlagSet) {
+func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Iface, "iface", c.Iface, "interface to capture on")
 	fs.IntVar(&c.Sockets, "afpacket-sockets", 1, "AF_PACKET sockets in the fanout group, one per reader")
 	fs.Func("afpacket-fanout-group", "fanout group id shared with other processes (default: a unique id)", func(s string) error {
-		n, ok := bpfParseNumber(s)
-		if !ok || n == 0 || n > 0xffff {
+		n, err := strconv.ParseUint(s, 0, 16)
+		if err != nil || n == 0 {
 			return fmt.Errorf("fanout group must be 1 to 65535")
 		}
 		c.FanoutGroup = uint16(n)
 		return nil
 	})
-	fs.IntVar(&c.SnapLen, "snaplen", DefaultAFPacketSnapLen, "bytes kept of each frame (headers are enough for flow keys)")
+	fs.IntVar(&c.SnapLen, "snaplen", DefaultSnapLen, "bytes kept of each frame (headers are enough for flow keys)")
 	fs.BoolVar(&c.Promisc, "promisc", c.Promisc, "put the interface in promiscuous mode")
 	fs.StringVar(&c.BPF, "bpf", c.BPF, "capture filter in pcap-filter(7) syntax, run in the kernel")
-	fs.IntVar(&c.BlockSize, "afpacket-block-size", DefaultAFPacketBlockSize, "ring block size in bytes (multiple of the page size)")
-	fs.IntVar(&c.NumBlocks, "afpacket-blocks", DefaultAFPacketNumBlocks, "ring blocks per socket")
-	fs.DurationVar(&c.BlockTimeout, "afpacket-block-timeout", DefaultAFPacketBlockTimeout, "longest wait before the kernel hands over a part-full block")
-	fs.DurationVar(&c.PollTimeout, "poll-timeout", DefaultAFPacketPollTimeout, "idle time after which a read returns so windows can close")
+	fs.IntVar(&c.BlockSize, "afpacket-block-size", DefaultBlockSize, "ring block size in bytes (multiple of the page size)")
+	fs.IntVar(&c.NumBlocks, "afpacket-blocks", DefaultNumBlocks, "ring blocks per socket")
+	fs.DurationVar(&c.BlockTimeout, "afpacket-block-timeout", DefaultBlockTimeout, "longest wait before the kernel hands over a part-full block")
+	fs.DurationVar(&c.PollTimeout, "poll-timeout", DefaultPollTimeout, "idle time after which a read returns so windows can close")
 }
 
 // withDefaults fills in zero fields and checks the rest.
-func (c AFPacketConfig) withDefaults() (AFPacketConfig, error) {
+func (c Config) withDefaults() (Config, error) {
 	if c.Sockets == 0 {
 		c.Sockets = 1
 	}
 	if c.SnapLen == 0 {
-		c.SnapLen = DefaultAFPacketSnapLen
+		c.SnapLen = DefaultSnapLen
 	}
 	if c.BlockSize == 0 {
-		c.BlockSize = DefaultAFPacketBlockSize
+		c.BlockSize = DefaultBlockSize
 	}
 	if c.NumBlocks == 0 {
-		c.NumBlocks = DefaultAFPacketNumBlocks
+		c.NumBlocks = DefaultNumBlocks
 	}
 	if c.BlockTimeout == 0 {
-		c.BlockTimeout = DefaultAFPacketBlockTimeout
+		c.BlockTimeout = DefaultBlockTimeout
 	}
 	if c.PollTimeout == 0 {
-		c.PollTimeout = DefaultAFPacketPollTimeout
+		c.PollTimeout = DefaultPollTimeout
 	}
 	page := os.Getpagesize()
 	switch {
 	case c.Iface == "":
 		return c, errors.New("capture: afpacket: no interface given")
-	case c.Sockets < 1 || c.Sockets > AFPacketMaxSockets:
-		return c, fmt.Errorf("capture: afpacket: %d sockets: want 1 to %d", c.Sockets, AFPacketMaxSockets)
-	case c.SnapLen < 1 || c.SnapLen > DefaultBPFSnapLen:
-		return c, fmt.Errorf("capture: afpacket: snap length %d: want 1 to %d", c.SnapLen, DefaultBPFSnapLen)
+	case c.Sockets < 1 || c.Sockets > MaxSockets:
+		return c, fmt.Errorf("capture: afpacket: %d sockets: want 1 to %d", c.Sockets, MaxSockets)
+	case c.SnapLen < 1 || c.SnapLen > pcapfilter.DefaultSnapLen:
+		return c, fmt.Errorf("capture: afpacket: snap length %d: want 1 to %d", c.SnapLen, pcapfilter.DefaultSnapLen)
 	case c.BlockSize < page || c.BlockSize%page != 0:
 		return c, fmt.Errorf("capture: afpacket: block size %d is not a multiple of the page size %d", c.BlockSize, page)
-	case c.BlockSize < afpBlockHeaderLen+afpFrameSize(c.SnapLen):
+	case c.BlockSize < blockHeaderLen+frameSize(c.SnapLen):
 		return c, fmt.Errorf("capture: afpacket: block size %d cannot hold a %d-byte frame", c.BlockSize, c.SnapLen)
 	case c.NumBlocks < 2:
 		return c, fmt.Errorf("capture: afpacket: %d blocks: want at least 2", c.NumBlocks)
@@ -170,29 +173,29 @@ func (c AFPacketConfig) withDefaults() (AFPacketConfig, error) {
 
 // Layout of the ring, from linux/if_packet.h.
 const (
-	afpBlockHeaderLen = 48                           // struct tpacket_block_desc, aligned: where frames may start
-	afpHeaderLen      = 48                           // TPACKET_ALIGN(sizeof(struct tpacket3_hdr))
-	afpSockaddrLen    = unix.SizeofSockaddrLinklayer // struct sockaddr_ll, right after the frame header
-	afpPktTypeOff     = afpHeaderLen + 10            // sll_pkttype in the sockaddr_ll
-	afpStatusOff      = 8                            // block_status in the block header
-	afpNumPktsOff     = 12                           // num_pkts
-	afpFirstPktOff    = 16                           // offset_to_first_pkt
+	blockHeaderLen = 48                           // struct tpacket_block_desc, aligned: where frames may start
+	headerLen      = 48                           // TPACKET_ALIGN(sizeof(struct tpacket3_hdr))
+	sockaddrLen    = unix.SizeofSockaddrLinklayer // struct sockaddr_ll, right after the frame header
+	pktTypeOff     = headerLen + 10               // sll_pkttype in the sockaddr_ll
+	statusOff      = 8                            // block_status in the block header
+	numPktsOff     = 12                           // num_pkts
+	firstPktOff    = 16                           // offset_to_first_pkt
 )
 
-func afpAlign(n int) int {
+func align(n int) int {
 	return (n + unix.TPACKET_ALIGNMENT - 1) &^ (unix.TPACKET_ALIGNMENT - 1)
 }
 
-// afpFrameSize is the tp_frame_size asked for: TPACKET_V3 packs frames of
+// frameSize is the tp_frame_size asked for: TPACKET_V3 packs frames of
 // any size in a block, but the kernel still checks the frame count.
-func afpFrameSize(snaplen int) int { return afpAlign(afpHeaderLen + afpSockaddrLen + snaplen) }
+func frameSize(snaplen int) int { return align(headerLen + sockaddrLen + snaplen) }
 
-// afpDropAll is the filter a socket carries until the real one goes on.
-var afpDropAll = []bpf.RawInstruction{{Op: 0x06, K: 0}} // ret #0
+// dropAll is the filter a socket carries until the real one goes on.
+var dropAll = []bpf.RawInstruction{{Op: 0x06, K: 0}} // ret #0
 
-// AFPacketSource is one AF_PACKET socket of a capture, read by one goroutine.
-// It implements Source and DropCounter.
-type AFPacketSource struct {
+// Socket is one AF_PACKET socket of a capture, read by one goroutine.
+// It implements capture.Source and capture.DropCounter.
+type Socket struct {
 	iface        string
 	lt           flow.LinkType
 	group        uint16
@@ -202,7 +205,7 @@ type AFPacketSource struct {
 	blockSize    int
 	numBlocks    int
 
-	res *afpResources
+	res *resources
 
 	// The reader's position, touched only by the goroutine calling Next
 	// (and, with mu held, by Close through held).
@@ -219,19 +222,19 @@ type AFPacketSource struct {
 }
 
 var (
-	_ Source      = (*AFPacketSource)(nil)
-	_ DropCounter = (*AFPacketSource)(nil)
+	_ capture.Source      = (*Socket)(nil)
+	_ capture.DropCounter = (*Socket)(nil)
 )
 
-// afpResources are the kernel objects of a source, apart from it so that a
+// resources are the kernel objects of a source, apart from it so that a
 // cleanup can release them if the source is dropped without Close.
-type afpResources struct {
+type resources struct {
 	fd   int              // the packet socket, -1 once closed
 	wait *sockwait.Waiter // Next waits on the socket here; Close wakes it
 	ring []byte           // the mapped ring, nil once unmapped
 }
 
-func (r *afpResources) closeFDs() {
+func (r *resources) closeFDs() {
 	if r.fd >= 0 {
 		unix.Close(r.fd)
 		r.fd = -1
@@ -241,55 +244,66 @@ func (r *afpResources) closeFDs() {
 	}
 }
 
-func (r *afpResources) unmap() {
+func (r *resources) unmap() {
 	if r.ring != nil {
 		unix.Munmap(r.ring)
 		r.ring = nil
 	}
 }
 
-func (r *afpResources) release() {
+func (r *resources) release() {
 	r.closeFDs()
 	r.unmap()
 }
 
-// OpenAFPacket opens cfg.Sockets AF_PACKET sockets on cfg.Iface, joined in
-// one fanout group when there are several (or cfg.FanoutGroup is given),
-// and returns them as Sources: *AFPacketSource, one per reader goroutine.
+// Open opens cfg.Sockets AF_PACKET sockets on cfg.Iface, joined in one
+// fanout group when there are several (or cfg.FanoutGroup is given), and
+// returns them as capture.Sources: *Socket, one per reader goroutine.
 //
-// Frames are zero-copy views of the socket's ring: a Packet's Data is valid
-// until the next Next on the same source. Packet.TimeNs is the kernel's
-// receive timestamp. VLAN tags the driver stripped (offload) are not put
-// back; flow keys do not depend on them.
+// Frames are zero-copy views of the socket's ring: a capture.Packet's Data
+// is valid until the next Next on the same socket. Packet.TimeNs is the
+// kernel's receive timestamp. VLAN tags the driver stripped (offload) are
+// not put back; flow keys do not depend on them.
 //
 // Opening needs CAP_NET_RAW; without it the error says so and wraps
 // os.ErrPermission. Close every source; each Close stops its socket.
-func OpenAFPacket(cfg AFPacketConfig) ([]Source, error) {
+func Open(cfg Config) ([]capture.Source, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	opened := make([]*AFPacketSource, 0, cfg.Sockets)
-	fail := func(err error) ([]Source, error) {
+	opened := make([]*Socket, 0, cfg.Sockets)
+	fail := func(err error) ([]capture.Source, error) {
 		for _, s := range opened {
 			s.Close()
 		}
 		return nil, err
 	}
-	ifindex, lt, hwtype := 0, flow.LinkType(0), uint16(0)
+	var ifc ifaceInfo
 	for i := range cfg.Sockets {
-		s, err := afpOpenSocket(cfg, i == 0, &ifindex, &lt, &hwtype)
+		fd, err := newPacketSocket()
+		if err != nil {
+			return fail(err)
+		}
+		if i == 0 {
+			// The first socket resolves the interface for the rest.
+			if ifc, err = lookupIface(fd, cfg.Iface); err != nil {
+				unix.Close(fd)
+				return fail(err)
+			}
+		}
+		s, err := openSocket(cfg, fd, ifc)
 		if err != nil {
 			return fail(err)
 		}
 		opened = append(opened, s)
 	}
-	prog, err := CompileBPF(cfg.BPF, lt, cfg.SnapLen)
+	prog, err := pcapfilter.Compile(cfg.BPF, ifc.lt, cfg.SnapLen)
 	if err != nil {
 		return fail(err)
 	}
 	if cfg.Sockets > 1 || cfg.FanoutGroup != 0 {
-		id, err := afpJoinFanout(opened, cfg.FanoutGroup)
+		id, err := joinFanout(opened, cfg.FanoutGroup)
 		if err != nil {
 			return fail(fmt.Errorf("capture: afpacket %s: joining fanout group: %w", cfg.Iface, err))
 		}
@@ -300,49 +314,46 @@ func OpenAFPacket(cfg AFPacketConfig) ([]Source, error) {
 	// Every socket is in the group: from here on a flow's frames go to
 	// one socket only, so the sockets may start keeping them.
 	for _, s := range opened {
-		if err := afpAttachFilter(s.res.fd, prog); err != nil {
+		if err := attachFilter(s.res.fd, prog); err != nil {
 			if errors.Is(err, unix.ENOMEM) {
 				err = fmt.Errorf("%w (a %d-instruction program: the kernel bounds a socket's filter by sysctl net.core.optmem_max)", err, len(prog))
 			}
 			return fail(fmt.Errorf("capture: afpacket %s: attaching filter %q: %w", cfg.Iface, cfg.BPF, err))
 		}
 	}
-	srcs := make([]Source, len(opened))
+	srcs := make([]capture.Source, len(opened))
 	for i, s := range opened {
 		srcs[i] = s
 	}
 	return srcs, nil
 }
 
-// afpOpenSocket makes one socket with its ring, bound to the interface but
-// dropping every frame. The first call resolves the interface for the rest.
-func afpOpenSocket(cfg AFPacketConfig, first bool, ifindex *int, lt *flow.LinkType, hwtype *uint16) (*AFPacketSource, error) {
-	// Protocol 0: the socket receives nothing until bound below.
+// newPacketSocket opens an AF_PACKET socket of protocol 0: it receives
+// nothing until openSocket binds it.
+func newPacketSocket() (int, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("capture: afpacket: opening a packet socket needs CAP_NET_RAW (run as root or grant the capability): %w", err)
+			return -1, fmt.Errorf("capture: afpacket: opening a packet socket needs CAP_NET_RAW (run as root or grant the capability): %w", err)
 		}
-		return nil, fmt.Errorf("capture: afpacket: opening a packet socket: %w", err)
+		return -1, fmt.Errorf("capture: afpacket: opening a packet socket: %w", err)
 	}
-	res := &afpResources{fd: fd}
-	fail := func(format string, args ...any) (*AFPacketSource, error) {
+	return fd, nil
+}
+
+// openSocket gives the packet socket fd its ring and binds it to the
+// interface ifc, dropping every frame until the real filter goes on. It
+// owns fd from the call on: on error fd is closed.
+func openSocket(cfg Config, fd int, ifc ifaceInfo) (*Socket, error) {
+	res := &resources{fd: fd}
+	fail := func(format string, args ...any) (*Socket, error) {
 		res.release()
 		return nil, fmt.Errorf("capture: afpacket %s: "+format, append([]any{cfg.Iface}, args...)...)
 	}
-	if first {
-		if *ifindex, *hwtype, err = afpInterface(fd, cfg.Iface); err != nil {
-			res.release()
-			return nil, err
-		}
-		if *lt, err = afpLinkType(*hwtype); err != nil {
-			res.release()
-			return nil, fmt.Errorf("capture: afpacket %s: %w", cfg.Iface, err)
-		}
-	}
-	s := &AFPacketSource{
+	var err error
+	s := &Socket{
 		iface:       cfg.Iface,
-		lt:          *lt,
+		lt:          ifc.lt,
 		pollTimeout: cfg.PollTimeout,
 		blockSize:   cfg.BlockSize,
 		numBlocks:   cfg.NumBlocks,
@@ -351,10 +362,10 @@ func afpOpenSocket(cfg AFPacketConfig, first bool, ifindex *int, lt *flow.LinkTy
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
 		return fail("TPACKET_V3 (Linux 3.2+): %w", err)
 	}
-	if err := afpAttachFilter(fd, afpDropAll); err != nil {
+	if err := attachFilter(fd, dropAll); err != nil {
 		return fail("attaching a filter: %w", err)
 	}
-	frame := afpFrameSize(cfg.SnapLen)
+	frame := frameSize(cfg.SnapLen)
 	req := unix.TpacketReq3{
 		Block_size:     uint32(cfg.BlockSize),
 		Block_nr:       uint32(cfg.NumBlocks),
@@ -371,49 +382,61 @@ func afpOpenSocket(cfg AFPacketConfig, first bool, ifindex *int, lt *flow.LinkTy
 	if res.wait, err = sockwait.New(fd); err != nil {
 		return fail("eventfd: %w", err)
 	}
-	if *hwtype == unix.ARPHRD_LOOPBACK {
+	if ifc.hwtype == unix.ARPHRD_LOOPBACK {
 		// Loopback shows every frame twice, leaving and arriving: keep one.
 		if unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1) != nil {
 			s.skipOutgoing = true // before Linux 4.20: drop them when reading
 		}
 	}
-	sa := &unix.SockaddrLinklayer{Protocol: afpHtons(unix.ETH_P_ALL), Ifindex: *ifindex}
+	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifc.index}
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("binding: %w", err)
 	}
 	if cfg.Promisc {
-		mreq := unix.PacketMreq{Ifindex: int32(*ifindex), Type: unix.PACKET_MR_PROMISC}
+		mreq := unix.PacketMreq{Ifindex: int32(ifc.index), Type: unix.PACKET_MR_PROMISC}
 		if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 			return fail("promiscuous mode: %w", err)
 		}
 	}
-	runtime.AddCleanup(s, (*afpResources).release, res)
+	runtime.AddCleanup(s, (*resources).release, res)
 	return s, nil
 }
 
-// afpInterface resolves name to its index and hardware (ARPHRD_*) type in
-// the socket's network namespace.
-func afpInterface(fd int, name string) (ifindex int, hwtype uint16, err error) {
+// ifaceInfo is what the packet sockets of a capture need to know of their
+// interface.
+type ifaceInfo struct {
+	index  int
+	hwtype uint16        // ARPHRD_*
+	lt     flow.LinkType // of the frames a SOCK_RAW socket reads from it
+}
+
+// lookupIface resolves name to its index, hardware type and link type in the
+// network namespace of the socket fd.
+func lookupIface(fd int, name string) (ifaceInfo, error) {
 	ifr, err := unix.NewIfreq(name)
 	if err != nil {
-		return 0, 0, fmt.Errorf("capture: afpacket: interface name %q: %w", name, err)
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface name %q: %w", name, err)
 	}
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
 		if errors.Is(err, unix.ENODEV) {
-			return 0, 0, fmt.Errorf("capture: afpacket: interface %q does not exist: %w", name, err)
+			return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface %q does not exist: %w", name, err)
 		}
-		return 0, 0, fmt.Errorf("capture: afpacket: interface %q: %w", name, err)
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface %q: %w", name, err)
 	}
-	ifindex = int(ifr.Uint32())
+	ifc := ifaceInfo{index: int(ifr.Uint32())}
 	if err := unix.IoctlIfreq(fd, unix.SIOCGIFHWADDR, ifr); err != nil {
-		return 0, 0, fmt.Errorf("capture: afpacket: interface %q: hardware type: %w", name, err)
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket: interface %q: hardware type: %w", name, err)
 	}
-	return ifindex, ifr.Uint16(), nil // ifr_hwaddr.sa_family is the ARPHRD type
+	ifc.hwtype = ifr.Uint16() // ifr_hwaddr.sa_family is the ARPHRD type
+	if ifc.lt, err = linkTypeOf(ifc.hwtype); err != nil {
+		return ifaceInfo{}, fmt.Errorf("capture: afpacket %s: %w", name, err)
+	}
+	return ifc, nil
 }
 
-// afpLinkType maps an interface's hardware type to the link type of what a
+// linkTypeOf maps an interface's hardware type to the link type of what a
 // SOCK_RAW packet socket reads from it.
-func afpLinkType(hwtype uint16) (flow.LinkType, error) {
+func linkTypeOf(hwtype uint16) (flow.LinkType, error) {
 	switch hwtype {
 	case unix.ARPHRD_ETHER, unix.ARPHRD_LOOPBACK:
 		return flow.LinkEthernet, nil
@@ -424,13 +447,13 @@ func afpLinkType(hwtype uint16) (flow.LinkType, error) {
 	return 0, fmt.Errorf("hardware type %d (ARPHRD_*) is not supported: Ethernet, loopback and raw-IP interfaces are", hwtype)
 }
 
-func afpHtons(v uint16) uint16 {
+func htons(v uint16) uint16 {
 	var b [2]byte
 	binary.BigEndian.PutUint16(b[:], v)
 	return binary.NativeEndian.Uint16(b[:])
 }
 
-func afpAttachFilter(fd int, prog []bpf.RawInstruction) error {
+func attachFilter(fd int, prog []bpf.RawInstruction) error {
 	fprog := unix.SockFprog{
 		Len:    uint16(len(prog)),
 		Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0])),
@@ -440,9 +463,9 @@ func afpAttachFilter(fd int, prog []bpf.RawInstruction) error {
 	return err
 }
 
-// afpJoinFanout puts every socket in one PACKET_FANOUT_HASH group and
+// joinFanout puts every socket in one PACKET_FANOUT_HASH group and
 // returns its id. With id 0 the kernel picks an id no group uses.
-func afpJoinFanout(socks []*AFPacketSource, id uint16) (uint16, error) {
+func joinFanout(socks []*Socket, id uint16) (uint16, error) {
 	const hash = unix.PACKET_FANOUT_HASH << 16
 	for i, s := range socks {
 		if i == 0 && id == 0 {
@@ -469,24 +492,24 @@ func afpJoinFanout(socks []*AFPacketSource, id uint16) (uint16, error) {
 }
 
 // Iface returns the interface the source captures on.
-func (s *AFPacketSource) Iface() string { return s.iface }
+func (s *Socket) Iface() string { return s.iface }
 
 // LinkType returns the link type of the frames.
-func (s *AFPacketSource) LinkType() flow.LinkType { return s.lt }
+func (s *Socket) LinkType() flow.LinkType { return s.lt }
 
 // FanoutGroup returns the id of the fanout group the socket is in, and
 // false when it is in none (a single socket with no group asked for).
-func (s *AFPacketSource) FanoutGroup() (uint16, bool) { return s.group, s.grouped }
+func (s *Socket) FanoutGroup() (uint16, bool) { return s.group, s.grouped }
 
 // Next reads the next frame into p, waiting up to the poll timeout. p.Data
 // points into the ring and is valid until the next call to Next, even when
 // Close comes in between: the ring is unmapped only once the reader has let
-// go of it. It returns ErrTimeout after the poll timeout without a frame,
-// ErrClosed after Close (a Next waiting in the kernel returns at once), and
-// an error wrapping the socket's error when the kernel reports one (ENETDOWN
-// when the interface goes down: capture resumes if it comes back up, so
-// Next may be called again).
-func (s *AFPacketSource) Next(p *Packet) error {
+// go of it. It returns capture.ErrTimeout after the poll timeout without a
+// frame, capture.ErrClosed after Close (a Next waiting in the kernel returns
+// at once), and an error wrapping the socket's error when the kernel
+// reports one (ENETDOWN when the interface goes down: capture resumes if it
+// comes back up, so Next may be called again).
+func (s *Socket) Next(p *capture.Packet) error {
 	for {
 		if s.left > 0 && !s.closed.Load() {
 			if s.readFrame(p) {
@@ -502,14 +525,14 @@ func (s *AFPacketSource) Next(p *Packet) error {
 
 // readFrame takes the next frame of the held block, and returns false for a
 // frame the source drops.
-func (s *AFPacketSource) readFrame(p *Packet) bool {
-	h := s.blk[s.off : s.off+afpHeaderLen+afpSockaddrLen]
+func (s *Socket) readFrame(p *capture.Packet) bool {
+	h := s.blk[s.off : s.off+headerLen+sockaddrLen]
 	hdr := (*unix.Tpacket3Hdr)(unsafe.Pointer(&h[0]))
 	start := s.off + int(hdr.Mac)
 	data := s.blk[start : start+int(hdr.Snaplen) : start+int(hdr.Snaplen)]
 	s.left--
 	s.off += int(hdr.Next_offset)
-	if s.skipOutgoing && h[afpPktTypeOff] == unix.PACKET_OUTGOING {
+	if s.skipOutgoing && h[pktTypeOff] == unix.PACKET_OUTGOING {
 		return false
 	}
 	p.Data = data
@@ -519,19 +542,19 @@ func (s *AFPacketSource) readFrame(p *Packet) bool {
 	return true
 }
 
-func (s *AFPacketSource) status() *uint32 {
-	return (*uint32)(unsafe.Pointer(&s.blk[afpStatusOff]))
+func (s *Socket) status() *uint32 {
+	return (*uint32)(unsafe.Pointer(&s.blk[statusOff]))
 }
 
 // nextBlock hands the block read back to the kernel and waits for the next.
-func (s *AFPacketSource) nextBlock() error {
+func (s *Socket) nextBlock() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
 		s.held = false
 		s.blk = nil
 		s.res.unmap() // Close left it mapped for the frame we held
-		return ErrClosed
+		return capture.ErrClosed
 	}
 	if s.held {
 		atomic.StoreUint32(s.status(), unix.TP_STATUS_KERNEL)
@@ -545,7 +568,7 @@ func (s *AFPacketSource) nextBlock() error {
 	}
 	for {
 		if atomic.LoadUint32(s.status())&unix.TP_STATUS_USER != 0 {
-			n := binary.NativeEndian.Uint32(s.blk[afpNumPktsOff:])
+			n := binary.NativeEndian.Uint32(s.blk[numPktsOff:])
 			if n == 0 { // a block retired empty: nothing to read in it
 				atomic.StoreUint32(s.status(), unix.TP_STATUS_KERNEL)
 				s.index = (s.index + 1) % s.numBlocks
@@ -554,7 +577,7 @@ func (s *AFPacketSource) nextBlock() error {
 			}
 			s.held = true
 			s.left = n
-			s.off = int(binary.NativeEndian.Uint32(s.blk[afpFirstPktOff:]))
+			s.off = int(binary.NativeEndian.Uint32(s.blk[firstPktOff:]))
 			return nil
 		}
 		r, err := s.res.wait.Wait(deadline)
@@ -564,17 +587,17 @@ func (s *AFPacketSource) nextBlock() error {
 		case r == sockwait.Woken || s.closed.Load():
 			s.blk = nil
 			s.res.unmap() // holding no block, so Close (waiting for mu) leaves this to us or does it again
-			return ErrClosed
+			return capture.ErrClosed
 		case r == sockwait.Timeout:
-			return ErrTimeout
+			return capture.ErrTimeout
 		}
 	}
 }
 
 // Close stops the socket and releases it. A Next waiting in the kernel
-// returns ErrClosed at once; Close is safe to call from any goroutine and
-// more than once.
-func (s *AFPacketSource) Close() error {
+// returns capture.ErrClosed at once; Close is safe to call from any
+// goroutine and more than once.
+func (s *Socket) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -585,7 +608,7 @@ func (s *AFPacketSource) Close() error {
 	s.readDrops()
 	// While the ring stays mapped the socket lives on: make it drop
 	// everything, so nothing more is captured into it.
-	afpAttachFilter(s.res.fd, afpDropAll)
+	attachFilter(s.res.fd, dropAll)
 	s.res.closeFDs()
 	s.statsMu.Unlock()
 	if !s.held {
@@ -597,7 +620,7 @@ func (s *AFPacketSource) Close() error {
 // KernelDrops returns the number of frames the kernel dropped because this
 // socket's ring was full, since the socket opened. It may be called from any
 // goroutine, also after Close (it then returns the final count).
-func (s *AFPacketSource) KernelDrops() (uint64, error) {
+func (s *Socket) KernelDrops() (uint64, error) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	if err := s.readDrops(); err != nil {
@@ -608,7 +631,7 @@ func (s *AFPacketSource) KernelDrops() (uint64, error) {
 
 // readDrops adds the drops since the last read (reading resets the
 // kernel's counters). statsMu must be held.
-func (s *AFPacketSource) readDrops() error {
+func (s *Socket) readDrops() error {
 	if s.res.fd < 0 {
 		return nil
 	}

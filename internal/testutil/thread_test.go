@@ -1,0 +1,74 @@
+//go:build linux
+
+package testutil
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fatalRecorder stands for a test that WaitInPoll fails: it records the
+// failure and ends the goroutine, as testing.T's Fatalf does.
+type fatalRecorder struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.failed = true
+	runtime.Goexit()
+}
+
+func (f *fatalRecorder) Skip(args ...any) { f.Fatalf("skip") }
+
+// threadDoing runs do on a goroutine locked to its thread and returns the
+// thread's id.
+func threadDoing(do func()) int {
+	tids := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread()
+		tids <- unix.Gettid()
+		do()
+	}()
+	return <-tids
+}
+
+func TestWaitInPoll(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+
+	// A thread blocked in poll on an empty pipe is found.
+	polled := make(chan struct{})
+	tid := threadDoing(func() {
+		unix.Poll([]unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}, -1)
+		close(polled)
+	})
+	WaitInPoll(t, tid, 5*time.Second)
+	unix.Write(p[1], []byte{1})
+	<-polled
+
+	// A thread whose goroutine sleeps (the thread waits in a futex) is
+	// not taken for one in poll: WaitInPoll fails after its limit.
+	stop := make(chan struct{})
+	defer close(stop)
+	tid = threadDoing(func() { <-stop })
+	rec := &fatalRecorder{TB: t}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		WaitInPoll(rec, tid, 100*time.Millisecond)
+	}()
+	<-finished
+	if !rec.failed {
+		t.Error("WaitInPoll returned for a thread that is not in poll")
+	}
+}
