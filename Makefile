@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/flowdedup
 
-.PHONY: all build test test-race bench fuzz lint generate check-generate demo eval-demo clean
+.PHONY: all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
@@ -19,9 +19,22 @@ test-race:
 	$(GO) test -count=1 -race ./pipeline/ ./report/... ./capture/... ./fastpath/
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
-# packet parsing and key hashing, and the BoomFilters comparison.
+# one hash at a time and batched (ObserveBatch: one and batch run back to
+# back, and tabulated side by side at the end, in ns per key), the memory
+# floor under the 64 MiB figures (RandomLines), packet parsing and key
+# hashing, the pipeline, and the BoomFilters comparison.
+bench: SHELL := /bin/bash
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./filters/ ./flow/ ./pipeline/ ./capture/... ./bpf/
+	@mkdir -p bin
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count 1 ./filters/ | tee bin/bench-filters.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./flow/ ./pipeline/ ./capture/... ./bpf/
+	@awk -f filters/benchtable.awk bin/bench-filters.txt
+
+# tune's budget (issue 11): `flowdedup tune` on a generated 1M-packet capture
+# (5-tuple keys, 1-minute windows, 64 KiB per shard) must finish within 60 s
+# with nothing cut; it reports the seconds of each phase.
+bench-tune:
+	$(GO) test -run '^$$' -bench Tune1M -benchtime 1x ./tune/
 
 # A short fuzzing pass over every parser (longer: FUZZTIME=10m make fuzz).
 FUZZTIME ?= 20s

@@ -20,6 +20,10 @@ const (
 	// MaxSnapLen is the snap length written when Config.SnapLen is 0, as
 	// tcpdump does; no frame the generator writes comes near it.
 	MaxSnapLen = 262144
+	// MaxInterfaces bounds Config.Interfaces: enough to interleave the
+	// rings of any router, few enough that the interface table stays
+	// small.
+	MaxInterfaces = 256
 )
 
 // Formats Write can produce.
@@ -79,6 +83,32 @@ type Config struct {
 	// keeping their original length; 0 cuts nothing and records
 	// MaxSnapLen. Otherwise it is at least MinSnapLen.
 	SnapLen int
+
+	// Messy captures, for tests of time handling and damage. Each is off
+	// at its zero value and, when off, leaves the output byte for byte what
+	// it was without it.
+
+	// Jitter moves each packet's timestamp back by a random amount,
+	// uniform over [0, Jitter] (a random stream of its own), so that time
+	// goes backwards by up to Jitter from one packet to the next, as in
+	// captures merged from several rings. The packets keep their order.
+	Jitter time.Duration
+	// Interfaces is how many interfaces a pcapng file describes (0 or 1:
+	// one); each packet goes out on one drawn uniformly (a random stream of
+	// its own). pcap files have one interface.
+	Interfaces int
+	// InterfaceSkew is how far the last interface's clock runs behind the
+	// first's: interface i stamps its packets i*InterfaceSkew/(Interfaces-1)
+	// earlier, so that time goes back by up to InterfaceSkew where packets
+	// of different interfaces interleave. Needs Interfaces >= 2.
+	InterfaceSkew time.Duration
+	// CutShort ends the file inside one more record, after its header and
+	// half of its data, as a capture whose writer was killed leaves: a
+	// reader gets the Packets records, then finds the file truncated. The
+	// extra record repeats the last packet, so the readable part is the
+	// capture written without CutShort, byte for byte, and Stats describe
+	// it. With Gzip the gzip stream is whole: it holds the cut capture.
+	CutShort bool
 }
 
 // Stats describes what Write wrote. The distinct-key counts are those
@@ -98,6 +128,10 @@ type Stats struct {
 	Destinations int // distinct destination addresses
 	Pairs        int // distinct (source, destination) pairs
 	FiveTuples   int // distinct 5-tuple keys: Flows, plus one per pair with a fragment
+
+	// Backward counts the packets stamped earlier than the packet written
+	// before them (Jitter, InterfaceSkew); 0 otherwise.
+	Backward int
 }
 
 // malformedCount is the number of malformed frames c asks for.
@@ -138,6 +172,16 @@ func (c *Config) Validate() error {
 	case c.SnapLen != 0 && (c.SnapLen < MinSnapLen || c.SnapLen > MaxSnapLen):
 		return bad("snap length %d: want 0 (no limit) or %d to %d; a shorter one would cut frames inside the headers a key needs",
 			c.SnapLen, MinSnapLen, MaxSnapLen)
+	case c.Jitter < 0:
+		return bad("jitter %v: want at least 0", c.Jitter)
+	case c.Interfaces < 0 || c.Interfaces > MaxInterfaces:
+		return bad("interfaces %d: want 1 to %d", c.Interfaces, MaxInterfaces)
+	case c.Interfaces > 1 && c.Format != FormatPcapNG:
+		return bad("interfaces %d: a pcap file has one interface; write pcapng", c.Interfaces)
+	case c.InterfaceSkew < 0:
+		return bad("interface skew %v: want at least 0", c.InterfaceSkew)
+	case c.InterfaceSkew > 0 && c.Interfaces < 2:
+		return bad("interface skew %v needs at least 2 interfaces", c.InterfaceSkew)
 	}
 	for _, err := range []error{fraction("ipv6", c.IPv6), fraction("malformed", c.Malformed), fraction("fragments", c.Fragments)} {
 		if err != nil {
@@ -151,6 +195,10 @@ func (c *Config) Validate() error {
 	start := c.start()
 	if start.Before(time.Unix(0, 0)) {
 		return bad("start %v: captures cannot hold times before 1970", start)
+	}
+	// Jitter and skew only move times back.
+	if back := c.Jitter + c.InterfaceSkew; back < 0 || start.Add(-back).Before(time.Unix(0, 0)) {
+		return bad("start %v less jitter %v and interface skew %v: captures cannot hold times before 1970", start, c.Jitter, c.InterfaceSkew)
 	}
 	// pcap holds unsigned 32-bit seconds, pcapng 64-bit nanoseconds.
 	last := start.Add(c.Duration)

@@ -48,7 +48,27 @@
 //
 // Timestamps start exactly at Config.Start and are the order statistics of
 // uniform points over Config.Duration: non-decreasing, never past
-// Start+Duration.
+// Start+Duration (unless a messy option below moves them back).
+//
+// # Messy captures
+//
+// Real captures are not that tidy, and the readers of captures must cope;
+// three options make the mess on purpose, each from a random stream of its
+// own, so that turning one on changes nothing but what it is for:
+//
+//   - Jitter: each packet's time moves back by a uniform amount in
+//     [0, Jitter], so time goes backwards by up to Jitter between packets
+//     (several capture rings merged, a clock stepped back);
+//   - Interfaces and InterfaceSkew (pcapng): the file describes several
+//     interfaces, each packet goes out on one drawn at random, and
+//     interface i's clock runs i×InterfaceSkew/(Interfaces-1) behind the
+//     first's, as when dumpcap writes interfaces whose clocks differ;
+//   - CutShort: the file ends inside one more record, as a capture whose
+//     writer was killed leaves.
+//
+// Files given out of time order need no option: two captures with
+// different Start values, named in the wrong order. Stats.Backward counts
+// the packets stamped before the one written ahead of them.
 //
 // # Malformed frames
 //

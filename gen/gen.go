@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"strconv"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -27,6 +28,10 @@ func Write(w io.Writer, cfg Config) (Stats, error) {
 		zw = gzip.NewWriter(w)
 		w = zw
 	}
+	// The format writers write through cut, which CutShort uses to end the
+	// file inside the last record.
+	cut := &cutWriter{w: w, limit: -1}
+	w = cut
 	snap := cfg.SnapLen
 	if snap == 0 {
 		snap = MaxSnapLen
@@ -36,14 +41,21 @@ func Write(w io.Writer, cfg Config) (Stats, error) {
 		flush func() error
 	)
 	if cfg.Format == FormatPcapNG {
-		ng, err := pcapgo.NewNgWriterInterface(w, pcapgo.NgInterface{
+		intf := pcapgo.NgInterface{
 			Name:                "gen0",
 			LinkType:            layers.LinkTypeEthernet,
 			SnapLength:          uint32(snap),
 			TimestampResolution: 9,
-		}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "flowdedup gen"}})
+		}
+		ng, err := pcapgo.NewNgWriterInterface(w, intf, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "flowdedup gen"}})
 		if err != nil {
 			return Stats{}, err
+		}
+		for i := 1; i < cfg.Interfaces; i++ {
+			intf.Name = "gen" + strconv.Itoa(i)
+			if _, err := ng.AddInterface(intf); err != nil {
+				return Stats{}, err
+			}
 		}
 		out, flush = ng, ng.Flush
 	} else {
@@ -57,6 +69,9 @@ func Write(w io.Writer, cfg Config) (Stats, error) {
 
 	g := newGenerator(&cfg)
 	st, err := g.run(out, snap)
+	if err == nil && cfg.CutShort {
+		err = g.cutShort(out, flush, cut)
+	}
 	if err == nil {
 		err = flush()
 	}
@@ -73,6 +88,43 @@ type packetWriter interface {
 	WritePacket(ci gopacket.CaptureInfo, data []byte) error
 }
 
+// cutShort writes the last packet again as a record cut after its header
+// and half of its data (Config.CutShort): everything before it is flushed
+// through cut whole, then cut lets only that much of the record through.
+func (g *generator) cutShort(out packetWriter, flush func() error, cut *cutWriter) error {
+	if err := flush(); err != nil {
+		return err
+	}
+	hdr := 16 // pcap record header
+	if g.cfg.Format == FormatPcapNG {
+		hdr = 28 // enhanced packet block up to its data
+	}
+	cut.limit = cut.n + int64(hdr+len(g.last)/2)
+	ci := g.lastCI
+	return out.WritePacket(ci, g.last)
+}
+
+// cutWriter passes bytes to w up to limit (-1: all of them) and drops the
+// rest, as a disk that filled up or a killed writer would.
+type cutWriter struct {
+	w     io.Writer
+	n     int64 // bytes passed to w
+	limit int64
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	q := p
+	if c.limit >= 0 {
+		q = p[:min(int64(len(p)), max(c.limit-c.n, 0))]
+	}
+	n, err := c.w.Write(q)
+	c.n += int64(n)
+	if err != nil {
+		return n, err
+	}
+	return len(p), nil
+}
+
 // Independent random streams, one per purpose, so that the flow table does
 // not depend on how many packets are drawn from it, nor the packet sequence
 // on the timestamps.
@@ -82,6 +134,8 @@ const (
 	streamMalformed
 	streamClock
 	streamHeaders
+	streamJitter
+	streamInterfaces
 )
 
 // flowSpec is one flow. Its addresses follow from its pair; its ports and
@@ -106,9 +160,16 @@ type generator struct {
 	popular                 *mix.Alias // nil: uniform popularity
 
 	flowRand, pktRand, malRand, clockRand, hdrRand mix.PCG
+	jitterRand, ifaceRand                          mix.PCG
+	skew                                           []time.Duration // by interface: how far its clock is behind
 
 	sources, destinations, pairKeys, fragKeys bitset
 	st                                        Stats
+
+	// The last packet written, for CutShort; last is a slice of run's
+	// frame buffer.
+	last   []byte
+	lastCI gopacket.CaptureInfo
 }
 
 func newGenerator(cfg *Config) *generator {
@@ -118,7 +179,18 @@ func newGenerator(cfg *Config) *generator {
 	g.malRand = mix.NewPCG(cfg.Seed, streamMalformed)
 	g.clockRand = mix.NewPCG(cfg.Seed, streamClock)
 	g.hdrRand = mix.NewPCG(cfg.Seed, streamHeaders)
+	g.jitterRand = mix.NewPCG(cfg.Seed, streamJitter)
+	g.ifaceRand = mix.NewPCG(cfg.Seed, streamInterfaces)
 	g.key = g.flowRand.Uint64()
+	if n := cfg.Interfaces; n > 1 {
+		g.skew = make([]time.Duration, n)
+		for i := range g.skew {
+			// skew*i/(n-1) <= skew: the quotient fits.
+			hi, lo := bits.Mul64(uint64(cfg.InterfaceSkew), uint64(i))
+			q, _ := bits.Div64(hi, lo, uint64(n-1))
+			g.skew[i] = time.Duration(q)
+		}
+	}
 
 	f := uint32(cfg.Flows)
 	g.pairs = ceilDiv(f, 3)
@@ -207,13 +279,26 @@ func (g *generator) hosts(p uint32) (client, server uint32) {
 
 func (g *generator) run(out packetWriter, snap int) (Stats, error) {
 	cfg := g.cfg
-	var buf [frameCap]byte
+	buf := make([]byte, frameCap) // kept after the loop for CutShort
 	mal := selector{left: cfg.Packets, want: cfg.malformedCount()}
 	intro := selector{left: cfg.Packets - mal.want, want: cfg.Flows}
 	clock := newClock(cfg.Packets, cfg.Duration)
 	introduced := 0
-	for range cfg.Packets {
+	var prev time.Time
+	for i := range cfg.Packets {
 		ts := g.start.Add(clock.next(&g.clockRand))
+		iface := 0
+		if cfg.Jitter > 0 {
+			ts = ts.Add(-time.Duration(g.jitterRand.Uint64N(uint64(cfg.Jitter) + 1)))
+		}
+		if g.skew != nil {
+			iface = g.ifaceRand.IntN(len(g.skew))
+			ts = ts.Add(-g.skew[iface])
+		}
+		if i > 0 && ts.Before(prev) {
+			g.st.Backward++
+		}
+		prev = ts
 		// A malformed frame is a runt: nothing more was on the wire.
 		var frame []byte
 		if mal.take(&g.malRand) {
@@ -239,11 +324,12 @@ func (g *generator) run(out packetWriter, snap int) (Stats, error) {
 		if len(frame) > snap {
 			frame = frame[:snap]
 		}
-		ci := gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(frame), Length: wire}
+		ci := gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(frame), Length: wire, InterfaceIndex: iface}
 		if err := out.WritePacket(ci, frame); err != nil {
 			return g.st, err
 		}
 		g.st.Packets++
+		g.last, g.lastCI = frame, ci
 	}
 	g.st.Flows = cfg.Flows
 	g.st.Malformed = g.st.Truncated + g.st.BadVersion + g.st.NotIP

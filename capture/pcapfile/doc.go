@@ -9,9 +9,11 @@
 // nothing. Packets are handed out zero-copy: a capture.Packet's Data is
 // valid until the next call to Next. A Reader is used by one goroutine.
 //
-// Damage is reported, never trusted: a record whose header cannot be right
+// Damage is reported, never trusted: a record whose header cannot be right,
+// or a file that ends inside its header or a record (an empty file too),
 // ends its file with an *Error wrapping capture.ErrCorrupt, naming the file,
-// record and offset, and the next Next moves on to the next file. Lengths
+// record and offset, and the next Next moves on to the next file. Open
+// fails only for files that are missing or of another kind. Lengths
 // are checked against MaxCaptureLength and the enclosing block before
 // anything is read, so a file cannot make the reader allocate what it
 // claims.

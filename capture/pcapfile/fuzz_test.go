@@ -85,9 +85,27 @@ func FuzzReader(f *testing.F) {
 	f.Add(gz)
 	f.Add(gzipBytes(f, w.b))
 	f.Add(gz[:len(gz)-3])
-	// Not captures: nothing, text, a gzip of text.
+	// Truncated captures, read as damage rather than as files of another
+	// kind: nothing at all, one byte of a magic number, a pcap file header
+	// and a pcapng section header block cut short, a pcap cut inside a
+	// record header, a pcapng cut inside a block header and inside a packet
+	// block, a gzip cut inside its header and halfway through its stream,
+	// and a whole gzip stream of nothing.
 	f.Add([]byte{})
+	f.Add([]byte{0xd4})
+	f.Add(good[:20])
+	ngGood := writeNg(f, pkts, flow.LinkEthernet)
+	f.Add(ngGood[:20])
+	f.Add(good[:24+7])
+	ngEnds, _ := ngBlockEnds(ngGood)
+	f.Add(ngGood[:ngEnds[2]+5])
+	f.Add(ngGood[:ngEnds[2]+30])
+	f.Add(gz[:5])
+	f.Add(gz[:len(gz)/2])
+	f.Add(gzipBytes(f, nil))
+	// Not captures: text, two bytes no magic begins with, a gzip of text.
 	f.Add([]byte("GET / HTTP/1.1\r\n"))
+	f.Add([]byte{0x1f, 0x8c})
 	f.Add(gzipBytes(f, []byte("hello")))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -149,6 +167,11 @@ func FuzzReader(f *testing.F) {
 			var fe *Error
 			if !errors.Is(err, capture.ErrCorrupt) || !errors.As(err, &fe) || fe.Path != "-" || fe.Record > int64(len(got))+1 {
 				t.Fatalf("error %v after %d packets", err, len(got))
+			}
+			// The damage is where the input is: within it (plain), and
+			// a header error comes before any packet.
+			if !fe.Compressed && fe.Offset > int64(len(data)) || fe.Record == 0 && len(got) > 0 || fe.Offset < 0 {
+				t.Fatalf("error %v after %d packets of a %d-byte input", err, len(got), len(data))
 			}
 		}
 		fuzzCompare(t, data, got)

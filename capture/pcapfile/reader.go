@@ -65,6 +65,27 @@ const (
 	optTsOffset = 14
 )
 
+// magics are the first bytes of every kind of file Open accepts: a file
+// shorter than a magic number, whose bytes begin one of them (an empty file
+// too), is a capture cut short, not a file of another kind.
+var magics = [...][]byte{
+	{0xa1, 0xb2, 0xc3, 0xd4}, {0xd4, 0xc3, 0xb2, 0xa1}, // pcap, microseconds
+	{0xa1, 0xb2, 0x3c, 0x4d}, {0x4d, 0x3c, 0xb2, 0xa1}, // pcap, nanoseconds
+	{0x0a, 0x0d, 0x0d, 0x0a}, // pcapng section header block
+	{0x1f, 0x8b},             // gzip
+}
+
+// magicPrefix reports whether b, shorter than a magic number, is how one
+// begins.
+func magicPrefix(b []byte, gzipOK bool) bool {
+	for _, m := range magics {
+		if (gzipOK || len(m) == 4) && len(b) < len(m) && bytes.HasPrefix(m, b) {
+			return true
+		}
+	}
+	return false
+}
+
 type kind uint8
 
 const (
@@ -87,12 +108,13 @@ type Stats struct {
 // opened. It wraps capture.ErrCorrupt when the file's contents are damaged
 // (errors.Is(err, capture.ErrCorrupt)), ErrNotCapture when the file is not
 // a capture file of a known kind, and io.ErrUnexpectedEOF when the file
-// ends inside a record.
+// ends inside its header or a record (a truncated file).
 type Error struct {
-	Path   string // as given to Open; "-" is standard input
-	Record int64  // 1-based number of the packet record being read; 0: the file header
-	Offset int64  // byte offset of the damaged record or block (of the decompressed stream for gzip)
-	Err    error  // what is wrong
+	Path       string // as given to Open; "-" is standard input
+	Record     int64  // 1-based number of the packet record being read; 0: the file header
+	Offset     int64  // byte offset of the damaged record or block (of the decompressed stream for gzip)
+	Compressed bool   // the file is gzip: Offset counts decompressed bytes
+	Err        error  // what is wrong
 
 	corrupt    bool
 	notCapture bool
@@ -100,14 +122,64 @@ type Error struct {
 
 func (e *Error) Error() string {
 	msg := "capture: " + e.Path + ": "
-	if e.Record > 0 {
-		msg += fmt.Sprintf("record %d at offset %d: ", e.Record, e.Offset)
+	if e.Record > 0 || e.corrupt {
+		msg += e.Where() + ": "
 	}
 	if e.notCapture {
 		msg += "not a pcap or pcapng file: "
 	}
 	return msg + e.Err.Error()
 }
+
+// Where says where the damage is: "record 4 at offset 1234" ("... of the
+// decompressed data" in a gzip file), or "file header at offset 0".
+func (e *Error) Where() string {
+	var s string
+	if e.Record > 0 {
+		s = fmt.Sprintf("record %d at offset %d", e.Record, e.Offset)
+	} else {
+		s = fmt.Sprintf("file header at offset %d", e.Offset)
+	}
+	if e.Compressed {
+		s += " of the decompressed data"
+	}
+	return s
+}
+
+// truncated is what is wrong with a file that ends inside its header or a
+// record: what it was reading, and how much of it there was. It wraps
+// io.ErrUnexpectedEOF.
+type truncated struct {
+	what      string // e.g. "the record data"; "": the file is empty
+	got, want int    // bytes of it present (-1: not known), and its length (0: not known yet)
+	gzip      bool   // the bytes are decompressed ones
+	cut       bool   // gzip: the compressed stream itself ends early
+}
+
+func (e *truncated) Error() string {
+	if e.what == "" {
+		if e.gzip {
+			return "empty gzip data"
+		}
+		return "empty file"
+	}
+	subject := "file ends"
+	switch {
+	case e.gzip && e.cut:
+		subject = "gzip stream cut short"
+	case e.gzip:
+		subject = "gzip data ends"
+	}
+	switch {
+	case e.got < 0:
+		return fmt.Sprintf("%s inside %s", subject, e.what)
+	case e.want > 0:
+		return fmt.Sprintf("%s inside %s after %d of its %d bytes", subject, e.what, e.got, e.want)
+	}
+	return fmt.Sprintf("%s inside %s after %d bytes", subject, e.what, e.got)
+}
+
+func (e *truncated) Unwrap() error { return io.ErrUnexpectedEOF }
 
 // Unwrap returns capture.ErrCorrupt and ErrNotCapture where they apply, and
 // Err.
@@ -195,9 +267,19 @@ func tsUnits(v byte) (uint64, bool) {
 // MaxCaptureLength, a pcapng block whose length is implausible, whose
 // trailing length differs from its leading one or whose packet overruns it,
 // a packet on an interface the section never described, and a file that
-// ends inside a record (or a gzip stream that fails) make Next return a
-// *Error that wraps capture.ErrCorrupt and names the file, the record
-// number and the offset. Records longer than the snap length the file declares, but
+// ends inside its header or a record (or a gzip stream that fails) make
+// Next return a *Error that wraps capture.ErrCorrupt and names the file,
+// the record number and the offset (Error.Where). A truncated file's error
+// also wraps io.ErrUnexpectedEOF and says what it ends inside and how many
+// of its bytes are there, in one form for pcap, pcapng and gzip:
+//
+//	capture: day.pcap: record 4 at offset 1234: file ends inside the record data after 12 of its 60 bytes
+//	capture: day.pcapng: record 9 at offset 880: file ends inside an enhanced packet block after 20 of its 96 bytes
+//	capture: day.pcap.gz: record 7 at offset 512 of the decompressed data: gzip stream cut short inside the record header after 3 of its 16 bytes
+//	capture: new.pcap: file header at offset 0: empty file
+//	capture: new.pcap: file header at offset 0: file ends inside the pcap file header after 20 of its 24 bytes
+//
+// Records longer than the snap length the file declares, but
 // within MaxCaptureLength, are read, as tcpdump and Wireshark read them:
 // some writers do not truncate to the snap length they declare.
 //
@@ -259,6 +341,15 @@ var _ capture.Source = (*Reader)(nil)
 // list does not hold one descriptor per file. The error joins one
 // *Error per bad path: ErrNotCapture for a file of another kind, the
 // fs error (such as fs.ErrNotExist) otherwise.
+//
+// A file that ends inside its header (an empty file, or one cut inside its
+// gzip header, its pcap file header or its first section header block, every
+// byte of it what a capture begins with) is not of another kind but a
+// truncated capture, such as a capture killed before its first write
+// leaves: Open accepts it and Next reports it in its turn, as it reports a
+// file cut inside a record (an *Error wrapping capture.ErrCorrupt and
+// io.ErrUnexpectedEOF, Record 0), so that one empty file does not stop a
+// replay of many.
 func Open(paths ...string) (*Reader, error) {
 	return open(os.Stdin, paths...)
 }
@@ -277,7 +368,7 @@ func open(stdin io.Reader, paths ...string) (*Reader, error) {
 	var errs []error
 	for i, path := range paths {
 		s.stats[i].Path = path
-		if err := s.probe(i, stdin); err != nil {
+		if err := s.probe(i, stdin); err != nil && !truncatedHeader(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -305,8 +396,10 @@ func (s *Reader) probe(i int, stdin io.Reader) error {
 	n, err := io.ReadFull(stdin, head[:])
 	s.stdin = io.MultiReader(bytes.NewReader(head[:n]), stdin)
 	switch {
+	case (err == io.EOF || err == io.ErrUnexpectedEOF) && magicPrefix(head[:n], true):
+		return nil // cut short: Next reports it in its turn
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return &Error{Path: path, Err: fmt.Errorf("%d bytes are too short for a header", n), notCapture: true}
+		return &Error{Path: path, Err: fmt.Errorf("%d bytes, and no capture file begins with them", n), notCapture: true}
 	case err != nil:
 		return &Error{Path: path, Err: fmt.Errorf("read: %w", err)}
 	}
@@ -347,26 +440,41 @@ func (s *Reader) openFile(i int) error {
 	s.open = true
 
 	s.raw.Reset(src)
-	if m, _ := s.raw.Peek(2); len(m) == 2 && binary.BigEndian.Uint16(m) == gzipMagic {
+	m, _ := s.raw.Peek(10) // a gzip header's fixed part
+	if len(m) == 1 && m[0] == gzipMagic>>8 {
+		st.Compressed = true
+		return s.cutHeader(&truncated{what: "the gzip header", got: 1, want: 10})
+	}
+	if len(m) >= 2 && binary.BigEndian.Uint16(m) == gzipMagic {
+		st.Compressed = true
+		if len(m) < 10 {
+			return s.cutHeader(&truncated{what: "the gzip header", got: len(m), want: 10})
+		}
 		var err error
 		if s.gz == nil {
 			s.gz, err = gzip.NewReader(s.raw)
 		} else {
 			err = s.gz.Reset(s.raw)
 		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return s.cutHeader(&truncated{what: "the gzip header", got: -1})
+		}
 		if err != nil {
 			return s.headerErr(fmt.Errorf("gzip: %w", err))
 		}
 		s.in.Reset(s.gz)
-		st.Compressed = true
 	} else {
 		s.in.Reset(s.raw)
 	}
 
 	h, err := s.in.Peek(4)
 	if err != nil {
-		if len(h) == 0 && err == io.EOF {
-			return s.headerErr(errors.New("empty file"))
+		if (err == io.EOF || err == io.ErrUnexpectedEOF) && magicPrefix(h, !st.Compressed) {
+			cut := st.Compressed && err == io.ErrUnexpectedEOF
+			if len(h) == 0 && !cut {
+				return s.cutHeader(&truncated{gzip: st.Compressed})
+			}
+			return s.cutHeader(&truncated{what: "the magic number", got: len(h), want: 4, gzip: st.Compressed, cut: cut})
 		}
 		return s.headerErr(fmt.Errorf("reading the header: %w", s.readErr(err)))
 	}
@@ -379,6 +487,10 @@ func (s *Reader) openFile(i int) error {
 		if err := s.ngSection(); err != nil {
 			var fe *Error
 			if errors.As(err, &fe) {
+				if fe.corrupt && errors.Is(fe.Err, io.ErrUnexpectedEOF) {
+					fe.Record = 0 // the file's first section header block is its header
+					return fe
+				}
 				err = fe.Err
 			}
 			return s.headerErr(err)
@@ -399,17 +511,34 @@ func (s *Reader) openFile(i int) error {
 func (s *Reader) headerErr(err error) error {
 	var pe *fs.PathError
 	damaged := !errors.As(err, &pe)
-	return &Error{Path: s.paths[s.cur], Err: err, notCapture: damaged, corrupt: damaged && s.probed}
+	return &Error{Path: s.paths[s.cur], Compressed: s.stats[s.cur].Compressed, Err: err, notCapture: damaged, corrupt: damaged && s.probed}
+}
+
+// cutHeader reports a file that ends inside its header: a truncated
+// capture, not a file of another kind (see Open).
+func (s *Reader) cutHeader(t *truncated) error {
+	return &Error{Path: s.paths[s.cur], Compressed: t.gzip, Err: t, corrupt: true}
+}
+
+// truncatedHeader reports whether err is cutHeader's: a file Open
+// accepts, whose damage Next reports.
+func truncatedHeader(err error) bool {
+	var fe *Error
+	return errors.As(err, &fe) && fe.Record == 0 && fe.corrupt && errors.Is(fe.Err, io.ErrUnexpectedEOF)
 }
 
 // pcapHeader reads the 24-byte pcap file header.
 func (s *Reader) pcapHeader(magic uint32) error {
 	h, err := s.in.Peek(24)
+	s.big = magic == pcapMicroBE || magic == pcapNanoBE
 	if err != nil {
+		if (err == io.EOF || err == io.ErrUnexpectedEOF) && (len(h) < 6 || s.u16(h[4:]) == 2) {
+			gz := s.stats[s.cur].Compressed
+			return s.cutHeader(&truncated{what: "the pcap file header", got: len(h), want: 24, gzip: gz, cut: gz && err == io.ErrUnexpectedEOF})
+		}
 		return s.headerErr(fmt.Errorf("pcap header: %w", s.readErr(err)))
 	}
 	s.format = kindPcap
-	s.big = magic == pcapMicroBE || magic == pcapNanoBE
 	s.fracMul = 1e3
 	st := &s.stats[s.cur]
 	st.Format = "pcap"
@@ -555,15 +684,20 @@ func (s *Reader) readErr(err error) error {
 	return err
 }
 
-// short reports a read that came up short inside what.
-func (s *Reader) short(what string, err error) error {
+// short reports a read that came up short inside what, after got of its
+// want bytes (want 0: its length is not known yet).
+func (s *Reader) short(what string, got, want int, err error) error {
+	gz := s.stats[s.cur].Compressed
+	// gzip.Reader returns io.ErrUnexpectedEOF for a stream cut short and
+	// io.EOF at its proper end; a file ends with io.EOF.
+	cut := gz && err == io.ErrUnexpectedEOF
 	err = s.readErr(err)
 	var pe *fs.PathError
 	if errors.As(err, &pe) { // the operating system failed, not the file
 		return s.recordErr(fmt.Errorf("reading %s: %w", what, err), false)
 	}
 	if err == io.ErrUnexpectedEOF {
-		return s.recordErr(fmt.Errorf("file ends inside %s: %w", what, err), true)
+		return s.recordErr(&truncated{what: what, got: got, want: want, gzip: gz, cut: cut}, true)
 	}
 	return s.recordErr(fmt.Errorf("%s: %w", what, err), true)
 }
@@ -573,7 +707,25 @@ func (s *Reader) corrupt(format string, args ...any) error {
 }
 
 func (s *Reader) recordErr(err error, corrupt bool) error {
-	return &Error{Path: s.paths[s.cur], Record: s.records + 1, Offset: s.offset, Err: err, corrupt: corrupt}
+	return &Error{Path: s.paths[s.cur], Record: s.records + 1, Offset: s.offset,
+		Compressed: s.stats[s.cur].Compressed, Err: err, corrupt: corrupt}
+}
+
+// blockName names a pcapng block type in errors.
+func blockName(typ uint32) string {
+	switch typ {
+	case blockSectionHeader:
+		return "the section header block"
+	case blockInterface:
+		return "an interface description block"
+	case blockEnhancedPacket:
+		return "an enhanced packet block"
+	case blockSimplePacket:
+		return "a simple packet block"
+	case blockPacketObsolete:
+		return "a packet block"
+	}
+	return fmt.Sprintf("a block of type %#x", typ)
 }
 
 // pcapNext reads a pcap record: a 16-byte header (seconds, fraction,
@@ -585,7 +737,7 @@ func (s *Reader) pcapNext(p *capture.Packet) error {
 		if len(h) == 0 && err == io.EOF {
 			return io.EOF
 		}
-		return s.short("the record header", err)
+		return s.short("the record header", len(h), 16, err)
 	}
 	caplen := s.u32(h[8:])
 	if caplen > MaxCaptureLength {
@@ -594,7 +746,7 @@ func (s *Reader) pcapNext(p *capture.Packet) error {
 	n := 16 + int(caplen)
 	rec, err := s.in.Peek(n)
 	if err != nil {
-		return s.short("the record", err)
+		return s.short("the record data", len(rec)-16, int(caplen), err)
 	}
 	p.Data = rec[16:n:n]
 	p.WireLen = int(max(s.u32(rec[12:]), caplen))
@@ -613,7 +765,7 @@ func (s *Reader) ngNext(p *capture.Packet) error {
 			if len(h) == 0 && err == io.EOF {
 				return io.EOF
 			}
-			return s.short("a block header", err)
+			return s.short("a block header", len(h), 8, err)
 		}
 		typ := s.u32(h)
 		if typ == blockSectionHeader {
@@ -674,7 +826,7 @@ func (s *Reader) ngSkip(typ uint32, total int) error {
 	if total <= s.in.Size() {
 		b, err := s.in.Peek(total)
 		if err != nil {
-			return s.short(fmt.Sprintf("a block of type %#x", typ), err)
+			return s.short(blockName(typ), len(b), total, err)
 		}
 		if err := s.ngTrailer(typ, total, b[total-4:]); err != nil {
 			return err
@@ -683,12 +835,12 @@ func (s *Reader) ngSkip(typ uint32, total int) error {
 		s.offset += int64(total)
 		return nil
 	}
-	if _, err := s.in.Discard(total - 4); err != nil {
-		return s.short(fmt.Sprintf("a block of type %#x", typ), err)
+	if n, err := s.in.Discard(total - 4); err != nil {
+		return s.short(blockName(typ), n, total, err)
 	}
 	b, err := s.in.Peek(4)
 	if err != nil {
-		return s.short(fmt.Sprintf("a block of type %#x", typ), err)
+		return s.short(blockName(typ), total-4+len(b), total, err)
 	}
 	if err := s.ngTrailer(typ, total, b); err != nil {
 		return err
@@ -703,7 +855,7 @@ func (s *Reader) ngSkip(typ uint32, total int) error {
 func (s *Reader) ngSection() error {
 	h, err := s.in.Peek(16)
 	if err != nil {
-		return s.short("the section header block", err)
+		return s.short(blockName(blockSectionHeader), len(h), 0, err)
 	}
 	switch binary.BigEndian.Uint32(h[8:]) {
 	case byteOrderMagic:
@@ -732,7 +884,7 @@ func (s *Reader) ngInterface(total int) error {
 	}
 	b, err := s.in.Peek(total)
 	if err != nil {
-		return s.short("an interface description block", err)
+		return s.short(blockName(blockInterface), len(b), total, err)
 	}
 	if err := s.ngTrailer(blockInterface, total, b[total-4:]); err != nil {
 		return err
@@ -787,7 +939,7 @@ func (s *Reader) ngPacket(p *capture.Packet, typ uint32, total int) error {
 	}
 	h, err := s.in.Peek(hdr)
 	if err != nil {
-		return s.short("a packet block header", err)
+		return s.short(blockName(typ), len(h), total, err)
 	}
 	var (
 		ifc             *iface
@@ -827,7 +979,7 @@ func (s *Reader) ngPacket(p *capture.Packet, typ uint32, total int) error {
 	if total <= s.in.Size() {
 		b, err := s.in.Peek(total)
 		if err != nil {
-			return s.short("a packet block", err)
+			return s.short(blockName(typ), len(b), total, err)
 		}
 		if err := s.ngTrailer(typ, total, b[total-4:]); err != nil {
 			return err
@@ -841,15 +993,18 @@ func (s *Reader) ngPacket(p *capture.Packet, typ uint32, total int) error {
 		}
 		s.in.Discard(hdr)
 		data := s.spill[:caplen:caplen]
-		if _, err := io.ReadFull(s.in, data); err != nil {
-			return s.short("a packet block", err)
+		if n, err := io.ReadFull(s.in, data); err != nil {
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF // ReadFull's, after some bytes: the data ends
+			}
+			return s.short(blockName(typ), hdr+n, total, err)
 		}
-		if _, err := s.in.Discard(total - end - 4); err != nil {
-			return s.short("a packet block", err)
+		if n, err := s.in.Discard(total - end - 4); err != nil {
+			return s.short(blockName(typ), end+n, total, err)
 		}
 		b, err := s.in.Peek(4)
 		if err != nil {
-			return s.short("a packet block", err)
+			return s.short(blockName(typ), total-4+len(b), total, err)
 		}
 		if err := s.ngTrailer(typ, total, b); err != nil {
 			return err

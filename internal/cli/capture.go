@@ -66,16 +66,19 @@ type CaptureConfig struct {
 	Out      string
 	Format   string
 	Summary  string
+	Retain   int // newest files of each time-pattern output kept; 0 all
 	Metrics  string
 	Seed     seedFlag
 	Pin      bool
 	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
+	Export   ExportConfig
 
 	latenessSet bool
 
 	// Set by check.
-	spec string // the filter spec in effect: canonical, product defaults in
-	open int    // windows open at once, each with a filter per worker
+	spec         string // the filter spec in effect: canonical, product defaults in
+	open         int    // windows open at once, each with a filter per worker
+	out, summary output // --out and --summary parsed
 }
 
 // newCaptureConfig returns the defaults of replay and run.
@@ -86,6 +89,7 @@ func newCaptureConfig() CaptureConfig {
 		Workers: runtime.NumCPU(),
 		Out:     "-",
 		Format:  "jsonl",
+		Export:  newExportConfig(),
 	}
 }
 
@@ -97,13 +101,15 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards, each owning one filter per open window; the default is the number of CPUs, the most %d per CPU", maxWorkersPerCPU))
 	durationFlag(fs, &c.Window, "window", "landmark window `D`, e.g. 1h: each key is reported at most once per window and filters are cleared at its end (0: one window for the whole run)")
 	fs.Var(durationValue{p: &c.Lateness, set: &c.latenessSet}, "lateness", fmt.Sprintf("allowed lateness `D`: a window closes when the newest packet time passes its end plus D, so packets whose time goes back by up to D (pcapng interfaces interleaved, several capture rings) are still counted in their own window; older ones are counted as late. Each worker keeps ceil(D/window)+1 filters (default %s, at most one --window: 2 filters)", DefaultLateness))
-	fs.StringVarP(&c.Out, "out", "w", c.Out, "distinct-flow records `PATH` (- = stdout)")
+	fs.StringVarP(&c.Out, "out", "w", c.Out, "distinct-flow records `PATH` (- = stdout), or a time pattern for one file per period, e.g. 'flows-%Y%m%dT%H.jsonl' (UTC, conversions in the file name only, %% for a literal %; see Output files above); SIGHUP reopens a plain file")
 	fs.StringVar(&c.Format, "format", c.Format, "record format: jsonl | csv | text")
-	fs.StringVar(&c.Summary, "summary", c.Summary, "write one JSON summary per closed window to `PATH` (- = stderr)")
+	fs.StringVar(&c.Summary, "summary", c.Summary, "write one JSON summary per closed window to `PATH` (- = stderr), or to a time pattern's files as --out")
+	fs.IntVar(&c.Retain, "retain", c.Retain, "keep the newest `N` files of each time-pattern output, removing older ones as new ones are finished (0 = keep all); needs names that sort in time, e.g. %Y%m%dT%H")
 	fs.StringVar(&c.Metrics, "metrics", c.Metrics, "serve Prometheus metrics on `ADDR`, e.g. 127.0.0.1:9100 (default off)")
 	fs.Var(&c.Seed, "seed", "hash key `N` (default: random per run, so nobody can craft colliding keys; set it to reproduce a run)")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
 	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
+	c.Export.bind(fs)
 }
 
 // completeCaptureFlags registers the shell completions of the shared flags.
@@ -150,6 +156,12 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 	if !slices.Contains(report.Formats, c.Format) {
 		return usagef("--format %q: want jsonl, csv or text", c.Format)
 	}
+	if err := c.checkOutputs(); err != nil {
+		return err
+	}
+	if err := c.Export.check(); err != nil {
+		return err
+	}
 	spec, err := filters.WithProductDefaults(c.Filter)
 	if err != nil {
 		return usageError{fmt.Errorf("--filter: %w", err)}
@@ -195,19 +207,20 @@ type session struct {
 // live backpressure policy (drop and count) and wall-clock windows.
 func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
 	s := &session{cfg: cfg, stderr: stderr}
-	out, err := s.create(cfg.Out, stdout)
+	sinks, err := s.outputs(stdout, stderr)
 	if err != nil {
+		s.close()
 		return nil, err
 	}
-	var summary io.Writer
-	if cfg.Summary != "" {
-		if summary, err = s.create(cfg.Summary, stderr); err != nil {
-			s.close()
-			return nil, err
-		}
-	}
-	s.reporter, err = report.New(report.Config{Out: out, Format: cfg.Format, Kind: cfg.Key, Summary: summary, Totals: stderr, Filter: cfg.spec})
+	exports, err := s.openExports(cfg, live, stderr)
 	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Sinks: sinks, Totals: stderr, Filter: cfg.spec,
+		Observer: cfg.Export.Observer, Exports: exports})
+	if err != nil {
+		closeQueues(exports)
 		s.close()
 		return nil, err
 	}
@@ -215,14 +228,19 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
+		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
 	}, s.reporter)
 	if err != nil {
+		closeQueues(exports)
 		s.close()
 		return nil, err
 	}
 	if cfg.Metrics != "" {
-		addr, err := report.Serve(ctx, cfg.Metrics, metricsRegistry(s.pipe.Stats, cfg.spec))
+		reg := metricsRegistry(s.pipe.Stats, cfg.spec)
+		registerExports(reg, cfg.spec, exports)
+		addr, err := report.Serve(ctx, cfg.Metrics, reg)
 		if err != nil {
+			closeQueues(exports)
 			s.close()
 			return nil, err
 		}
@@ -240,19 +258,6 @@ func metricsRegistry(stats func() pipeline.Stats, filter string) *prometheus.Reg
 	prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(report.NewCollector(stats))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
-}
-
-// create opens path for writing ("-" is std).
-func (s *session) create(path string, std io.Writer) (io.Writer, error) {
-	if path == "-" {
-		return std, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	s.closers = append(s.closers, f)
-	return f, nil
 }
 
 func (s *session) close() error {

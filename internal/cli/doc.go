@@ -12,6 +12,12 @@
 // a line in commands. replay and run share their flags through
 // CaptureConfig.BindFlags: a flag both take is added there once.
 //
+// replay and run write their outputs through outputs.go: a plain file, or
+// a time pattern with one file per period (internal/outfile,
+// report.RecordFiles and SummaryFiles); plain files reopen on SIGHUP,
+// which replay and run catch from their start until the process exits
+// (hangup.go). tune wires the tune library.
+//
 // Main returns the exit code: 0, 1 when the command ran and failed, 2 for
 // a usage error (a bad flag, argument or filter spec, or filters larger
 // than the machine can hold), with the message and a pointer to --help.

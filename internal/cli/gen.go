@@ -29,7 +29,7 @@ func (c *GenConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.IPv6, "ipv6", 0, "fraction of the flows that are IPv6, e.g. --ipv6 0.3")
 	fs.BoolVar(&c.VLAN, "vlan", false, "tag every frame with 802.1Q (about one client in four behind an 802.1ad QinQ stack)")
 	durationFlag(fs, &c.Duration, "duration", "timestamps spread over this span `D` after --start, e.g. --duration 150s")
-	fs.TextVar(&c.Start, "start", gen.DefaultStart, "`TIME` of the first packet, RFC 3339")
+	fs.TextVar(&c.Start, "start", gen.DefaultStart, "`TIME` of the first packet, RFC 3339 (--jitter and --interface-skew may move it back)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed; the same flags and seed give the same file, byte for byte")
 	fs.StringVar(&c.Format, "format", "", "pcap | pcapng (default: pcapng when FILE ends in .pcapng or .pcapng.gz, else pcap)")
 	fs.BoolVar(&c.Gzip, "gzip", false, "gzip the file (implied when FILE ends in .gz)")
@@ -37,11 +37,20 @@ func (c *GenConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.Fragments, "fragments", 0, "fraction of IPv4 UDP packets written as non-first fragments (keyed without ports), e.g. --fragments 0.1")
 	fs.IntVarP(&c.SnapLen, "snaplen", "s", 0, fmt.Sprintf("cut frames to this many bytes, as a capture's snap length does (tcpdump -s); 0 = no limit, else at least %d", gen.MinSnapLen))
 	fs.StringVarP(&c.Out, "out", "o", "", "output `FILE` (required; - = stdout); an existing file is overwritten, as tcpdump -w does")
+	// Messy captures, for testing what reads them.
+	durationFlag(fs, &c.Jitter, "jitter", "move each packet's time back by a random amount up to `D` (by --seed), so time goes backwards by up to D between packets, e.g. --jitter 2s")
+	fs.IntVar(&c.Interfaces, "interfaces", 1, fmt.Sprintf("pcapng only: describe N interfaces (at most %d) and send each packet out on one drawn at random", gen.MaxInterfaces))
+	durationFlag(fs, &c.InterfaceSkew, "interface-skew", "with --interfaces N: interface i's clock runs i*`D`/(N-1) behind the first's, so time goes back by up to D where interfaces interleave, e.g. --interface-skew 1s")
+	fs.BoolVar(&c.CutShort, "cut-short", false, "end the file inside one more record (its header and half its data), as a capture whose writer was killed: readers get --packets records, then a truncated file")
 }
 
 const genExamples = `  flowdedup gen --packets 2000 --flows 300 -o small.pcap
   flowdedup gen --packets 20000 --flows 2000 --zipf 1.1 --ipv6 0.25 --duration 150s -o zipf.pcap.gz
   flowdedup gen --packets 2000 --flows 300 --vlan --malformed 0.05 --format pcapng -o - | tshark -r - -c 5
+  flowdedup gen --packets 5000 --flows 500 --duration 5m --jitter 3s -o backwards.pcap
+  flowdedup gen --packets 5000 --flows 500 --interfaces 2 --interface-skew 2s -o twoifaces.pcapng
+  flowdedup gen --packets 100 --flows 10 --cut-short -o crashed.pcap
+  flowdedup gen --packets 1000 --flows 100 --start 2026-01-01T01:00:00Z -o later.pcap   # with small.pcap: files out of order
 `
 
 func genCommand() command {
@@ -104,10 +113,17 @@ func runGen(ctx context.Context, cfg *GenConfig, args []string, stdout, stderr i
 	if cfg.Gzip {
 		format += ", gzip"
 	}
+	var messy string
+	if st.Backward > 0 {
+		messy += fmt.Sprintf("; %d timestamps go back", st.Backward)
+	}
+	if cfg.CutShort {
+		messy += "; then a record cut short"
+	}
 	fmt.Fprintf(stderr, "flowdedup gen: %d packets, %d flows -> %s (%s); keys: %d src, %d dst, %d pair, %d 5tuple; "+
-		"%d malformed (%d truncated, %d bad IP version, %d ARP); %d fragments\n",
+		"%d malformed (%d truncated, %d bad IP version, %d ARP); %d fragments%s\n",
 		st.Packets, st.Flows, name, format, st.Sources, st.Destinations, st.Pairs, st.FiveTuples,
-		st.Malformed, st.Truncated, st.BadVersion, st.NotIP, st.Fragments)
+		st.Malformed, st.Truncated, st.BadVersion, st.NotIP, st.Fragments, messy)
 	return nil
 }
 

@@ -27,6 +27,10 @@ const runExamples = `  flowdedup run --iface eth0 --key src --window 1h --summar
   flowdedup run --iface veth0 --mode afpacket --bpf 'tcp or udp' --workers 2 --format text
   flowdedup run --iface span0 --mode afxdp --key pair    (a mirror port: its traffic leaves the kernel stack)
   flowdedup run -ni eth0 -w sources.jsonl --window 1h    (tcpdump habits: -n, -i IFACE, -w FILE)
+  flowdedup run --iface eth0 --key src --window 1h --out '/var/lib/flowdedup/sources-%Y%m%dT%H.jsonl' \
+      --summary '/var/lib/flowdedup/summary-%Y%m%d.jsonl' --retain 168    (a file per hour, a week kept)
+  flowdedup run --iface eth0 --window 1h --out /dev/null --export ipfix://collector:4739 --observation-domain 7
+  flowdedup run --iface eth0 --window 1m --summary-sketch --out /dev/null --export clickhouse://ch:8123/flows --spool /var/spool/flowdedup
 `
 
 const runIntro = `Captures live from an interface and writes each flow key the first time it is seen
@@ -178,7 +182,7 @@ func runLong() string {
 	for _, m := range liveModes {
 		fmt.Fprintf(&b, "  %-9s %s\n", m.name, m.help)
 	}
-	b.WriteString("\n" + runOutro)
+	b.WriteString("\n" + runOutro + "\n\n" + outputHelp)
 	return b.String()
 }
 
@@ -277,6 +281,7 @@ type liveSources struct {
 
 // runLive captures as cfg says; set tells which flags were given.
 func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args []string, stdout, stderr io.Writer) error {
+	catchHangup()
 	if len(args) > 0 {
 		return usagef("unexpected argument %q", args[0])
 	}
