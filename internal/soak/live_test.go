@@ -218,8 +218,9 @@ wait:
 	// pacer's goal (twice the live heap); the runtime forces a cycle every
 	// 2 minutes, and until a few cycles have run, the heap's spans, which
 	// a cycle leaves resident for reuse, still grow towards the size that
-	// one period's garbage needs. Measured here: anonymous RSS grew by 9
-	// MiB over the first 5 minutes and by 0.6 MiB over the next 5.
+	// one period's garbage needs. Measured here: anonymous RSS grew by 8
+	// to 9 MiB over the first 5 minutes and by 0.1 to 0.6 MiB over the
+	// next 5 (two runs).
 	warm := -1
 	for i, p := range series {
 		if p.gcs >= series[0].gcs+2 && p.at >= time.Minute {
