@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/flowdedup
 
-.PHONY: all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
+.PHONY: soak all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
@@ -73,3 +73,9 @@ eval-demo:
 
 clean:
 	rm -rf bin
+
+# The long soaks (internal/soak): 30 days of hourly windows streamed into
+# replay, then 10 minutes of live capture on a veth pair (root). make test
+# runs the short replay soak only.
+soak:
+	FLOWDEDUP_SOAK=long FLOWDEDUP_REQUIRE_PRIVILEGED=1 $(GO) test -count=1 -timeout 30m -v ./internal/soak/
