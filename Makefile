@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/flowdedup
 
-.PHONY: all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
+.PHONY: soak all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
@@ -19,9 +19,16 @@ test-race:
 	$(GO) test -count=1 -race ./pipeline/ ./report/... ./capture/... ./fastpath/
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
-# packet parsing and key hashing, and the BoomFilters comparison.
+# one hash at a time and batched (ObserveBatch: one and batch run back to
+# back, and tabulated side by side at the end, in ns per key), the memory
+# floor under the 64 MiB figures (RandomLines), packet parsing and key
+# hashing, the pipeline, and the BoomFilters comparison.
+bench: SHELL := /bin/bash
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./filters/ ./flow/ ./pipeline/ ./capture/... ./bpf/
+	@mkdir -p bin
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count 1 ./filters/ | tee bin/bench-filters.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./flow/ ./pipeline/ ./capture/... ./bpf/
+	@awk -f filters/benchtable.awk bin/bench-filters.txt
 
 # tune's budget (issue 11): `flowdedup tune` on a generated 1M-packet capture
 # (5-tuple keys, 1-minute windows, 64 KiB per shard) must finish within 60 s
@@ -66,3 +73,9 @@ eval-demo:
 
 clean:
 	rm -rf bin
+
+# The long soaks (internal/soak): 30 days of hourly windows streamed into
+# replay, then 10 minutes of live capture on a veth pair (root). make test
+# runs the short replay soak only.
+soak:
+	FLOWDEDUP_SOAK=long FLOWDEDUP_REQUIRE_PRIVILEGED=1 $(GO) test -count=1 -timeout 30m -v ./internal/soak/

@@ -14,6 +14,16 @@
 // words sized once by New; Observe allocates nothing (Exact, the ground
 // truth with unbounded memory, allocates only when it grows).
 //
+// Filters whose state outgrows the CPU's caches wait on memory for every
+// cell they touch, one miss after the other. Those that implement
+// BatchObserver (every family but a2, whose Observe keeps its few
+// independent misses in flight by itself) observe a batch of hashes faster:
+// they request the cache lines that the next hashes will touch before
+// observing the current ones, so that many misses are in flight at once,
+// and answer exactly as Observe one at a time would, leaving the same
+// state. ObserveAll takes that path when there is one; the pipeline's
+// workers call it on every batch they receive.
+//
 // A filter is built from a spec, name[:key=value,...], by New; String gives
 // the canonical spec back. A Filter is owned by one goroutine: the pipeline
 // gives each worker its own shard. Reset makes a filter answer exactly as a

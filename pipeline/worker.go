@@ -60,6 +60,8 @@ type worker struct {
 	free <-chan *outBatch
 	ob   *outBatch // being filled
 
+	dup []bool // the filter's answers for the batch being observed
+
 	stats *workerStats
 }
 
@@ -120,6 +122,7 @@ func newWorker(id int, filt []filters.Filter, sk *sketch.HLL, cfg *Config, lo in
 		out:      out,
 		free:     free,
 		stats:    stats,
+		dup:      make([]bool, cfg.BatchSize),
 	}
 	for i, f := range filt {
 		w.slots[i] = wslot{window: winNone, filter: f, sketch: newSketchFeed(sk)}
@@ -229,10 +232,11 @@ func (w *worker) marker(p int, b *batch) {
 func (w *worker) observe(b *batch) {
 	sl := w.slot(b.window)
 	w.hot = sl
-	f := sl.filter
 	hashes := b.hashes[:b.n]
-	for i, h := range hashes {
-		if !f.Observe(h) {
+	dup := w.dup[:len(hashes)]
+	filters.ObserveAll(sl.filter, hashes, dup) // the batch path, when the filter has one
+	for i, d := range dup {
+		if !d {
 			w.emit(sl, &b.keys[i], b.times[i])
 		}
 	}

@@ -54,7 +54,10 @@
 //
 //   - Batching: records go out in batches of QueueConfig.BatchSize,
 //     sealed when full or BatchAge after their first record, then a Flush;
-//     a window's summary goes after the records given before it. The
+//     a window's summary goes after the records given before it, following
+//     the batch that was being filled when it came (a window does not cut
+//     a batch short: a replay closes many windows a second, and each
+//     short batch would hold a whole buffer of the memory bound). The
 //     defaults (1024 records, 1 s) suit IPFIX; report/export sets each
 //     scheme's.
 //   - Batch IDs: a random 64-bit base per Queue plus a sequence. A batch
@@ -84,7 +87,11 @@
 //   - Full memory: the newest records are dropped, in the caller, without
 //     waiting. The oldest are kept because they are what the destination
 //     is missing, in order, and keeping them needs no work in the caller's
-//     goroutine.
+//     goroutine. With QueueConfig.Wait (replay: report/export's
+//     Options.Wait), the caller waits for room instead while the
+//     destination is up, so that a destination slower than the replay
+//     slows it rather than lose records; while it fails, Wait changes
+//     nothing.
 //   - Close: Queue.Close delivers what is queued, from memory and spool,
 //     for up to QueueConfig.DrainTimeout (DefaultDrainTimeout, 10 s;
 //     --export-drain), then closes the Sink. A destination that is failing

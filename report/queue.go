@@ -53,7 +53,8 @@ const (
 const (
 	// DropQueueFull: the destination's memory bound (MaxQueued) was
 	// reached and there is no spool, or the spool could not take records
-	// as fast as they came: the newest records were dropped.
+	// as fast as they came: the newest records were dropped. With
+	// QueueConfig.Wait, only while the destination fails.
 	DropQueueFull = "queue_full"
 	// DropSpoolFull: memory and the spool (--spool-max) were both full:
 	// the newest records were dropped.
@@ -101,6 +102,15 @@ type QueueConfig struct {
 	DrainTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between attempts.
 	RetryMin, RetryMax time.Duration
+	// Wait makes Records wait for room, rather than drop the records, when
+	// memory is full while the destination is up (its last attempt
+	// succeeded): the caller then goes at the destination's pace. It suits
+	// replay, which loses nothing by waiting; live capture leaves it off,
+	// since a capture that waits drops packets instead. While the
+	// destination fails, Records never waits: what does not fit goes to
+	// the spool or is dropped as without Wait, so that a dead destination
+	// cannot stop the caller.
+	Wait bool
 	// Notices receives one line when the destination becomes unreachable,
 	// one when it is back, and one for each other event an operator must
 	// know of (the first rejection, a full spool, a corrupt spool file,
@@ -148,8 +158,10 @@ type Queue struct {
 	base uint64
 
 	mu          sync.Mutex
+	room        sync.Cond         // on mu: a buffer was freed, or the destination failed (Wait)
 	fill        []pipeline.Record // the batch being filled, nil when none
 	fillSince   time.Time
+	after       []*item // summaries given while fill was being filled: they follow its batch
 	ready       []*item // sealed, oldest first (ready[readyHead:])
 	readyHead   int
 	free        [][]pipeline.Record
@@ -269,6 +281,7 @@ func NewQueue(dest string, sink Sink, cfg QueueConfig) (*Queue, error) {
 		results: make(chan *call, 1),
 		rng:     rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
+	q.room.L = &q.mu
 	q.up.Store(true)
 	if cfg.Spool != nil {
 		var err error
@@ -317,7 +330,8 @@ func (q *Queue) Stats() QueueStats {
 // Records copies the records of b into the Queue and returns at once; it
 // never fails while the Queue is open. Records that do not fit in memory
 // are dropped and counted (queue_full, or spool_full when a spool is
-// full too). b.ID and b.Retry are not used: the Queue makes its own
+// full too), or, with QueueConfig.Wait and the destination up, waited
+// for room. b.ID and b.Retry are not used: the Queue makes its own
 // batches.
 func (q *Queue) Records(b *Batch) error {
 	q.mu.Lock()
@@ -334,6 +348,10 @@ func (q *Queue) put(recs []pipeline.Record) {
 	for len(recs) > 0 {
 		if q.fill == nil {
 			q.fill = q.getBuf()
+			for q.fill == nil && q.cfg.Wait && q.up.Load() {
+				q.room.Wait()
+				q.fill = q.getBuf()
+			}
 			if q.fill == nil {
 				q.drop(q.fullReason(), len(recs))
 				break
@@ -392,6 +410,11 @@ func (q *Queue) seal() {
 	q.seq++
 	q.fill = nil
 	q.pushReady(it)
+	for i, s := range q.after {
+		q.pushReady(s)
+		q.after[i] = nil
+	}
+	q.after = q.after[:0]
 	q.signal()
 }
 
@@ -424,7 +447,14 @@ func (q *Queue) signal() {
 }
 
 // Window copies the summary s into the Queue, after the records given
-// before it, and returns at once.
+// before it, and returns at once. It does not cut the batch being filled
+// short: the summary follows that batch when it is sealed (full, or
+// BatchAge old), after records of the next windows that batch may hold
+// too. Sealing a batch at every window would hold a whole buffer of
+// BatchSize records for each window's tail, so that a replay, which
+// closes windows many times a second, filled the memory bound with
+// nearly empty batches and dropped records (queue_full) to a destination
+// that was keeping up.
 func (q *Queue) Window(s *Summary) error {
 	c := cloneSummary(s)
 	q.mu.Lock()
@@ -432,7 +462,6 @@ func (q *Queue) Window(s *Summary) error {
 	if q.closing {
 		return ErrQueueClosed
 	}
-	q.seal()
 	if q.windows >= maxQueuedWindows {
 		q.drop(q.fullReason(), 1)
 		return nil
@@ -440,6 +469,10 @@ func (q *Queue) Window(s *Summary) error {
 	it := q.newItem()
 	it.sum = c
 	q.windows++
+	if q.fill != nil {
+		q.after = append(q.after, it)
+		return nil
+	}
 	q.pushReady(it)
 	q.signal()
 	return nil
@@ -736,6 +769,7 @@ func (q *Queue) release(it *item) {
 		q.queued -= len(it.batch.Records)
 		q.queuedNow.Store(int64(q.queued))
 		q.free = append(q.free, it.batch.Records[:0])
+		q.room.Broadcast()
 	}
 	*it = item{}
 	q.freeItems = append(q.freeItems, it)
@@ -762,6 +796,9 @@ func (q *Queue) markDown(err error) {
 	q.down = true
 	q.downSince = time.Now()
 	q.up.Store(false)
+	q.mu.Lock()
+	q.room.Broadcast() // Records waits no more (Wait): it spools or drops
+	q.mu.Unlock()
 	if q.spool != nil {
 		q.notice("unreachable: %v; retrying, batches wait in the spool %s (up to %d bytes)", err, q.cfg.Spool.dir, q.cfg.Spool.max)
 	} else {

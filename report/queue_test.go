@@ -205,13 +205,16 @@ func TestQueueDelivers(t *testing.T) {
 			break
 		}
 	}
-	// The first summary comes after the 407 records given before it: after
-	// the 4th full batch and a batch of the 7 left.
+	// The first summary comes after the 407 records given before it: the
+	// batch being filled when it came is not cut short (it would hold a
+	// whole buffer for 7 records), so it follows the 5th full batch.
 	if len(windows) != 2 || len(order) != len(batches)+2 || order[5] != "w1" || order[len(order)-1] != "w2" {
 		t.Errorf("delivery order %v", order)
 	}
-	if len(batches[4].Records) != 7 {
-		t.Errorf("batch before the summary: %d records, want 7", len(batches[4].Records))
+	for i, b := range batches[:len(batches)-1] {
+		if len(b.Records) != 100 {
+			t.Errorf("batch %d: %d records, want every batch but the last full", i, len(b.Records))
+		}
 	}
 	if sink.flushes != len(batches)+2 || sink.closes != 1 {
 		t.Errorf("%d flushes, %d closes; want one flush per batch and summary, one close", sink.flushes, sink.closes)
@@ -225,6 +228,50 @@ func TestQueueDelivers(t *testing.T) {
 	}
 	if err := q.Close(); !errors.Is(err, ErrQueueClosed) {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestQueueManyWindowsFewRecords: windows that close faster than the
+// destination takes batches (a replay closes many a second) do not cut
+// batches short: 50 windows of 5 records fill 3 batches, which fit the
+// memory bound of 4, rather than 50 batches of 5, of which all but 4 would
+// be dropped. Every summary still comes after its window's records.
+func TestQueueManyWindowsFewRecords(t *testing.T) {
+	sink := &fakeSink{gate: make(chan struct{})}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 100, MaxQueued: 400, BatchAge: time.Hour})
+	all := genRecords(0, 250)
+	for w := range 50 {
+		put(t, q, all[w*5:w*5+5])
+		if err := q.Window(&Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(w)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := q.Stats(); dropped(st) != 0 || st.Queued != 250 {
+		t.Fatalf("with the destination busy: %+v; want the 250 records queued, none dropped", st)
+	}
+	close(sink.gate)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Fatalf("delivered %d records, want the 250 given, in order", len(got))
+	}
+	batches, windows, order := sink.snapshot()
+	if len(batches) != 3 || len(windows) != 50 {
+		t.Errorf("%d batches and %d summaries, want 3 and 50", len(batches), len(windows))
+	}
+	// Summary w follows the batch holding record 5w+4, its window's last.
+	seen := 0
+	for _, o := range order {
+		var n int
+		if _, err := fmt.Sscanf(o, "w%d", &n); err == nil && n*5+5 > seen {
+			t.Errorf("summary %d delivered after %d records, before its window's last (%d)", n, seen, n*5+5)
+		}
+		for _, b := range batches {
+			if o == fmt.Sprintf("b%d", b.ID) {
+				seen += len(b.Records)
+			}
+		}
 	}
 }
 
@@ -694,4 +741,47 @@ func TestSpoolHighWater(t *testing.T) {
 	if files := spoolFiles(t, dir); len(files) != 0 || dropped(q.Stats()) != 0 {
 		t.Errorf("left %v in the spool, dropped %v", files, q.Stats().Dropped)
 	}
+}
+
+// TestQueueWait: with Wait, a destination that is up but slower than the
+// caller slows the caller instead of losing records; one that fails does
+// not stop it: what does not fit is dropped as without Wait.
+func TestQueueWait(t *testing.T) {
+	sink := &fakeSink{delay: 2 * time.Millisecond}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Hour, Wait: true})
+	all := genRecords(0, 500)
+	for i := 0; i < len(all); i += 25 {
+		put(t, q, all[i:i+25])
+	}
+	if st := q.Stats(); dropped(st) != 0 {
+		t.Fatalf("a slow destination that is up: dropped %v", st.Dropped)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Fatalf("delivered %d records, want the 500 given, in order", len(got))
+	}
+
+	// A failing destination: Records returns, and counts what it drops.
+	sink = &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	q = newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Wait: true})
+	put(t, q, genRecords(0, 10))
+	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 100 {
+			q.Records(&Batch{Records: genRecords(10+i*10, 10)})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Records waited for a destination that is down")
+	}
+	if st := q.Stats(); st.Dropped[DropQueueFull] < 1000-20 {
+		t.Errorf("down: %+v; want all but 20 of the 1000 later records dropped as queue_full", st)
+	}
+	q.Close()
 }

@@ -71,6 +71,7 @@ type CaptureConfig struct {
 	Seed     seedFlag
 	Pin      bool
 	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
+	Export   ExportConfig
 
 	latenessSet bool
 
@@ -88,6 +89,7 @@ func newCaptureConfig() CaptureConfig {
 		Workers: runtime.NumCPU(),
 		Out:     "-",
 		Format:  "jsonl",
+		Export:  newExportConfig(),
 	}
 }
 
@@ -107,6 +109,7 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&c.Seed, "seed", "hash key `N` (default: random per run, so nobody can craft colliding keys; set it to reproduce a run)")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
 	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
+	c.Export.bind(fs)
 }
 
 // completeCaptureFlags registers the shell completions of the shared flags.
@@ -154,6 +157,9 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 		return usagef("--format %q: want jsonl, csv or text", c.Format)
 	}
 	if err := c.checkOutputs(); err != nil {
+		return err
+	}
+	if err := c.Export.check(); err != nil {
 		return err
 	}
 	spec, err := filters.WithProductDefaults(c.Filter)
@@ -206,8 +212,15 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		s.close()
 		return nil, err
 	}
-	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Sinks: sinks, Totals: stderr, Filter: cfg.spec})
+	exports, err := s.openExports(cfg, live, stderr)
 	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Sinks: sinks, Totals: stderr, Filter: cfg.spec,
+		Observer: cfg.Export.Observer, Exports: exports})
+	if err != nil {
+		closeQueues(exports)
 		s.close()
 		return nil, err
 	}
@@ -215,14 +228,19 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
+		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
 	}, s.reporter)
 	if err != nil {
+		closeQueues(exports)
 		s.close()
 		return nil, err
 	}
 	if cfg.Metrics != "" {
-		addr, err := report.Serve(ctx, cfg.Metrics, metricsRegistry(s.pipe.Stats, cfg.spec))
+		reg := metricsRegistry(s.pipe.Stats, cfg.spec)
+		registerExports(reg, cfg.spec, exports)
+		addr, err := report.Serve(ctx, cfg.Metrics, reg)
 		if err != nil {
+			closeQueues(exports)
 			s.close()
 			return nil, err
 		}

@@ -62,6 +62,7 @@ func commands() []command {
 		filtersCommand(),
 		replayCommand(),
 		runCommand(),
+		mergeCommand(),
 		genCommand(),
 		tuneCommand(),
 	}
@@ -93,6 +94,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if args == nil {
 		args = []string{} // cobra reads os.Args when given nil
 	}
+	stderr = lockWriter(stderr)
 	root := newRoot(args)
 	root.SetArgs(args)
 	root.SetOut(stdout)

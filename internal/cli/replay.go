@@ -60,6 +60,9 @@ const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
   flowdedup replay -nr capture.pcap -w sources.jsonl     # tcpdump habits: -n, -r FILE, -w FILE
   flowdedup replay big.pcap --key dst --window 1h -w 'dst-%Y%m%dT%H.jsonl' --retain 48
   flowdedup replay --stats --out /dev/null big.pcap      # throughput only
+  flowdedup replay --window 1h --export ipfix://127.0.0.1:4739 big.pcap     # to 'nfcapd -w /tmp/flows -p 4739'
+  flowdedup replay --window 1h --observer r1 --export clickhouse://127.0.0.1:8123/flows --spool /var/tmp/flowdedup day1.pcap
+  flowdedup replay --window 1m --observer r1 --summary-sketch --summary r1.jsonl r1.pcap   # then 'flowdedup merge --by 1h r*.jsonl'
   flowdedup replay --out /dev/null --cpuprofile cpu.pprof big.pcap && go tool pprof -top cpu.pprof
 `
 

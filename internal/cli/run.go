@@ -29,6 +29,8 @@ const runExamples = `  flowdedup run --iface eth0 --key src --window 1h --summar
   flowdedup run -ni eth0 -w sources.jsonl --window 1h    (tcpdump habits: -n, -i IFACE, -w FILE)
   flowdedup run --iface eth0 --key src --window 1h --out '/var/lib/flowdedup/sources-%Y%m%dT%H.jsonl' \
       --summary '/var/lib/flowdedup/summary-%Y%m%d.jsonl' --retain 168    (a file per hour, a week kept)
+  flowdedup run --iface eth0 --window 1h --out /dev/null --export ipfix://collector:4739 --observation-domain 7
+  flowdedup run --iface eth0 --window 1m --summary-sketch --out /dev/null --export clickhouse://ch:8123/flows --spool /var/spool/flowdedup
 `
 
 const runIntro = `Captures live from an interface and writes each flow key the first time it is seen

@@ -2,7 +2,8 @@
 // (DESIGN.md section 7): [Open] reads a destination's URL, makes the Sink
 // of its scheme and wraps it in a report.Queue, which the CLI gives to the
 // Reporter (report.Config.Exports) and to Prometheus
-// (report.NewExportCollector).
+// (report.NewExportCollector). [Check] refuses a malformed URL with Open's
+// error without opening anything, for a command line's usage errors.
 //
 // Schemes:
 //

@@ -37,17 +37,28 @@ type Options struct {
 	// Notices receives the destinations' state changes, a line each
 	// (stderr); nil says nothing.
 	Notices io.Writer
+	// Wait makes a destination that is up but slower than the run slow
+	// the run down rather than lose records (report.QueueConfig.Wait):
+	// replay sets it, live capture does not.
+	Wait bool
 }
 
 // opener makes the Sink of a URL and says how its Queue batches.
 type opener func(raw string, o *Options) (report.Sink, report.QueueConfig, error)
 
+// destination is what a scheme serves: check parses a URL without making
+// anything, open makes its Sink.
+type destination struct {
+	check func(raw string) error
+	open  opener
+}
+
 // openers maps each scheme to its destination: the one place a destination
 // is added.
-var openers = map[string]opener{
-	ipfix.SchemeUDP:   openIPFIX,
-	ipfix.SchemeTCP:   openIPFIX,
-	clickhouse.Scheme: openClickHouse,
+var openers = map[string]destination{
+	ipfix.SchemeUDP:   {checkIPFIX, openIPFIX},
+	ipfix.SchemeTCP:   {checkIPFIX, openIPFIX},
+	clickhouse.Scheme: {checkClickHouse, openClickHouse},
 }
 
 // Schemes returns the URL schemes Open serves, sorted.
@@ -67,27 +78,50 @@ func Schemes() []string {
 // malformed URL, a scheme no destination serves (ErrScheme, listing those
 // that are) and a Config the destination refuses are errors.
 func Open(rawURL string, o Options) (*report.Queue, error) {
-	scheme, _, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return nil, fmt.Errorf("%w: %q: want SCHEME://HOST:PORT[/PATH], with one of the schemes %s", ErrScheme, rawURL, strings.Join(Schemes(), ", "))
+	d, err := lookup(rawURL)
+	if err != nil {
+		return nil, err
 	}
-	open := openers[strings.ToLower(scheme)]
-	if open == nil {
-		return nil, fmt.Errorf("%w %q in %q (known: %s)", ErrScheme, scheme, Dest(rawURL), strings.Join(Schemes(), ", "))
-	}
-	sink, qc, err := open(rawURL, &o)
+	sink, qc, err := d.open(rawURL, &o)
 	if err != nil {
 		return nil, err
 	}
 	qc.Spool = o.Spool
 	qc.DrainTimeout = o.DrainTimeout
 	qc.Notices = o.Notices
+	qc.Wait = o.Wait
 	q, err := report.NewQueue(Dest(rawURL), sink, qc)
 	if err != nil {
 		sink.Close()
 		return nil, err
 	}
 	return q, nil
+}
+
+// Check reports whether Open would take rawURL: a URL of a scheme some
+// destination serves, in the form that destination wants. It opens,
+// resolves and sends nothing, so that a command line can be refused (a
+// usage error) before a run starts; its errors are Open's for the same
+// URL (ErrScheme, ipfix.ErrURL, clickhouse.ErrURL).
+func Check(rawURL string) error {
+	d, err := lookup(rawURL)
+	if err != nil {
+		return err
+	}
+	return d.check(rawURL)
+}
+
+// lookup returns the destination of rawURL's scheme, or ErrScheme.
+func lookup(rawURL string) (destination, error) {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return destination{}, fmt.Errorf("%w: %q: want SCHEME://HOST:PORT[/PATH], with one of the schemes %s", ErrScheme, rawURL, strings.Join(Schemes(), ", "))
+	}
+	d, ok := openers[strings.ToLower(scheme)]
+	if !ok {
+		return destination{}, fmt.Errorf("%w %q in %q (known: %s)", ErrScheme, scheme, Dest(rawURL), strings.Join(Schemes(), ", "))
+	}
+	return d, nil
 }
 
 // OpenAll opens every URL (see Open). The same destination given twice is
@@ -139,6 +173,11 @@ func Dest(rawURL string) string {
 	return (&url.URL{Scheme: strings.ToLower(u.Scheme), Host: u.Host, Path: u.Path}).String()
 }
 
+func checkIPFIX(raw string) error {
+	_, err := ipfix.ParseURL(raw)
+	return err
+}
+
 func openIPFIX(raw string, o *Options) (report.Sink, report.QueueConfig, error) {
 	cfg, err := ipfix.ParseURL(raw)
 	if err != nil {
@@ -167,6 +206,11 @@ const (
 	clickHouseBatchSize = 1 << 16
 	clickHouseBatchAge  = 2 * time.Second
 )
+
+func checkClickHouse(raw string) error {
+	_, err := clickhouse.ParseURL(raw)
+	return err
+}
 
 func openClickHouse(raw string, o *Options) (report.Sink, report.QueueConfig, error) {
 	cfg, err := clickhouse.ParseURL(raw)

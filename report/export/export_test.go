@@ -44,6 +44,10 @@ func TestOpenErrors(t *testing.T) {
 		if strings.Contains(err.Error(), "secret") {
 			t.Errorf("%s: error %q shows the password", tc.url, err)
 		}
+		// Check refuses what Open refuses, with Open's error.
+		if cerr := export.Check(tc.url); cerr == nil || cerr.Error() != err.Error() {
+			t.Errorf("Check(%s) = %v, want Open's %v", tc.url, cerr, err)
+		}
 	}
 	if _, err := export.Open("ipfix://127.0.0.1:4739", export.Options{}); !errors.Is(err, ipfix.ErrConfig) {
 		t.Errorf("no key kind: %v, want ipfix.ErrConfig", err)
@@ -60,6 +64,19 @@ func TestDest(t *testing.T) {
 	} {
 		if got := export.Dest(in); got != want {
 			t.Errorf("Dest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Check takes every URL Open takes, without opening anything: a
+// destination nobody listens at is not its business.
+func TestCheckAccepts(t *testing.T) {
+	for _, u := range []string{
+		"ipfix://127.0.0.1:4739", "IPFIX://[::1]:2055", "ipfix+tcp://collector.invalid:4739",
+		"clickhouse://127.0.0.1:8123/flows", "clickhouse://u:p@ch.invalid:8123/_db1",
+	} {
+		if err := export.Check(u); err != nil {
+			t.Errorf("Check(%s): %v", u, err)
 		}
 	}
 }

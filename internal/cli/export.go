@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/export"
+	"github.com/flowdedup/flowdedup/sketch"
+)
+
+// DefaultSpoolMax bounds the --spool directory unless --spool-max says
+// otherwise: about 15 million spooled records (68 bytes each on disk), a
+// ClickHouse that is down for an hour at 4000 distinct flows a second.
+const DefaultSpoolMax = 1 << 30
+
+// ExportConfig holds the export and network-wide count flags replay and
+// run share (DESIGN.md section 7).
+type ExportConfig struct {
+	URLs              []string      // --export, repeatable
+	Observer          string        // --observer; "" until check: the host name
+	Spool             string        // --spool DIR; "" keeps everything in memory
+	SpoolMax          int64         // --spool-max, bytes
+	Drain             time.Duration // --export-drain
+	ObservationDomain uint32        // --observation-domain
+	SketchSeed        sketchSeed    // --sketch-seed
+	SummarySketch     bool          // --summary-sketch: pipeline.Config.KeepSketch
+
+	spoolMaxSet bool
+}
+
+// newExportConfig returns the defaults.
+func newExportConfig() ExportConfig {
+	return ExportConfig{
+		SpoolMax:   DefaultSpoolMax,
+		Drain:      report.DefaultDrainTimeout,
+		SketchSeed: sketchSeed(sketch.DefaultSeed),
+	}
+}
+
+// exportHelp is the --export flag's usage: the schemes, and the collector
+// commands a user can paste to try them.
+const exportHelp = "also send every distinct-flow record (and window summary, where the destination takes them) to `URL`, batched, off the workers' path; repeatable. " +
+	"ipfix://HOST:PORT (IPFIX over UDP) or ipfix+tcp://HOST:PORT, e.g. to nfdump's collector started with 'nfcapd -w /tmp/flows -p 4739': --export ipfix://127.0.0.1:4739; " +
+	"clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB (the HTTP interface; the flows and windows tables are created if missing), e.g. --export clickhouse://127.0.0.1:8123/flows. " +
+	"A destination that is down is retried (and spooled with --spool); what cannot be delivered is counted in the summaries' export_dropped, never an error of the run"
+
+// bind registers the flags on fs.
+func (c *ExportConfig) bind(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&c.URLs, "export", nil, exportHelp)
+	fs.StringVar(&c.Observer, "observer", c.Observer, "`NAME` of this observation point (router) in every summary and exported record, e.g. --observer edge-fra1; routers merged by 'flowdedup merge' or queried together in ClickHouse need distinct names (default: the host name)")
+	fs.StringVar(&c.Spool, "spool", c.Spool, "keep what an export destination cannot take yet in `DIR` (created, mode 0700), and send it when the destination is back, in this run or the next, e.g. --spool /var/spool/flowdedup; without it a destination down for long loses records (counted as queue_full)")
+	fs.Var(sizeValue{p: &c.SpoolMax, set: &c.spoolMaxSet}, "spool-max", "bound the --spool directory to `SIZE` (B, KiB, MiB, GiB or TiB), e.g. --spool-max 20GiB; what does not fit is counted as spool_full")
+	fs.Var(durationValue{p: &c.Drain}, "export-drain", "at the end of the run, go on delivering what the export destinations have not taken yet for at most `D`, e.g. --export-drain 1m; what is left goes to the spool, or is counted as shutdown")
+	fs.Uint32Var(&c.ObservationDomain, "observation-domain", c.ObservationDomain, "IPFIX observation domain ID `N` in every message header (collectors tell exporters apart by address and domain), e.g. --observation-domain 7")
+	fs.Var(&c.SketchSeed, "sketch-seed", "hash seed `N` of the distinct-count sketches (distinct_estimate): routers whose summaries are merged share it; decimal or 0x hex, e.g. --sketch-seed 0x5eed; the default is public, so a fleet that fears crafted keys sets a secret one on every router")
+	fs.BoolVar(&c.SummarySketch, "summary-sketch", c.SummarySketch, "put each window's sketch (base64, up to about 12 KiB) in its summary and ClickHouse row, for 'flowdedup merge' and network-wide estimates")
+}
+
+// check validates the flags and fills in the host name.
+func (c *ExportConfig) check() error {
+	seen := make(map[string]bool, len(c.URLs))
+	for _, u := range c.URLs {
+		if err := export.Check(u); err != nil {
+			return usageError{err}
+		}
+		d := export.Dest(u)
+		if seen[d] {
+			return usagef("--export %s is given twice: each destination gets every record once", d)
+		}
+		seen[d] = true
+	}
+	if c.Spool == "" && c.spoolMaxSet {
+		return usagef("--spool-max needs --spool DIR: without a spool nothing is kept on disk")
+	}
+	if c.Drain <= 0 {
+		return usagef("--export-drain must be positive, e.g. 1s")
+	}
+	if c.Observer == "" {
+		if h, err := os.Hostname(); err == nil {
+			c.Observer = h
+		}
+	}
+	return nil
+}
+
+// openExports opens the spool (when asked for) and the export Queues, and
+// says on stderr, in one line, which spooled destinations this run does not
+// export to. The spool is closed with the session, after the Reporter has
+// closed the Queues. A replay (not live) waits for a destination that is
+// up but slower than it (export.Options.Wait): it loses nothing by
+// waiting, as a live capture would.
+func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) ([]*report.Queue, error) {
+	c := &cfg.Export
+	if len(c.URLs) == 0 && c.Spool == "" {
+		return nil, nil
+	}
+	o := export.Options{
+		Kind: cfg.Key, Observer: c.Observer, ObservationDomain: c.ObservationDomain,
+		DrainTimeout: c.Drain, Notices: stderr, Wait: !live,
+	}
+	if c.Spool != "" {
+		sp, err := report.OpenSpool(c.Spool, c.SpoolMax)
+		if err != nil {
+			return nil, fmt.Errorf("--spool: %w", err)
+		}
+		s.closers = append(s.closers, sp)
+		o.Spool = sp
+	}
+	qs, err := export.OpenAll(c.URLs, o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Spool != nil {
+		if left := o.Spool.Unclaimed(); len(left) > 0 {
+			var parts []string
+			for _, d := range slices.Sorted(maps.Keys(left)) {
+				parts = append(parts, fmt.Sprintf("%s (%d files)", d, left[d]))
+			}
+			fmt.Fprintf(stderr, "flowdedup: spool %s holds what earlier runs could not deliver to destinations this run does not export to, kept for a run that does: %s\n",
+				c.Spool, strings.Join(parts, ", "))
+		}
+	}
+	return qs, nil
+}
+
+// registerExports adds the export Queues' metrics to reg, labelled with the
+// filter as the pipeline's are.
+func registerExports(reg *prometheus.Registry, filter string, qs []*report.Queue) {
+	if len(qs) > 0 {
+		prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(report.NewExportCollector(qs))
+	}
+}
+
+// closeQueues closes export Queues the Reporter never took charge of.
+func closeQueues(qs []*report.Queue) {
+	for _, q := range qs {
+		q.Close()
+	}
+}
+
+// lockWriter returns w safe for the concurrent writes of a run: the export
+// Queues' notices come from goroutines of their own, while summaries
+// (--summary -) and the command's lines are written by others. An
+// *os.File is returned as it is: each Write is one system call, and
+// startProgress looks for a terminal behind it.
+func lockWriter(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+// sketchSeed is the --sketch-seed flag: a uint64, decimal or 0x hex,
+// never 0 (which pipeline.Config takes for "the default").
+type sketchSeed uint64
+
+var _ pflag.Value = (*sketchSeed)(nil)
+
+func (s *sketchSeed) String() string { return fmt.Sprintf("%#x", uint64(*s)) }
+
+func (s *sketchSeed) Set(v string) error {
+	n, err := strconv.ParseUint(v, 0, 64)
+	switch {
+	case err != nil:
+		return errors.New("want an unsigned 64-bit integer, decimal or 0x hex")
+	case n == 0:
+		return errors.New("0 is not a seed: leave the flag out for the default")
+	}
+	*s = sketchSeed(n)
+	return nil
+}
+
+func (*sketchSeed) Type() string { return "uint64" }
+
+// sizeValue is a SIZE flag in bytes (parseSize); set, when not nil,
+// records that the flag was given.
+type sizeValue struct {
+	p   *int64
+	set *bool
+}
+
+var _ pflag.Value = sizeValue{}
+
+func (v sizeValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return formatSize(*v.p)
+}
+
+func (v sizeValue) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
+	if v.set != nil {
+		*v.set = true
+	}
+	return nil
+}
+
+func (sizeValue) Type() string { return "size" }
+
+// formatSize writes n bytes in the largest unit that divides it.
+func formatSize(n int64) string {
+	for _, u := range sizeUnits {
+		if n != 0 && n%u.bytes == 0 {
+			return strconv.FormatInt(n/u.bytes, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// sizeUnits are the units parseSize takes, binary multiples of a byte.
+var sizeUnits = []struct {
+	name  string
+	bytes int64
+}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// parseSize parses a positive size in bytes: a number, possibly with a
+// fraction, and a unit B, KiB, MiB, GiB or TiB (any case), e.g. 512MiB,
+// 1.5GiB. A bare number is refused: is 1024 bytes or kibibytes?
+func parseSize(s string) (int64, error) {
+	ls := strings.ToLower(strings.TrimSpace(s))
+	for _, u := range sizeUnits {
+		num, ok := strings.CutSuffix(ls, strings.ToLower(u.name))
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			break
+		}
+		n := v * float64(u.bytes)
+		switch {
+		case n < 1:
+			return 0, errors.New("want a positive size")
+		case n != math.Trunc(n):
+			return 0, errors.New("not a whole number of bytes")
+		case n > 1<<62:
+			return 0, errors.New("too large")
+		}
+		return int64(n), nil
+	}
+	return 0, errors.New("want a size such as 512MiB, 1GiB or 20GiB (units B, KiB, MiB, GiB, TiB)")
+}

@@ -1,0 +1,206 @@
+//go:build linux
+
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
+)
+
+// nsNfcapd is nfdump's nfcapd running inside a test namespace, on the
+// namespace's loopback, where a `flowdedup run` in the same namespace
+// reaches it.
+type nsNfcapd struct {
+	ns   *testutil.Namespace
+	port int
+	dir  string
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error
+}
+
+// startNfcapdIn starts nfcapd in ns on 127.0.0.1:port (the namespace is
+// new, so any port is free) and waits until its socket is bound.
+func startNfcapdIn(t *testing.T, ns *testutil.Namespace, port int) *nsNfcapd {
+	t.Helper()
+	for _, tool := range []string{"nfcapd", "nfdump"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.SkipOrFail(t, "%s is not installed (Debian package nfdump; .ci/run installs it)", tool)
+		}
+	}
+	n := &nsNfcapd{ns: ns, port: port, dir: t.TempDir(), done: make(chan error, 1)}
+	// ip netns exec execs nfcapd: signals to the process reach nfcapd.
+	n.cmd = exec.Command("ip", "netns", "exec", ns.Name, "nfcapd", "-b", "127.0.0.1", "-p", strconv.Itoa(port), "-w", n.dir, "-t", "3600")
+	n.cmd.Stdout, n.cmd.Stderr = &n.out, &n.out
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.done <- n.cmd.Wait() }()
+	t.Cleanup(func() { n.cmd.Process.Kill() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := n.queue(t); ok {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nfcapd in %s did not bind 127.0.0.1:%d in 10 s:\n%s", ns.Name, port, n.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// queue returns the bytes waiting in nfcapd's socket, from the namespace's
+// /proc/net/udp, and whether the socket is there.
+func (n *nsNfcapd) queue(t *testing.T) (uint64, bool) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", n.ns.Name, "cat", "/proc/net/udp").Output()
+	if err != nil {
+		t.Fatalf("read /proc/net/udp in %s: %v", n.ns.Name, err)
+	}
+	local := fmt.Sprintf("0100007F:%04X", n.port)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 4 && fs[1] == local {
+			_, rx, _ := strings.Cut(fs[4], ":")
+			v, _ := strconv.ParseUint(rx, 16, 64)
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// flows waits until nfcapd has read its socket, stops it (it writes its
+// file on SIGTERM) and returns what nfdump reads back.
+func (n *nsNfcapd) flows(t *testing.T) []testutil.NfdumpFlow {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for empty := 0; empty < 2; time.Sleep(5 * time.Millisecond) {
+		if q, _ := n.queue(t); q == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nfcapd has not read its socket after 10 s")
+		}
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("nfcapd did not exit within 10 s of SIGTERM:\n%s", n.out.String())
+	}
+	return testutil.ReadNfdump(t, n.dir)
+}
+
+// nfdumpFlow is what nfdump shows for a jsonl 5-tuple record: ports 0 for
+// keys without ports, the time to the millisecond.
+func nfdumpFlow(t *testing.T, r map[string]any) testutil.NfdumpFlow {
+	t.Helper()
+	num := func(name string) uint64 {
+		v, _ := r[name].(float64)
+		return uint64(v)
+	}
+	ts, err := time.Parse(time.RFC3339Nano, r["ts"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testutil.NfdumpFlow{
+		Src: netip.MustParseAddr(r["src"].(string)), Dst: netip.MustParseAddr(r["dst"].(string)),
+		Proto: uint8(num("proto")), SrcPort: uint16(num("sport")), DstPort: uint16(num("dport")),
+		First: ts.UTC().Truncate(time.Millisecond),
+	}
+}
+
+// Live capture with export (issue 9 item 6): `flowdedup run --mode afpacket
+// --export ipfix://` on the veth pair of a test namespace, with nfcapd on
+// that namespace's loopback; a capture sent with tcpreplay, then SIGINT.
+// Every distinct key of the capture (an exact replay's) reaches the
+// collector, once, as the run's own records say (time to the ms), and
+// the run's totals count nothing lost.
+func TestRunExportsToCollector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live capture test: skipped in -short mode")
+	}
+	if _, err := exec.LookPath("tcpreplay"); err != nil {
+		testutil.SkipOrFail(t, "tcpreplay not installed (Debian package tcpreplay; .ci/run installs it)")
+	}
+	ns := testutil.NetNS(t)
+	if ns.Name == "" {
+		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
+	}
+	bin := buildBinary(t)
+	col := startNfcapdIn(t, ns, 4739)
+	file := pcapPath("small.pcap")
+	want := map[testutil.NfdumpFlow]bool{}
+	for _, r := range replayRecords(t, "--filter", "exact", "--key", "5tuple", file) {
+		f := nfdumpFlow(t, r)
+		f.First = time.Time{}
+		want[f] = true
+	}
+	lr := startLive(t, ns, bin, "--mode", "afpacket", "--key", "5tuple", "--filter", "exact", "--workers", "2", "--window", "1h",
+		"--export", "ipfix://127.0.0.1:4739", "--observer", "veth-test")
+	send := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
+	if b, err := send.CombinedOutput(); err != nil {
+		t.Fatalf("tcpreplay: %v\n%s", err, b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for lineCount(lr.out) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	lr.stop(t, syscall.SIGINT)
+
+	data, _ := os.ReadFile(lr.out)
+	recs := map[testutil.NfdumpFlow]int{}
+	keys := map[testutil.NfdumpFlow]bool{}
+	n := 0
+	for line := range strings.Lines(string(data)) {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("record %q: %v", line, err)
+		}
+		f := nfdumpFlow(t, r)
+		recs[f]++
+		f.First = time.Time{}
+		keys[f] = true
+		n++
+	}
+	if len(keys) != len(want) || n != len(want) {
+		t.Errorf("run wrote %d records of %d keys, want the %d distinct keys of the capture once each\n%s", n, len(keys), len(want), lr.log())
+	}
+	got := col.flows(t)
+	seen := map[testutil.NfdumpFlow]bool{}
+	for _, f := range got {
+		if recs[f] == 0 {
+			t.Errorf("nfdump shows a flow that is not a record of the run (or more often): %+v", f)
+			continue
+		}
+		recs[f]--
+		f.First = time.Time{}
+		seen[f] = true
+	}
+	for k := range want {
+		if !seen[k] {
+			t.Errorf("key not in the collector: %+v", k)
+		}
+	}
+	if len(got) != n {
+		t.Errorf("the collector has %d flows, the run wrote %d records", len(got), n)
+	}
+	if !strings.Contains(lr.log(), fmt.Sprintf("export ipfix://127.0.0.1:4739: sent %d records and 1 window summaries, dropped 0\n", n)) {
+		t.Errorf("the run's totals do not say all %d records were sent:\n%s", n, lr.log())
+	}
+}

@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/export"
+	"github.com/flowdedup/flowdedup/sketch"
+)
+
+// Malformed export flags are usage errors (exit 2) that say what is wrong,
+// on replay and run alike, before anything is opened.
+func TestExportUsageErrors(t *testing.T) {
+	file := pcapPath("small.pcap")
+	for _, c := range []struct {
+		args []string
+		says []string
+	}{
+		{[]string{"--export", "kafka://broker:9092/flows"}, []string{`"kafka"`, "known: clickhouse, ipfix, ipfix+tcp"}},
+		{[]string{"--export", "127.0.0.1:4739"}, []string{"want SCHEME://HOST:PORT", "clickhouse, ipfix, ipfix+tcp"}},
+		{[]string{"--export", "ipfix://127.0.0.1"}, []string{"ipfix://127.0.0.1", "want HOST:PORT", "missing port"}},
+		{[]string{"--export", "ipfix+tcp://collector:0"}, []string{"port \"0\""}},
+		{[]string{"--export", "clickhouse://127.0.0.1:8123"}, []string{"no database"}},
+		{[]string{"--export", "clickhouse://u:secret@127.0.0.1:8123/a-b"}, []string{`database name "a-b"`}},
+		{[]string{"--export", "ipfix://127.0.0.1:4739", "--export", "IPFIX://127.0.0.1:4739"}, []string{"ipfix://127.0.0.1:4739 is given twice"}},
+		{[]string{"--spool-max", "2GiB"}, []string{"--spool-max needs --spool"}},
+		{[]string{"--spool", "x", "--spool-max", "1024"}, []string{"--spool-max", "want a size such as"}},
+		{[]string{"--spool", "x", "--spool-max", "1kb"}, []string{"want a size such as"}},
+		{[]string{"--spool", "x", "--spool-max", "0B"}, []string{"positive"}},
+		{[]string{"--spool", "x", "--spool-max", "-1GiB"}, []string{"positive"}},
+		{[]string{"--spool", "x", "--spool-max", "0.5B"}, []string{"positive"}},
+		{[]string{"--spool", "x", "--spool-max", "1.5B"}, []string{"whole number of bytes"}},
+		{[]string{"--export-drain", "0s"}, []string{"--export-drain must be positive"}},
+		{[]string{"--export-drain", "soon"}, []string{"want a duration"}},
+		{[]string{"--sketch-seed", "0"}, []string{"0 is not a seed"}},
+		{[]string{"--sketch-seed", "0xg"}, []string{"unsigned 64-bit integer"}},
+		{[]string{"--observation-domain", "4294967296"}, []string{"--observation-domain"}},
+	} {
+		for _, cmd := range [][]string{{"replay", file}, {"run", "--iface", "lo"}} {
+			args := append(append([]string{}, cmd...), c.args...)
+			code, _, errs := run(args...)
+			if code != ExitUsage {
+				t.Errorf("%q: exit %d, want %d: %s", args, code, ExitUsage, errs)
+				continue
+			}
+			for _, w := range c.says {
+				if !strings.Contains(errs, w) {
+					t.Errorf("%q: stderr %q lacks %q", args, errs, w)
+				}
+			}
+			if strings.Contains(errs, "secret") {
+				t.Errorf("%q: stderr shows the password: %q", args, errs)
+			}
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"1B": 1, "512MiB": 512 << 20, "1GiB": 1 << 30, "1gib": 1 << 30, "1.5GiB": 3 << 29,
+		"20 GiB": 20 << 30, "2TiB": 2 << 40, "4KiB": 4096,
+	} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "1", "1kb", "GiB", "1 GB", "NaNGiB", "InfGiB", "-1B", "0GiB", "1e30TiB"} {
+		if n, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, n)
+		}
+	}
+	for n, want := range map[int64]string{1 << 30: "1GiB", 3 << 29: "1536MiB", 1000: "1000B", 2 << 40: "2TiB"} {
+		if got := formatSize(n); got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// A destination that is down when the run starts is no error: the run
+// goes on, says so once per destination on stderr, exits 0, and counts
+// what the destination did not get (shutdown, without a spool) in the
+// totals and the summary of the last window. The default observer is the
+// host name.
+func TestExportUnreachableAtStart(t *testing.T) {
+	ipfixURL := fmt.Sprintf("ipfix://127.0.0.1:%d", testutil.FreeUDPPort(t))
+	tcpURL := fmt.Sprintf("ipfix+tcp://127.0.0.1:%d", freeTCPPort(t))
+	chURL := fmt.Sprintf("clickhouse://127.0.0.1:%d/flows", freeTCPPort(t))
+	dir := t.TempDir()
+	summary := filepath.Join(dir, "summary.jsonl")
+	code, _, errs := run("replay", "--key", "5tuple", "--filter", "exact", "--out", filepath.Join(dir, "out.jsonl"), "--summary", summary,
+		"--export", ipfixURL, "--export", tcpURL, "--export", chURL, "--export-drain", "300ms", pcapPath("small.pcap"))
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, dest := range []string{ipfixURL, tcpURL, chURL} {
+		if n := strings.Count(errs, "export "+dest+": unreachable"); n != 1 {
+			t.Errorf("%s: said unreachable %d times, want once:\n%s", dest, n, errs)
+		}
+		// 300 distinct 5-tuples and the window's summary.
+		if !strings.Contains(errs, "export "+dest+": sent 0 records and 0 window summaries, dropped 301 (shutdown 301)") {
+			t.Errorf("%s: totals do not count the 301 lost:\n%s", dest, errs)
+		}
+	}
+	host, _ := os.Hostname()
+	s := readSummaries(t, summary)
+	if len(s) != 1 || s[0].Observer != host || s[0].Distinct != 300 {
+		t.Fatalf("summaries %+v: want one, of observer %q with 300 distinct", s, host)
+	}
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// With --spool, what a destination down at the end could not take stays on
+// disk for the next run, and says so in the totals; a later run that does
+// not export there says, in one line, what the spool keeps for whom.
+func TestExportSpoolLeftForNextRun(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	ipfixURL := fmt.Sprintf("ipfix://127.0.0.1:%d", testutil.FreeUDPPort(t))
+	code, _, errs := run("replay", "--key", "src", "--filter", "exact", "--out", os.DevNull, "--export", ipfixURL,
+		"--spool", spool, "--spool-max", "64MiB", "--export-drain", "300ms", pcapPath("small.pcap"))
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "left in the spool for the next run") {
+		t.Errorf("totals do not say what the spool keeps:\n%s", errs)
+	}
+	code, _, errs = run("replay", "--key", "src", "--out", os.DevNull, "--spool", spool, pcapPath("small.pcap"))
+	if code != ExitOK {
+		t.Fatalf("second run: exit %d: %s", code, errs)
+	}
+	want := regexp.MustCompile(`spool .* holds what earlier runs could not deliver .*: ` + regexp.QuoteMeta(ipfixURL) + ` \(\d+ files\)\n`)
+	if n := len(want.FindAllString(errs, -1)); n != 1 {
+		t.Errorf("second run said %d times what the spool keeps, want once:\n%s", n, errs)
+	}
+	// The spool is locked while a run uses it: two at once is an error
+	// of the run (exit 1), not a usage error.
+	sp, err := report.OpenSpool(spool, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	if code, _, errs = run("replay", "--out", os.DevNull, "--spool", spool, pcapPath("small.pcap")); code != ExitError || !strings.Contains(errs, "in use") {
+		t.Errorf("spool in use: exit %d, stderr %q", code, errs)
+	}
+}
+
+// --summary-sketch puts each window's sketch in its summary, under the
+// --sketch-seed: the default seed's fingerprint, or another's; without it
+// summaries carry the estimate alone. --observer names the summaries.
+func TestSummarySketchAndSeed(t *testing.T) {
+	dir := t.TempDir()
+	replaySummaries := func(name string, args ...string) []report.Summary {
+		path := filepath.Join(dir, name)
+		code, _, errs := run(append([]string{"replay", "--key", "src", "--window", "1m", "--out", os.DevNull, "--summary", path, pcapPath("windows.pcap")}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("%s: exit %d: %s", name, code, errs)
+		}
+		return readSummaries(t, path)
+	}
+	plain := replaySummaries("plain.jsonl", "--observer", "edge-1")
+	def := replaySummaries("default.jsonl", "--summary-sketch")
+	other := replaySummaries("other.jsonl", "--summary-sketch", "--sketch-seed", "0x5eed")
+	if len(plain) != 3 || len(def) != 3 || len(other) != 3 {
+		t.Fatalf("windows: %d, %d, %d; want 3 each", len(plain), len(def), len(other))
+	}
+	for i := range plain {
+		if plain[i].Observer != "edge-1" || plain[i].Sketch != nil || plain[i].DistinctEstimate == 0 {
+			t.Errorf("window %d without --summary-sketch: observer %q, %d sketch bytes, estimate %d", i, plain[i].Observer, len(plain[i].Sketch), plain[i].DistinctEstimate)
+		}
+		for _, c := range []struct {
+			s    report.Summary
+			seed uint64
+		}{{def[i], sketch.DefaultSeed}, {other[i], 0x5eed}} {
+			var h sketch.HLL
+			if err := h.UnmarshalBinary(c.s.Sketch); err != nil {
+				t.Fatalf("window %d: sketch: %v", i, err)
+			}
+			if h.Fingerprint() != sketch.Fingerprint(c.seed) || h.Estimate() != c.s.DistinctEstimate {
+				t.Errorf("window %d: sketch of seed fingerprint %x estimating %d; want seed %#x's %x and the summary's %d",
+					i, h.Fingerprint(), h.Estimate(), c.seed, sketch.Fingerprint(c.seed), c.s.DistinctEstimate)
+			}
+		}
+	}
+}
+
+func readSummaries(t *testing.T, path string) []report.Summary {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := report.ReadSummaries(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return s
+}
+
+// The export Queues' metrics are served beside the pipeline's, with the
+// filter label.
+func TestExportMetricsRegistered(t *testing.T) {
+	const spec = "exact"
+	qs, err := export.OpenAll([]string{"ipfix://127.0.0.1:4739"}, export.Options{Kind: flow.KeySrc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeQueues(qs)
+	reg := metricsRegistry(func() pipeline.Stats { return pipeline.Stats{} }, spec)
+	registerExports(reg, spec, qs)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if strings.HasPrefix(f.GetName(), "flowdedup_export_") && labels["dest"] == "ipfix://127.0.0.1:4739" && labels["filter"] == spec {
+				found[f.GetName()] = true
+			}
+		}
+	}
+	for _, name := range []string{"flowdedup_export_sent_total", "flowdedup_export_dropped_total", "flowdedup_export_up", "flowdedup_export_spooled"} {
+		if !found[name] {
+			t.Errorf("no %s{dest=ipfix://127.0.0.1:4739,filter=%s}", name, spec)
+		}
+	}
+}
+
+// The help of replay shows how to export to nfcapd and ClickHouse.
+func TestExportHelp(t *testing.T) {
+	for _, cmd := range []string{"replay", "run"} {
+		_, out, _ := run(cmd, "--help")
+		for _, w := range []string{"--export URL", "nfcapd -w", "--export ipfix://", "--export clickhouse://", "--spool DIR", "--spool-max SIZE",
+			"--observer NAME", "--export-drain D", "--observation-domain N", "--sketch-seed N", "--summary-sketch"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s --help lacks %q", cmd, w)
+			}
+		}
+	}
+	_, out, _ := run("merge", "--help")
+	if !strings.Contains(out, "--summary-sketch") || !strings.Contains(out, "flowdedup merge --by 1h") {
+		t.Errorf("merge --help:\n%s", out)
+	}
+}
