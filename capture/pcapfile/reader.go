@@ -621,12 +621,14 @@ func (s *Reader) pcapHeader(magic uint32) error {
 
 // Next reads the next record into p; see Reader for the errors.
 func (s *Reader) Next(p *capture.Packet) error {
-	if s.open && s.format == kindPcap && !s.big {
-		// The common case, in full here so that it is one call: a
-		// little-endian pcap record already buffered.
+	if s.open && !s.big {
+		// The common cases, in full here so that they take one call: a
+		// little-endian pcap record, or enhanced packet block, already
+		// buffered. nextSlow checks and reads everything else.
 		s.release()
 		b := s.win[s.pos:]
-		if len(b) >= 16 {
+		switch {
+		case s.format == kindPcap && len(b) >= 16:
 			caplen := binary.LittleEndian.Uint32(b[8:])
 			if n := 16 + int(caplen); caplen <= MaxCaptureLength && n <= len(b) {
 				p.Data = b[16:n:n]
@@ -634,6 +636,23 @@ func (s *Reader) Next(p *capture.Packet) error {
 				p.TimeNs = int64(binary.LittleEndian.Uint32(b[0:]))*1e9 + int64(binary.LittleEndian.Uint32(b[4:]))*s.fracMul
 				p.LinkType = s.link
 				s.pending = n
+				s.records++
+				return nil
+			}
+		case s.format == kindPcapng && len(b) >= 32 && binary.LittleEndian.Uint32(b) == blockEnhancedPacket:
+			// The checks of ngLength, ngPacket and ngTrailer.
+			total := int(binary.LittleEndian.Uint32(b[4:]))
+			id, caplen := binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[20:])
+			if total >= 32 && total%4 == 0 && total <= len(b) && id < uint32(len(s.ifaces)) &&
+				caplen <= uint32(total-32) && caplen <= MaxCaptureLength && binary.LittleEndian.Uint32(b[total-4:]) == uint32(total) {
+				ifc := &s.ifaces[id]
+				end := 28 + int(caplen)
+				p.Data = b[28:end:end]
+				p.TimeNs = ifc.timeNs(uint64(binary.LittleEndian.Uint32(b[12:]))<<32 | uint64(binary.LittleEndian.Uint32(b[16:])))
+				p.WireLen = int(max(binary.LittleEndian.Uint32(b[24:]), caplen))
+				p.LinkType = ifc.link
+				s.lastTime = p.TimeNs
+				s.pending = total
 				s.records++
 				return nil
 			}
