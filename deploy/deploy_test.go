@@ -340,6 +340,9 @@ func startService(t *testing.T, ns *testutil.Namespace, caps []string, argv []st
 		"--inh-caps=-all," + c, "--ambient-caps=-all," + c, "--bounding-set=-all," + c, "--no-new-privs",
 		"strace", "-f", "-qq", "-o", s.trace, "--"}
 	s.cmd = exec.Command("ip", append(args, argv...)...)
+	// A process group of its own, so that cleanup kills flowdedup too: a
+	// killed strace detaches from its tracee and leaves it running.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +350,7 @@ func startService(t *testing.T, ns *testutil.Namespace, caps []string, argv []st
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.cmd.Process.Kill() })
+	t.Cleanup(func() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) })
 	capturing := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
