@@ -7,6 +7,7 @@ require (
 	github.com/axiomhq/hyperloglog v0.3.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/gopacket/gopacket v1.7.7
+	github.com/klauspost/compress v1.20.1
 	github.com/klauspost/cpuid/v2 v2.2.10
 	github.com/netsampler/goflow2/v2 v2.2.6
 	github.com/prometheus/client_golang v1.25.0

@@ -38,7 +38,9 @@ type Source interface {
 	// Next reads the next frame into p. It returns io.EOF at the end of the
 	// input (never for live sources unless closed), ErrClosed after Close,
 	// ErrTimeout when a live source saw no frame for its poll interval (so
-	// the caller can close windows on an idle link and check for shutdown),
+	// the caller can close windows on an idle link and check for shutdown;
+	// a file source returns it too when it reads a pipe whose writer is
+	// quiet, so that what it read is handed on),
 	// or an error that wraps ErrCorrupt when the input itself is damaged
 	// (a record header that cannot be right). The framing of that input is
 	// lost: a single-file source then returns io.EOF, a multi-file source

@@ -112,6 +112,11 @@ func checkParse(t *testing.T, lt LinkType, frame []byte) compared {
 	for kind := KeySrc; kind <= Key5Tuple; kind++ {
 		k, err := Parse(frame, lt, kind)
 		keys[kind], errs[kind] = k, err
+		// Decode in place gives the same, whatever the key held before.
+		dirty := MakeKey(Key5Tuple, netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"), protoTCP, 1, 2)
+		if derr := dirty.Decode(frame, lt, kind); dirty != k || derr != err {
+			t.Fatalf("Decode(%v) = %v, %v; Parse gives %v, %v", kind, dirty, derr, k, err)
+		}
 		if err != nil {
 			if k != (Key{}) || Reason(err) == "other" || Reason(err) == "bad_kind" {
 				t.Fatalf("Parse(%v) = %v, %v", kind, k, err)
@@ -122,7 +127,9 @@ func checkParse(t *testing.T, lt LinkType, frame []byte) compared {
 			t.Fatalf("Parse(%v) = %#v without error", kind, k)
 		}
 		_ = k.String()
-		_ = k.Hash(1)
+		if h := k.Hash(1); HashKey(&k, 1) != h {
+			t.Fatalf("%v: HashKey differs from Hash", k)
+		}
 		checkBinaryRoundTrip(t, k)
 	}
 	if !bytes.Equal(frame, orig) {

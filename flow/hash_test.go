@@ -110,6 +110,9 @@ func TestHashNoAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { sinkHash = k.Hash(7) }); n != 0 {
 			t.Errorf("%v: Hash allocates %v times", k, n)
 		}
+		if n := testing.AllocsPerRun(100, func() { sinkHash = HashKey(&k, 7) }); n != 0 {
+			t.Errorf("%v: HashKey allocates %v times", k, n)
+		}
 	}
 	if n := testing.AllocsPerRun(100, func() { sinkHash = uint64(ShardOf(sinkHash, 7)) }); n != 0 {
 		t.Errorf("ShardOf allocates %v times", n)

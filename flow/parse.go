@@ -110,16 +110,28 @@ const (
 // package's sentinel errors, unwrapped; it never panics, does not allocate,
 // and neither modifies nor retains frame.
 func Parse(frame []byte, lt LinkType, kind KeyKind) (Key, error) {
+	var k Key
+	err := k.Decode(frame, lt, kind)
+	return k, err
+}
+
+// Decode sets *k to the key Parse returns for the same arguments, and
+// returns Parse's error (k is then the zero Key). It decodes in place,
+// without the copy of the 40-byte key Parse returns by value: the
+// per-packet path, with HashKey.
+func (k *Key) Decode(frame []byte, lt LinkType, kind KeyKind) error {
 	if !kind.IsValid() {
-		return Key{}, ErrBadKind
+		*k = Key{}
+		return ErrBadKind
 	}
-	// The parsers fill in one Key through a pointer rather than return
-	// keys up the call chain, which would copy 40 bytes per level.
-	k := Key{kind: kind}
+	// The parsers fill in this one Key through a pointer rather than
+	// return keys up the call chain, which would copy 40 bytes per level.
+	*k = Key{kind: kind}
 	if err := k.parse(frame, lt); err != nil {
-		return Key{}, err
+		*k = Key{}
+		return err
 	}
-	return k, nil
+	return nil
 }
 
 // parse parses frame into k, whose kind is set.

@@ -290,6 +290,12 @@ func TestParseNoAllocs(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("Parse(%s, %v) allocates %v times per call", f.name, kind, allocs)
 			}
+			allocs = testing.AllocsPerRun(100, func() {
+				sinkErr = sinkKey.Decode(f.frame, f.lt, kind)
+			})
+			if allocs != 0 {
+				t.Errorf("Decode(%s, %v) allocates %v times per call", f.name, kind, allocs)
+			}
 		}
 	}
 }

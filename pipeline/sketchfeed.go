@@ -30,7 +30,11 @@ type sketchFeed struct {
 }
 
 func newSketchFeed(proto *sketch.HLL) sketchFeed {
-	return sketchFeed{hll: proto.Clone(), recent: new([1 << recentBits]uint64)}
+	recent := new([1 << recentBits]uint64)
+	// Written once now, so that the lookups (a read, then a write) do not
+	// fault twice a page (see the filters' Reset in New).
+	clear(recent[:])
+	return sketchFeed{hll: proto.Clone(), recent: recent}
 }
 
 // add inserts the keys of a batch, whose flow hashes are hashes.

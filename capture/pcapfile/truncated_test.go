@@ -2,7 +2,6 @@ package pcapfile
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
@@ -274,8 +275,8 @@ func TestCutGzipEverywhere(t *testing.T) {
 	}
 }
 
-// gunzipPrefix returns the bytes compress/gzip decompresses from b before
-// it fails.
+// gunzipPrefix returns the bytes the reader's gzip library
+// (klauspost/compress) decompresses from b before it fails.
 func gunzipPrefix(t *testing.T, b []byte) []byte {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(b))

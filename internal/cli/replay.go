@@ -19,14 +19,16 @@ import (
 // ReplayConfig holds the flags of `flowdedup replay`.
 type ReplayConfig struct {
 	CaptureConfig
-	Stats  bool
-	Strict bool     // exit 1 when a capture file was damaged
-	Read   []string // -r FILE, as tcpdump takes it
+	Profile ProfileConfig
+	Stats   bool
+	Strict  bool     // exit 1 when a capture file was damaged
+	Read    []string // -r FILE, as tcpdump takes it
 }
 
 // BindFlags registers the replay flags on fs.
 func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
 	c.CaptureConfig.BindFlags(fs)
+	c.Profile.BindFlags(fs)
 	fs.BoolVar(&c.Stats, "stats", c.Stats, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
 	fs.BoolVar(&c.Strict, "strict", c.Strict, "exit 1 when a capture file was truncated or damaged, once everything readable has been replayed (records, summaries and totals written); without it such a file gets a warning and the exit status is 0")
 	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
@@ -36,6 +38,11 @@ const replayLong = `Reads pcap/pcapng files (gzip accepted, several in order) an
 the first time it is seen in its window; windows follow packet time, and a window
 closes --lateness after the newest packet time passes its end. Replay never drops:
 it runs as fast as the workers take keys.
+
+FILE - reads standard input, as it is written: tcpdump -U -w - | flowdedup replay -
+(-U: tcpdump writes each packet at once). When the pipe has been quiet for 100 ms,
+the keys read so far are filtered and their records written, so slow traffic is
+not held back (not for a gzip stream on a pipe, which waits for more).
 
 The filter in effect (the spec with the product defaults of the parameters it
 leaves out, mem=auto resolved) is printed on stderr at start.
@@ -56,6 +63,7 @@ const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
   flowdedup replay --window 1h --export ipfix://127.0.0.1:4739 big.pcap     # to 'nfcapd -w /tmp/flows -p 4739'
   flowdedup replay --window 1h --observer r1 --export clickhouse://127.0.0.1:8123/flows --spool /var/tmp/flowdedup day1.pcap
   flowdedup replay --window 1m --observer r1 --summary-sketch --summary r1.jsonl r1.pcap   # then 'flowdedup merge --by 1h r*.jsonl'
+  flowdedup replay --out /dev/null --cpuprofile cpu.pprof big.pcap && go tool pprof -top cpu.pprof
 `
 
 func replayCommand() command {
@@ -76,7 +84,7 @@ func replayCommand() command {
 }
 
 // runReplay replays files (or cfg.Read) as cfg says.
-func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, stderr io.Writer) error {
+func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, stderr io.Writer) (err error) {
 	catchHangup()
 	switch {
 	case len(cfg.Read) > 0 && len(files) > 0:
@@ -101,6 +109,15 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	}
 	src := &warnSource{Reader: reader, warn: stderr, erase: isTerminal(stderr)}
 	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
+	stopProfile, err := cfg.Profile.start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfile(); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}()
 	s, err := openSession(ctx, &cfg.CaptureConfig, false, stdout, stderr)
 	if err != nil {
 		return err

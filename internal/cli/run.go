@@ -49,6 +49,7 @@ type LiveConfig struct {
 	XDP      xdpFlags
 	AFXDP    afxdpFlags
 	Mode     string
+	Profile  ProfileConfig
 }
 
 // newLiveConfig returns run's defaults: a live capture runs for hours, so
@@ -71,6 +72,7 @@ func (c *LiveConfig) BindFlags(fs *pflag.FlagSet) {
 	c.XDP.bind(fs)
 	c.AFXDP.bind(fs)
 	fs.StringVar(&c.Mode, "mode", c.Mode, "capture path: "+strings.Join(liveModeNames(), " | ")+" (see Modes above)")
+	c.Profile.BindFlags(fs)
 }
 
 // A flagGroup is a set of flags that only some modes take.
@@ -280,7 +282,7 @@ type liveSources struct {
 }
 
 // runLive captures as cfg says; set tells which flags were given.
-func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args []string, stdout, stderr io.Writer) error {
+func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args []string, stdout, stderr io.Writer) (err error) {
 	catchHangup()
 	if len(args) > 0 {
 		return usagef("unexpected argument %q", args[0])
@@ -299,7 +301,6 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 		return err
 	}
 	l := &liveSetup{cfg: cfg, set: set, stderr: stderr}
-	var err error
 	if l.prefilter, err = sizeFlag("xdp-prefilter", cfg.XDP.prefilter, true); err != nil {
 		return err
 	}
@@ -319,6 +320,15 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 		}
 		defer pr.Close()
 	}
+	stopProfile, err := cfg.Profile.start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfile(); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}()
 	s, err := openSession(ctx, &cfg.CaptureConfig, true, stdout, stderr)
 	if err != nil {
 		return err
