@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/flowdedup
 
-.PHONY: soak all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
+.PHONY: soak bench-replay all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
@@ -40,8 +40,17 @@ bench-tune:
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./flow/
+	$(GO) test -run '^$$' -fuzz '^FuzzHash$$' -fuzztime $(FUZZTIME) ./flow/
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./capture/pcapfile/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./capture/pcapfilter/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePattern$$' -fuzztime $(FUZZTIME) ./internal/outfile/
+	$(GO) test -run '^$$' -fuzz '^FuzzSpoolFile$$' -fuzztime $(FUZZTIME) ./report/
+	$(GO) test -run '^$$' -fuzz '^FuzzSummaryReader$$' -fuzztime $(FUZZTIME) ./report/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseServerError$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitRows$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalBinary$$' -fuzztime $(FUZZTIME) ./sketch/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseObjective$$' -fuzztime $(FUZZTIME) ./tune/
 
 # staticcheck is pinned as a tool in go.mod (go get -tool ...@version), so
 # it comes through the module proxy at the version the tree was checked with.
@@ -79,3 +88,8 @@ clean:
 # runs the short replay soak only.
 soak:
 	FLOWDEDUP_SOAK=long FLOWDEDUP_REQUIRE_PRIVILEGED=1 $(GO) test -count=1 -timeout 30m -v ./internal/soak/
+
+# replay against tcpdump's copy of the same file, interleaved (README's table)
+bench-replay: build
+	$(BIN) gen --packets 1000000 --flows 100000 --zipf 1.0 --ipv6 0.2 --duration 600s --seed 42 -o /tmp/flowdedup-1m.pcap
+	scripts/replay-vs-tcpdump.sh -b $(BIN) /tmp/flowdedup-1m.pcap
