@@ -56,6 +56,7 @@ func pcap(name string) string { return filepath.Join("..", "testdata", "pcaps", 
 type result struct {
 	code           int
 	stdout, stderr string
+	cpu            time.Duration // user and system time of the process
 }
 
 // flowdedupRun runs flowdedup with args, with a time limit, and returns
@@ -69,6 +70,9 @@ func flowdedupRun(tb testing.TB, args ...string) result {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String()}
+	if cmd.ProcessState != nil {
+		r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):

@@ -356,3 +356,24 @@ func (c *ClickHouse) TryQuery(sql string) (string, error) {
 	}
 	return string(b), nil
 }
+
+// CPUTime returns the CPU time (user and system) the running server has
+// used so far, read from /proc, for benchmarks that say how much of a run's
+// cost is the server's.
+func (c *ClickHouse) CPUTime(tb testing.TB) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		tb.Fatalf("clickhouse-server CPU time: %v", err)
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is field 3, utime 14 and stime 15.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("clickhouse-server CPU time: %q", b)
+	}
+	const ticks = 100 // USER_HZ, 100 on every Linux architecture Go supports
+	return time.Duration(utime+stime) * time.Second / ticks
+}
