@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/clickhouse"
 	"github.com/flowdedup/flowdedup/report/export"
 	"github.com/flowdedup/flowdedup/sketch"
 )
@@ -38,6 +39,9 @@ type ExportConfig struct {
 	SummarySketch     bool          // --summary-sketch: pipeline.Config.KeepSketch
 
 	spoolMaxSet bool
+	// env is where a clickhouse:// URL's password is looked up when the
+	// URL holds none: the process's environment and files.
+	env clickhouse.Env
 }
 
 // newExportConfig returns the defaults.
@@ -46,6 +50,7 @@ func newExportConfig() ExportConfig {
 		SpoolMax:   DefaultSpoolMax,
 		Drain:      report.DefaultDrainTimeout,
 		SketchSeed: sketchSeed(sketch.DefaultSeed),
+		env:        clickhouse.OSEnv(),
 	}
 }
 
@@ -53,7 +58,10 @@ func newExportConfig() ExportConfig {
 // commands a user can paste to try them.
 const exportHelp = "also send every distinct-flow record (and window summary, where the destination takes them) to `URL`, batched, off the workers' path; repeatable. " +
 	"ipfix://HOST:PORT (IPFIX over UDP) or ipfix+tcp://HOST:PORT, e.g. to nfdump's collector started with 'nfcapd -w /tmp/flows -p 4739': --export ipfix://127.0.0.1:4739; " +
-	"clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB (the HTTP interface; the flows and windows tables are created if missing), e.g. --export clickhouse://127.0.0.1:8123/flows. " +
+	"clickhouse://[USER@]HOST:PORT/DB (the HTTP interface; the flows and windows tables are created if missing), e.g. --export clickhouse://127.0.0.1:8123/flows. " +
+	"USER's password comes from the file PATH of the query ?password_file=PATH (its trailing newline dropped), else from $" + clickhouse.PasswordEnv + ", else is empty, " +
+	"e.g. --export 'clickhouse://writer@ch:8123/db?password_file=pw'; under systemd, LoadCredential=NAME:FILE and password_file=${CREDENTIALS_DIRECTORY}/NAME. " +
+	"USER:PASSWORD@ in the URL works too, but every user of the host sees it (ps), and flowdedup warns. " +
 	"A destination that is down is retried (and spooled with --spool); what cannot be delivered is counted in the summaries' export_dropped, never an error of the run"
 
 // bind registers the flags on fs.
@@ -72,7 +80,7 @@ func (c *ExportConfig) bind(fs *pflag.FlagSet) {
 func (c *ExportConfig) check() error {
 	seen := make(map[string]bool, len(c.URLs))
 	for _, u := range c.URLs {
-		if err := export.Check(u); err != nil {
+		if err := export.Check(u, c.env); err != nil {
 			return usageError{err}
 		}
 		d := export.Dest(u)
@@ -108,7 +116,7 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 	}
 	o := export.Options{
 		Kind: cfg.Key, Observer: c.Observer, ObservationDomain: c.ObservationDomain,
-		DrainTimeout: c.Drain, Notices: stderr, Wait: !live,
+		DrainTimeout: c.Drain, Notices: stderr, Wait: !live, Env: c.env,
 	}
 	if c.Spool != "" {
 		sp, err := report.OpenSpool(c.Spool, c.SpoolMax)

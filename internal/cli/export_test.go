@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/clickhouse"
 	"github.com/flowdedup/flowdedup/report/export"
 	"github.com/flowdedup/flowdedup/sketch"
 )
@@ -264,4 +266,105 @@ func TestExportHelp(t *testing.T) {
 	if !strings.Contains(out, "--summary-sketch") || !strings.Contains(out, "flowdedup merge --by 1h") {
 		t.Errorf("merge --help:\n%s", out)
 	}
+}
+
+// The ClickHouse password from a file, from FLOWDEDUP_CLICKHOUSE_PASSWORD,
+// or in the URL (which works, with one warning), against a real server;
+// without it, or with a wrong one, the run goes on and counts the rejected
+// records; a password file that cannot be read refuses the command line
+// (exit 2) naming the file. No password shows on stderr, in the summary
+// (export_dropped's key) or in the spool's directory names.
+func TestExportClickHousePassword(t *testing.T) {
+	ch := testutil.StartClickHouse(t)
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "clickhouse-password")
+	if err := os.WriteFile(pwFile, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const wrongPW = "Wrong-Pw-cli"
+	user := "clickhouse://" + testutil.ClickHouseUser
+	at := "@" + ch.Addr + "/cli"
+	dest := "clickhouse://" + ch.Addr + "/cli"
+	for i, tc := range []struct {
+		name   string
+		url    string
+		env    string // FLOWDEDUP_CLICKHOUSE_PASSWORD; "" unset
+		ok     bool
+		warned bool
+	}{
+		{"password_file over a wrong environment", user + at + "?password_file=" + pwFile, wrongPW, true, false},
+		{"environment", user + at, testutil.ClickHousePassword, true, false},
+		{"in the URL", user + ":" + testutil.ClickHousePassword + at, "", true, true},
+		{"none", user + at, "", false, false},
+		{"wrong in the URL", user + ":" + wrongPW + at, testutil.ClickHousePassword, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(clickhouse.PasswordEnv, tc.env)
+			}
+			observer := fmt.Sprintf("r%d", i)
+			summary := filepath.Join(t.TempDir(), "summary.jsonl")
+			spool := filepath.Join(t.TempDir(), "spool")
+			code, _, errs := run("replay", "--key", "src", "--filter", "exact", "--out", os.DevNull, "--summary", summary,
+				"--observer", observer, "--export", tc.url, "--spool", spool, "--export-drain", "10s", pcapPath("small.pcap"))
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			s := readSummaries(t, summary)
+			if len(s) != 1 {
+				t.Fatalf("%d summaries, want 1", len(s))
+			}
+			rows := "0" // no database yet when nothing was written
+			if tc.ok || strings.TrimSpace(ch.Query(t, "EXISTS TABLE cli.flows")) == "1" {
+				rows = strings.TrimSpace(ch.Query(t, "SELECT count() FROM cli.flows WHERE observer = '"+observer+"'"))
+			}
+			if tc.ok {
+				if rows != fmt.Sprint(s[0].Distinct) || s[0].ExportDropped[dest]["rejected"] != 0 {
+					t.Errorf("%s rows in flows, want %d; export_dropped %v\n%s", rows, s[0].Distinct, s[0].ExportDropped, errs)
+				}
+			} else {
+				// The summary of the last window is written before the
+				// Queue gives up on its records: the totals count them.
+				lost := fmt.Sprintf("export %s: sent 0 records and 0 window summaries, dropped %d (rejected %d)", dest, s[0].Distinct+1, s[0].Distinct+1)
+				if rows != "0" || !strings.Contains(errs, lost) {
+					t.Errorf("%s rows in flows, want 0; stderr lacks %q:\n%s", rows, lost, errs)
+				}
+				if !strings.Contains(errs, "assword") || !strings.Contains(errs, "for user "+testutil.ClickHouseUser) {
+					t.Errorf("stderr does not give the server's reason:\n%s", errs)
+				}
+			}
+			warning := "flowdedup: export " + dest + ": warning: " + export.ExposedPassword
+			if n := strings.Count(errs, warning); n != map[bool]int{true: 1}[tc.warned] {
+				t.Errorf("the warning %d times, want %v:\n%s", n, tc.warned, errs)
+			}
+			shown := errs + string(mustReadFile(t, summary))
+			filepath.WalkDir(spool, func(p string, _ fs.DirEntry, err error) error {
+				shown += p + "\n"
+				return err
+			})
+			for _, pw := range []string{testutil.ClickHousePassword, wrongPW} {
+				if strings.Contains(shown, pw) {
+					t.Errorf("a password shows on stderr, in the summary or in the spool:\n%s", shown)
+				}
+			}
+		})
+	}
+
+	// An unreadable password file is a usage error naming it, before
+	// anything runs.
+	for _, bad := range []string{filepath.Join(dir, "none"), dir} {
+		code, _, errs := run("replay", "--out", os.DevNull, "--export", user+at+"?password_file="+bad, pcapPath("small.pcap"))
+		if code != ExitUsage || !strings.Contains(errs, `password file "`+bad+`"`) || !strings.Contains(errs, dest) {
+			t.Errorf("password_file %s: exit %d, want %d naming the file and the destination: %s", bad, code, ExitUsage, errs)
+		}
+	}
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,10 +1,38 @@
 // Package clickhouse writes distinct-flow records and window summaries to
 // a ClickHouse database over its HTTP interface: the
 // --export clickhouse://HOST:PORT/DB destination of DESIGN.md section 7.
-// [ParseURL] reads such a URL, [New] makes an [Exporter], which is a
+// [ParseURL] reads such a URL, [URL.Config] makes its Config (finding the
+// password, see Passwords), [New] makes an [Exporter], which is a
 // report.Sink. It works with Debian's clickhouse-server 18.16 (the tests
 // run it) and is written to the SQL and HTTP interface that current
 // releases accept too (see "ClickHouse 18.16 and current releases").
+//
+// # Passwords
+//
+// The URL names the user; the password is best kept out of it, since a
+// command line is visible to every user of the host (ps,
+// /proc/PID/cmdline) and to anyone who may read the service's unit
+// (systemctl show). When the URL has a user and no password, [URL.Config]
+// takes it, in this order, from:
+//
+//  1. the file of the query parameter password_file=PATH, its one trailing
+//     newline dropped (as `echo secret > PATH` leaves one): mode 0600, or
+//     systemd's LoadCredential=clickhouse-password:/etc/flowdedup/clickhouse-password
+//     with password_file=${CREDENTIALS_DIRECTORY}/clickhouse-password,
+//     a ${CREDENTIALS_DIRECTORY} that flowdedup replaces itself, since
+//     systemd does not expand it within an EnvironmentFile's values;
+//  2. the environment variable FLOWDEDUP_CLICKHOUSE_PASSWORD, when set
+//     (clickhouse-client reads CLICKHOUSE_PASSWORD alike);
+//  3. nothing: an empty password.
+//
+// A password file that cannot be read is an error (ErrPasswordFile) that
+// names the file: the command line is refused before anything runs.
+// USER:PASSWORD@ in the URL still works (percent-encode / ? # % @ : [ ] in
+// it), and flowdedup warns once on stderr (package report/export). The lookups go through an [Env],
+// so that tests give their own environment. No error of this package
+// holds a password: URLs are shown without it and without their query,
+// the server's answers to a failed login name the user only, and requests
+// carry it in the Authorization header, never in the URL.
 //
 // # Tables
 //

@@ -17,6 +17,9 @@ import (
 var (
 	// ErrURL: an --export URL this package cannot serve (see ParseURL).
 	ErrURL = errors.New("clickhouse: invalid export URL")
+	// ErrPasswordFile: the password file of an --export URL cannot be read
+	// (see URL.Config). The error names the file, never its content.
+	ErrPasswordFile = errors.New("clickhouse: cannot read the password file")
 	// ErrConfig: a Config that New cannot serve.
 	ErrConfig = errors.New("clickhouse: invalid configuration")
 	// ErrClosed: the Exporter was used after Close.

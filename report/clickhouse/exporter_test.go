@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -387,36 +388,82 @@ func TestDistinctSourcesPerWindow(t *testing.T) {
 	}
 }
 
-// A user with a password, from the URL's userinfo; a wrong password is a
-// permanent error.
+// Every way to give the password logs in to a real server: in the URL, in
+// a password_file (which wins over a wrong FLOWDEDUP_CLICKHOUSE_PASSWORD),
+// through systemd's ${CREDENTIALS_DIRECTORY}, in the environment alone.
+// Without the password, or with a wrong one, the insert is refused for
+// good (report.ErrRejected) with the server's own message, which names the
+// user and holds no password.
 func TestAuthentication(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
+	const wrongPW = "Wrong-Pw-7"
+	dir := t.TempDir()
+	right := writeFile(t, dir, "right", testutil.ClickHousePassword+"\n")
+	wrong := writeFile(t, dir, "wrong", wrongPW+"\n")
+	writeFile(t, dir, "clickhouse-password", testutil.ClickHousePassword+"\n")
+	user := "clickhouse://" + testutil.ClickHouseUser
+	at := "@" + ch.Addr + "/auth"
 	recs := records(flow.KeySrc, 5, 0)
-	for _, tc := range []struct {
-		password string
-		ok       bool
-	}{{testutil.ClickHousePassword, true}, {"wrong", false}} {
-		cfg, err := clickhouse.ParseURL("clickhouse://" + testutil.ClickHouseUser + ":" + tc.password + "@" + ch.Addr + "/auth")
+	var want []string
+	for i, tc := range []struct {
+		name string
+		url  string
+		env  map[string]string
+		ok   bool
+		code int // the server's error code (18.16's) when not ok
+	}{
+		{"in the URL", user + ":" + testutil.ClickHousePassword + at, nil, true, 0},
+		{"password_file over the environment", user + at + "?password_file=" + url.QueryEscape(right),
+			map[string]string{clickhouse.PasswordEnv: wrongPW}, true, 0},
+		{"systemd credential", user + at + "?password_file=${CREDENTIALS_DIRECTORY}/clickhouse-password",
+			map[string]string{clickhouse.CredentialsDirVar: dir}, true, 0},
+		{"environment", user + at, map[string]string{clickhouse.PasswordEnv: testutil.ClickHousePassword}, true, 0},
+		{"none", user + at, nil, false, 194},
+		{"wrong password_file over a right environment", user + at + "?password_file=" + url.QueryEscape(wrong),
+			map[string]string{clickhouse.PasswordEnv: testutil.ClickHousePassword}, false, 193},
+		{"wrong in the URL", user + ":" + wrongPW + at, nil, false, 193},
+	} {
+		u, err := clickhouse.ParseURL(tc.url)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
-		cfg.Kind, cfg.Observer = flow.KeySrc, "r"
+		cfg, err := u.Config(fakeEnv(tc.env))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		observer := fmt.Sprintf("r%d", i)
+		cfg.Kind, cfg.Observer = flow.KeySrc, observer
 		e, err := clickhouse.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = e.Records(&report.Batch{ID: 1, Records: recs})
+		err = e.Records(&report.Batch{ID: uint64(i + 1), Records: recs})
 		e.Close()
+		if tc.ok {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			want = append(want, wantRows(t, flow.KeySrc, observer, uint64(i+1), recs)...)
+			continue
+		}
+		// 18.16 says "Password required for user flowdedup" (194
+		// REQUIRED_PASSWORD) or "Wrong password for user flowdedup" (193
+		// WRONG_PASSWORD); current releases "flowdedup: Authentication
+		// failed" (516) for both.
+		var se *clickhouse.ServerError
 		switch {
-		case tc.ok && err != nil:
-			t.Errorf("with the right password: %v", err)
-		case !tc.ok && (!errors.Is(err, report.ErrRejected) || !strings.Contains(err.Error(), "password")):
-			t.Errorf("with a wrong password: %v, want a permanent error about the password", err)
-		case !tc.ok && strings.Contains(err.Error(), tc.password):
-			t.Errorf("the error shows the password: %v", err)
+		case !errors.Is(err, report.ErrRejected) || !errors.As(err, &se) || se.Code != tc.code:
+			t.Errorf("%s: %v, want a permanent *ServerError of code %d", tc.name, err, tc.code)
+		case !strings.Contains(err.Error(), "assword") || !strings.Contains(err.Error(), "for user "+testutil.ClickHouseUser):
+			t.Errorf("%s: %v, want the server's message about the password of %s", tc.name, err, testutil.ClickHouseUser)
+		case strings.Contains(err.Error(), wrongPW) || strings.Contains(err.Error(), testutil.ClickHousePassword):
+			t.Errorf("%s: the error shows a password: %v", tc.name, err)
+		default:
+			t.Logf("%s: %v", tc.name, err)
 		}
 	}
-	diffRows(t, readFlows(t, ch, "auth"), wantRows(t, flow.KeySrc, "r", 1, recs))
+	slices.Sort(want)
+	diffRows(t, readFlows(t, ch, "auth"), want)
 }
 
 // Use after Close.

@@ -2,6 +2,10 @@ package export_test
 
 import (
 	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/clickhouse"
 	"github.com/flowdedup/flowdedup/report/export"
 )
 
@@ -84,4 +89,89 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 		t.Errorf("notices: want the fall and the return, once each:\n%s", n)
 	}
 	t.Logf("notices:\n%s", n)
+}
+
+// The password of a clickhouse:// destination from a password_file: the
+// records of a run through a Reporter and a Queue land in flows. Without
+// the password (no file, no environment), the server refuses each insert:
+// the Queue drops the batches as rejected and says why with the server's
+// message, and neither the notices, the destination's name (the summaries'
+// export_dropped key and the metrics' dest label) nor the spool's
+// directory names hold a password.
+func TestClickHousePasswordFile(t *testing.T) {
+	ch := testutil.StartClickHouse(t)
+	pwFile := filepath.Join(t.TempDir(), "clickhouse-password")
+	if err := os.WriteFile(pwFile, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noEnv := clickhouse.Env{LookupEnv: func(string) (string, bool) { return "", false }}
+	base := fmt.Sprintf("clickhouse://%s@%s/secret", testutil.ClickHouseUser, ch.Addr)
+	dest := fmt.Sprintf("clickhouse://%s/secret", ch.Addr)
+	for _, tc := range []struct {
+		name, url, observer string
+		ok                  bool
+	}{
+		{"password_file", base + "?password_file=" + url.QueryEscape(pwFile), "with", true},
+		{"no password", base, "without", false},
+	} {
+		says := &notices{}
+		spoolDir := t.TempDir()
+		spool, err := report.OpenSpool(spoolDir, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := export.Open(tc.url, export.Options{Kind: flow.Key5Tuple, Observer: tc.observer, Spool: spool, Notices: says, Env: noEnv})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if q.Dest() != dest {
+			t.Errorf("%s: Dest %q, want %q", tc.name, q.Dest(), dest)
+		}
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: tc.observer, Filter: "exact", Exports: []*report.Queue{q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := tcpRecords(0, 300)
+		for i := range recs {
+			if err := r.Record(&recs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st := q.Stats()
+		spool.Close()
+		n := says.String()
+		t.Logf("%s: stats %+v, notices:\n%s", tc.name, st, n)
+		if tc.ok {
+			if st.Sent != 300 || st.Dropped[report.DropRejected] != 0 {
+				t.Errorf("%s: stats %+v, want 300 sent", tc.name, st)
+			}
+			if got := strings.TrimSpace(ch.Query(t, "SELECT count() FROM secret.flows WHERE observer = 'with'")); got != "300" {
+				t.Errorf("%s: %s rows in flows, want 300", tc.name, got)
+			}
+		} else {
+			if st.Sent != 0 || st.Dropped[report.DropRejected] != 300 {
+				t.Errorf("%s: stats %+v, want 300 rejected", tc.name, st)
+			}
+			if !strings.Contains(n, "export "+dest+": rejected") || !strings.Contains(n, "Password required for user "+testutil.ClickHouseUser) {
+				t.Errorf("%s: notices do not say the server refused the login:\n%s", tc.name, n)
+			}
+		}
+		if strings.Contains(n, "warning") {
+			t.Errorf("%s: a warning, though no password is in the URL:\n%s", tc.name, n)
+		}
+		shown := n + st.Dest + fmt.Sprint(st.Dropped)
+		filepath.WalkDir(spoolDir, func(p string, _ fs.DirEntry, err error) error {
+			shown += p + "\n"
+			return err
+		})
+		if strings.Contains(shown, testutil.ClickHousePassword) {
+			t.Errorf("%s: the password shows in notices, stats or spool names:\n%s", tc.name, shown)
+		}
+	}
+	if got := strings.TrimSpace(ch.Query(t, "SELECT count() FROM secret.flows WHERE observer = 'without'")); got != "0" {
+		t.Errorf("%s rows written without the password", got)
+	}
 }

@@ -9,7 +9,12 @@
 //
 //	ipfix://HOST:PORT                          IPFIX over UDP (package report/ipfix)
 //	ipfix+tcp://HOST:PORT                      IPFIX over TCP (package report/ipfix)
-//	clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB  ClickHouse's HTTP interface (package report/clickhouse)
+//	clickhouse://[USER@]HOST:PORT/DB[?password_file=PATH]  ClickHouse's HTTP interface (package report/clickhouse)
+//
+// A ClickHouse user's password comes from PATH, else from the environment
+// variable FLOWDEDUP_CLICKHOUSE_PASSWORD (clickhouse.URL.Config), looked up
+// in Options.Env; USER:PASSWORD@ in the URL works too, and Open warns on
+// Options.Notices that every user of the host can read it there.
 //
 // Each scheme also chooses its batching: IPFIX takes small batches
 // (report.DefaultBatchSize, report.DefaultBatchAge), so that records reach

@@ -35,21 +35,26 @@ type Options struct {
 	// queued (--export-drain); zero means report.DefaultDrainTimeout.
 	DrainTimeout time.Duration
 	// Notices receives the destinations' state changes, a line each
-	// (stderr); nil says nothing.
+	// (stderr), and the warning about a password written in a URL; nil
+	// says nothing.
 	Notices io.Writer
 	// Wait makes a destination that is up but slower than the run slow
 	// the run down rather than lose records (report.QueueConfig.Wait):
 	// replay sets it, live capture does not.
 	Wait bool
+	// Env is where a destination finds a password its URL does not hold
+	// (clickhouse.URL.Config): the zero value is the process's
+	// environment and files.
+	Env clickhouse.Env
 }
 
 // opener makes the Sink of a URL and says how its Queue batches.
 type opener func(raw string, o *Options) (report.Sink, report.QueueConfig, error)
 
-// destination is what a scheme serves: check parses a URL without making
-// anything, open makes its Sink.
+// destination is what a scheme serves: check parses a URL (and reads the
+// secrets it names) without making anything, open makes its Sink.
 type destination struct {
-	check func(raw string) error
+	check func(raw string, env clickhouse.Env) error
 	open  opener
 }
 
@@ -98,17 +103,19 @@ func Open(rawURL string, o Options) (*report.Queue, error) {
 	return q, nil
 }
 
-// Check reports whether Open would take rawURL: a URL of a scheme some
-// destination serves, in the form that destination wants. It opens,
-// resolves and sends nothing, so that a command line can be refused (a
-// usage error) before a run starts; its errors are Open's for the same
-// URL (ErrScheme, ipfix.ErrURL, clickhouse.ErrURL).
-func Check(rawURL string) error {
+// Check reports whether Open would take rawURL with Options whose Env is
+// env: a URL of a scheme some destination serves, in the form that
+// destination wants, whose password file (if it names one) can be read.
+// It connects, resolves and sends nothing, so that a command line can be
+// refused (a usage error) before a run starts; its errors are Open's for
+// the same URL (ErrScheme, ipfix.ErrURL, clickhouse.ErrURL,
+// clickhouse.ErrPasswordFile).
+func Check(rawURL string, env clickhouse.Env) error {
 	d, err := lookup(rawURL)
 	if err != nil {
 		return err
 	}
-	return d.check(rawURL)
+	return d.check(rawURL, env)
 }
 
 // lookup returns the destination of rawURL's scheme, or ErrScheme.
@@ -153,27 +160,29 @@ func OpenAll(rawURLs []string, o Options) ([]*report.Queue, error) {
 // Dest returns the name of the destination rawURL in summaries, metrics,
 // notices and the spool: SCHEME://HOST[:PORT][/PATH], without the
 // credentials, query or fragment a URL may carry. A URL that does not
-// parse is returned without what follows an '@' before the host, '?' or
-// '#'.
+// parse is returned without what precedes its last '@' (a password may
+// hold '/', '?' or '#', which is why it does not parse) and without what
+// follows a '?' or '#' after that.
 func Dest(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
 		s := rawURL
-		if i := strings.IndexAny(s, "?#"); i >= 0 {
-			s = s[:i]
-		}
-		if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		scheme, rest, ok := strings.Cut(s, "://")
+		if ok {
 			if at := strings.LastIndex(rest, "@"); at >= 0 {
 				rest = rest[at+1:]
 			}
 			s = scheme + "://" + rest
+		}
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			s = s[:i]
 		}
 		return s
 	}
 	return (&url.URL{Scheme: strings.ToLower(u.Scheme), Host: u.Host, Path: u.Path}).String()
 }
 
-func checkIPFIX(raw string) error {
+func checkIPFIX(raw string, _ clickhouse.Env) error {
 	_, err := ipfix.ParseURL(raw)
 	return err
 }
@@ -207,15 +216,38 @@ const (
 	clickHouseBatchAge  = 2 * time.Second
 )
 
-func checkClickHouse(raw string) error {
-	_, err := clickhouse.ParseURL(raw)
+func checkClickHouse(raw string, env clickhouse.Env) error {
+	_, _, err := clickHouseConfig(raw, env)
 	return err
 }
 
+// clickHouseConfig parses raw and looks its password up in env; exposed
+// says that raw holds the password.
+func clickHouseConfig(raw string, env clickhouse.Env) (cfg clickhouse.Config, exposed bool, err error) {
+	u, err := clickhouse.ParseURL(raw)
+	if err != nil {
+		return clickhouse.Config{}, false, err
+	}
+	cfg, err = u.Config(env)
+	if err != nil {
+		return clickhouse.Config{}, false, fmt.Errorf("export %s: %w", Dest(raw), err)
+	}
+	return cfg, u.Password != "", nil
+}
+
+// ExposedPassword is the warning Open writes to Options.Notices, once, for
+// a URL that holds a password, after "flowdedup: export DEST: ".
+const ExposedPassword = "the password is written in the --export URL, where every user of this host can read it (ps, /proc/PID/cmdline, systemctl show): " +
+	"put it in a file readable by this user alone and add ?" + clickhouse.PasswordFileParam + "=PATH to the URL (with systemd: LoadCredential= and " +
+	clickhouse.PasswordFileParam + "=${" + clickhouse.CredentialsDirVar + "}/NAME), or set " + clickhouse.PasswordEnv + " and leave the password out"
+
 func openClickHouse(raw string, o *Options) (report.Sink, report.QueueConfig, error) {
-	cfg, err := clickhouse.ParseURL(raw)
+	cfg, exposed, err := clickHouseConfig(raw, o.Env)
 	if err != nil {
 		return nil, report.QueueConfig{}, err
+	}
+	if exposed && o.Notices != nil {
+		io.WriteString(o.Notices, "flowdedup: export "+Dest(raw)+": warning: "+ExposedPassword+"\n")
 	}
 	cfg.Kind = o.Kind
 	cfg.Observer = o.Observer

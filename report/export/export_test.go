@@ -2,6 +2,8 @@ package export_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,7 +14,10 @@ import (
 )
 
 func TestOpenErrors(t *testing.T) {
-	o := export.Options{Kind: flow.Key5Tuple}
+	dir := t.TempDir()
+	o := export.Options{Kind: flow.Key5Tuple, Env: clickhouse.Env{LookupEnv: func(k string) (string, bool) {
+		return map[string]string{clickhouse.PasswordEnv: "secret"}[k], k == clickhouse.PasswordEnv
+	}}}
 	for _, tc := range []struct {
 		url    string
 		target error
@@ -26,6 +31,13 @@ func TestOpenErrors(t *testing.T) {
 		{"ipfix://u:p@127.0.0.1:4739", ipfix.ErrURL, []string{"credentials"}},
 		{"clickhouse://127.0.0.1:8123", clickhouse.ErrURL, []string{"no database"}},
 		{"clickhouse://u:secret@127.0.0.1:8123/a-b", clickhouse.ErrURL, []string{"a-b"}},
+		{"clickhouse://u:sec/ret@127.0.0.1:8123/flows", clickhouse.ErrURL, []string{"percent-encode"}},
+		{"clickhouse://127.0.0.1:8123/flows?password=secret", clickhouse.ErrURL, []string{`query parameter "password"`, "password_file=PATH"}},
+		// A password file that cannot be read, though the environment
+		// holds a password: the file was asked for.
+		{"clickhouse://u@127.0.0.1:8123/flows?password_file=" + dir + "/none", clickhouse.ErrPasswordFile,
+			[]string{"export clickhouse://127.0.0.1:8123/flows", `password file "` + dir + `/none"`, "no such file"}},
+		{"clickhouse://u@127.0.0.1:8123/flows?password_file=" + dir, clickhouse.ErrPasswordFile, []string{`"` + dir + `"`, "is a directory"}},
 	} {
 		q, err := export.Open(tc.url, o)
 		if err == nil {
@@ -45,7 +57,7 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("%s: error %q shows the password", tc.url, err)
 		}
 		// Check refuses what Open refuses, with Open's error.
-		if cerr := export.Check(tc.url); cerr == nil || cerr.Error() != err.Error() {
+		if cerr := export.Check(tc.url, o.Env); cerr == nil || cerr.Error() != err.Error() {
 			t.Errorf("Check(%s) = %v, want Open's %v", tc.url, cerr, err)
 		}
 	}
@@ -61,6 +73,10 @@ func TestDest(t *testing.T) {
 		"clickhouse://user:secret@ch.example:8123/flows?x=1#f": "clickhouse://ch.example:8123/flows",
 		"clickhouse://ch:8123/db?password=secret":              "clickhouse://ch:8123/db",
 		"bad://u:secret@host:%zz/x?password=secret":            "bad://host:%zz/x",
+		"clickhouse://u:se#cret@ch:8123/flows":                 "clickhouse://ch:8123/flows",
+		"clickhouse://u:se?cret@ch:8123/flows":                 "clickhouse://ch:8123/flows",
+		"clickhouse://u:se/cret@ch:8123/flows?password_file=x": "clickhouse://ch:8123/flows",
+		"clickhouse://u@ch:8123/flows?password_file=/run/pw":   "clickhouse://ch:8123/flows",
 	} {
 		if got := export.Dest(in); got != want {
 			t.Errorf("Dest(%q) = %q, want %q", in, got, want)
@@ -75,7 +91,7 @@ func TestCheckAccepts(t *testing.T) {
 		"ipfix://127.0.0.1:4739", "IPFIX://[::1]:2055", "ipfix+tcp://collector.invalid:4739",
 		"clickhouse://127.0.0.1:8123/flows", "clickhouse://u:p@ch.invalid:8123/_db1",
 	} {
-		if err := export.Check(u); err != nil {
+		if err := export.Check(u, clickhouse.Env{}); err != nil {
 			t.Errorf("Check(%s): %v", u, err)
 		}
 	}
@@ -95,5 +111,45 @@ func TestOpenAll(t *testing.T) {
 	}
 	if _, err := export.OpenAll([]string{"ipfix://127.0.0.1:4739", "ipfix://127.0.0.1:4739"}, o); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("the same destination twice: %v", err)
+	}
+}
+
+// A password written in the URL works, with one warning on Notices that
+// says where it shows and what to do instead, without the password; a
+// password from a file or the environment makes no warning.
+func TestOpenWarnsOfPasswordInURL(t *testing.T) {
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("Fz4-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := clickhouse.Env{LookupEnv: func(k string) (string, bool) { return "Fz4-from-env", k == clickhouse.PasswordEnv }}
+	for _, tc := range []struct {
+		url  string
+		warn bool
+	}{
+		{"clickhouse://u:Fz4-in-url@127.0.0.1:8123/flows", true},
+		{"clickhouse://u@127.0.0.1:8123/flows?password_file=" + pwFile, false},
+		{"clickhouse://u@127.0.0.1:8123/flows", false},
+		{"clickhouse://127.0.0.1:8123/flows", false},
+	} {
+		var says notices
+		q, err := export.Open(tc.url, export.Options{Kind: flow.KeySrc, Notices: &says, Env: env})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		q.Close()
+		n := says.String()
+		want := "flowdedup: export clickhouse://127.0.0.1:8123/flows: warning: " + export.ExposedPassword + "\n"
+		if got := strings.Count(n, want); got != map[bool]int{true: 1}[tc.warn] {
+			t.Errorf("%s: the warning %d times, want %v:\n%s", tc.url, got, tc.warn, n)
+		}
+		if strings.Contains(n, "Fz4") {
+			t.Errorf("%s: notices show a password:\n%s", tc.url, n)
+		}
+	}
+	for _, w := range []string{"ps", "/proc/PID/cmdline", "systemctl show", "password_file=PATH", "LoadCredential=", clickhouse.PasswordEnv} {
+		if !strings.Contains(export.ExposedPassword, w) {
+			t.Errorf("the warning does not say %q: %s", w, export.ExposedPassword)
+		}
 	}
 }
