@@ -57,10 +57,13 @@ func (u unit) words(section, key string) []string {
 
 func parseUnit(t *testing.T, path string) unit {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return parseUnitText(t, path, string(mustRead(t, path)))
+}
+
+// parseUnitText parses the text of the unit file path.
+func parseUnitText(t *testing.T, path, text string) unit {
+	t.Helper()
+	b := []byte(text)
 	u := unit{}
 	section := ""
 	for n, line := range strings.Split(string(b), "\n") {
@@ -86,10 +89,13 @@ func parseUnit(t *testing.T, path string) unit {
 // optionally in double quotes.
 func parseEnv(t *testing.T, path string) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return parseEnvText(t, path, mustRead(t, path))
+}
+
+// parseEnvText parses b, the text of the EnvironmentFile path. A variable
+// set twice has its last value, as systemd does.
+func parseEnvText(t *testing.T, path string, b []byte) map[string]string {
+	t.Helper()
 	env := map[string]string{}
 	for n, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
@@ -172,14 +178,22 @@ func TestUnitVerifies(t *testing.T) {
 	if exe != "/usr/local/bin/flowdedup" || envPath != "/etc/flowdedup/flowdedup.env" {
 		t.Fatalf("ExecStart binary %q, EnvironmentFile %q: README's install steps put them at /usr/local/bin/flowdedup and /etc/flowdedup/flowdedup.env", exe, envPath)
 	}
-	src, err := os.ReadFile(unitFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	verifyUnit(t, bin, string(mustRead(t, unitFile)), mustRead(t, envFile))
+}
+
+// verifyUnit runs systemd-analyze verify and security on the unit text
+// unitText, with its ExecStart binary moved to bin and its EnvironmentFile
+// to a copy of env: verify must say nothing, and the sandbox must rate
+// below 3.0.
+func verifyUnit(t *testing.T, bin, unitText string, env []byte) {
+	t.Helper()
+	u := parseUnitText(t, unitFile, unitText)
+	exe := strings.Fields(u.get("Service", "ExecStart"))[0]
+	envPath := u.get("Service", "EnvironmentFile")
 	dir := t.TempDir()
-	text := strings.ReplaceAll(string(src), exe, bin)
+	text := strings.ReplaceAll(unitText, exe, bin)
 	text = strings.ReplaceAll(text, envPath, filepath.Join(dir, envFile))
-	if err := os.WriteFile(filepath.Join(dir, envFile), mustRead(t, envFile), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, envFile), env, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, unitFile)
@@ -583,4 +597,116 @@ func keys(m map[string]bool) string {
 	}
 	slices.Sort(k)
 	return fmt.Sprint(k)
+}
+
+// uncomment returns text with the lines that begin with '#' followed by
+// prefix made active (the '#' dropped), and how many there were.
+func uncomment(text, prefix string) (string, int) {
+	lines := strings.Split(text, "\n")
+	n := 0
+	for i, l := range lines {
+		if strings.HasPrefix(l, "#"+prefix) {
+			lines[i] = l[1:]
+			n++
+		}
+	}
+	return strings.Join(lines, "\n"), n
+}
+
+// The ClickHouse password as the unit and its settings suggest, commented
+// out: LoadCredential= in the unit and password_file=
+// ${CREDENTIALS_DIRECTORY}/ID in the --export URL of flowdedup.env.
+// Uncommented, the unit still verifies (and rates as well); the command
+// line holds no password; and the --export URL of that command line,
+// pointed at a real clickhouse-server, logs in as the user of the example
+// with the password from the credential's file, as systemd would provide
+// it (ExecStart gets ${CREDENTIALS_DIRECTORY} of an EnvironmentFile value
+// as it is: systemd expands variables on the ExecStart line, not within
+// their values), with no warning. Without $CREDENTIALS_DIRECTORY the
+// command is refused (exit 2) and says why. The other way the settings
+// show, FLOWDEDUP_CLICKHOUSE_PASSWORD, is there too, commented out.
+func TestUnitClickHouseCredential(t *testing.T) {
+	needCommand(t, "systemd-analyze", "systemd")
+	bin := buildBinary(t)
+	unitText, n := uncomment(string(mustRead(t, unitFile)), "LoadCredential=")
+	if n != 1 {
+		t.Fatalf("%s has %d commented-out LoadCredential= lines, want 1", unitFile, n)
+	}
+	envText, n := uncomment(string(mustRead(t, envFile)), "FLOWDEDUP_OPTS=")
+	if n != 1 {
+		t.Fatalf("%s has %d commented-out FLOWDEDUP_OPTS= lines, want 1 (the export example)", envFile, n)
+	}
+	if _, n := uncomment(string(mustRead(t, envFile)), "FLOWDEDUP_CLICKHOUSE_PASSWORD="); n != 1 {
+		t.Errorf("%s has %d commented-out FLOWDEDUP_CLICKHOUSE_PASSWORD= lines, want 1", envFile, n)
+	}
+	verifyUnit(t, bin, unitText, []byte(envText))
+
+	u := parseUnitText(t, unitFile, unitText)
+	id, source, ok := strings.Cut(u.get("Service", "LoadCredential"), ":")
+	if !ok || !strings.HasPrefix(source, "/etc/flowdedup/") {
+		t.Fatalf("LoadCredential=%s: want ID:/etc/flowdedup/FILE", u.get("Service", "LoadCredential"))
+	}
+	env := parseEnvText(t, envFile, []byte(envText))
+	env["FLOWDEDUP_IFACE"] = "eth0"
+	argv := expandExec(t, u.get("Service", "ExecStart"), env)
+	i := slices.Index(argv, "--export")
+	if i < 0 || i+1 == len(argv) {
+		t.Fatalf("the export example's command line has no --export: %q", argv)
+	}
+	exportURL := argv[i+1]
+	if want := "?password_file=${CREDENTIALS_DIRECTORY}/" + id; !strings.HasSuffix(exportURL, want) {
+		t.Fatalf("--export %s: want the credential %s's file, %s", exportURL, id, want)
+	}
+	const password = testutil.ClickHousePassword
+	if strings.Contains(strings.Join(argv, " "), password) {
+		t.Fatalf("the command line holds the password")
+	}
+
+	ch := testutil.StartClickHouse(t)
+	m := regexp.MustCompile(`^clickhouse://([^@:/]+)@([^/]+)(/[a-z_]+\?.*)$`).FindStringSubmatch(exportURL)
+	if m == nil || m[1] != testutil.ClickHouseUser {
+		t.Fatalf("--export %s: want clickhouse://%s@HOST:PORT/DB?... (the test server's user)", exportURL, testutil.ClickHouseUser)
+	}
+	local := "clickhouse://" + m[1] + "@" + ch.Addr + m[3]
+	creds := t.TempDir()
+	if err := os.WriteFile(filepath.Join(creds, id), []byte(password+"\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	capture := filepath.Join("..", "testdata", "pcaps", "small.pcap")
+	replay := func(extraEnv ...string) (int, string) {
+		cmd := exec.Command(bin, "replay", "--key", "src", "--filter", "exact", "--out", os.DevNull, "--observer", "unit", "--export", local, capture)
+		// The service's environment: no password variable of the test's.
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "FLOWDEDUP_CLICKHOUSE_PASSWORD=") || strings.HasPrefix(kv, "CREDENTIALS_DIRECTORY=")
+		}), extraEnv...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stderr.String(), password) {
+			t.Errorf("stderr shows the password:\n%s", stderr.String())
+		}
+		return code, stderr.String()
+	}
+
+	code, errs := replay("CREDENTIALS_DIRECTORY=" + creds)
+	if code != 0 || strings.Contains(errs, "warning") || strings.Contains(errs, "rejected") {
+		t.Fatalf("with the credential: exit %d, stderr:\n%s", code, errs)
+	}
+	want := len(exactSources(t, bin, capture))
+	db := strings.TrimPrefix(m[3][:strings.IndexByte(m[3], '?')], "/")
+	got := strings.TrimSpace(ch.Query(t, "SELECT count() FROM "+db+".flows WHERE observer = 'unit'"))
+	if got != strconv.Itoa(want) {
+		t.Errorf("%s rows in %s.flows, want %d (the capture's sources)\n%s", got, db, want, errs)
+	}
+
+	code, errs = replay()
+	if code != 2 || !strings.Contains(errs, "$CREDENTIALS_DIRECTORY is not set") {
+		t.Errorf("without $CREDENTIALS_DIRECTORY: exit %d, want 2 saying it is not set:\n%s", code, errs)
+	}
 }

@@ -9,5 +9,9 @@
 // (AmbientCapabilities, set with setpriv), in a network namespace the test
 // makes, and must attach XDP, capture, and write its per-window files; and
 // every system call it makes, traced with strace, must be one the unit's
-// SystemCallFilter allows.
+// SystemCallFilter allows. The ClickHouse password the unit and settings
+// show, commented out (LoadCredential= and password_file=
+// ${CREDENTIALS_DIRECTORY}/clickhouse-password), is checked uncommented:
+// the unit still verifies, and the export URL logs in to a real
+// clickhouse-server with the password from the credential's file.
 package deploy
