@@ -229,7 +229,7 @@ func (m *Merger) checkKind(s *Summary) error {
 	if !s.Key.IsValid() || m.kind == 0 || s.Key == m.kind {
 		return nil
 	}
-	return fmt.Errorf("%scounts key kind %v, %s's %v (routers whose summaries are merged must run with one --key): %w",
+	return fmt.Errorf("%scounts key kind %v but %s counts %v (routers whose summaries are merged must run with one --key): %w",
 		at(s), s.Key, m.kindAt, m.kind, ErrKindMismatch)
 }
 

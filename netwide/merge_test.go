@@ -370,8 +370,8 @@ func TestMergeKinds(t *testing.T) {
 	if err := m.Add(&idle); err != nil || m.SkippedEmpty() != 1 {
 		t.Fatalf("idle dst: %v, %d skipped", err, m.SkippedEmpty())
 	}
-	if err := m.Add(&busy); !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), "idle.jsonl:1's dst") {
-		t.Errorf("src after a skipped dst: %v, want ErrKindMismatch naming idle.jsonl:1's dst", err)
+	if err := m.Add(&busy); !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), "idle.jsonl:1 counts dst") {
+		t.Errorf("src after a skipped dst: %v, want ErrKindMismatch naming idle.jsonl:1 counts dst", err)
 	}
 
 	// The first known kind is the reference even when an unknown one came
@@ -379,8 +379,8 @@ func TestMergeKinds(t *testing.T) {
 	// message is about what the router counted.
 	noSketch := Summary{Observer: "r3", StartNs: t0, EndNs: t0 + minute, Key: flow.KeyDst, Source: "r3.jsonl:9"}
 	_, err = Merge([]Summary{kinded(base, 0, "old.jsonl:1"), kinded(base, flow.KeySrc, "a.jsonl:1"), noSketch}, Options{})
-	if !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), "a.jsonl:1's src") || !strings.Contains(err.Error(), "r3.jsonl:9: counts key kind dst") {
-		t.Errorf("dst without a sketch after old, src: %v; want a kind mismatch naming a.jsonl:1's src", err)
+	if !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), "a.jsonl:1 counts src") || !strings.Contains(err.Error(), "r3.jsonl:9: counts key kind dst") {
+		t.Errorf("dst without a sketch after old, src: %v; want a kind mismatch naming a.jsonl:1 counts src", err)
 	}
 }
 
