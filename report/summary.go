@@ -53,7 +53,7 @@ func NewSummaryWriter(w io.Writer) *SummaryWriter {
 }
 
 // summaryLine is the JSON form of a Summary. Field order is the order of
-// the line: new fields go at the end.
+// the line: new fields go at the end, but for key, which sits beside filter.
 type summaryLine struct {
 	WindowStart      string                       `json:"window_start"`
 	WindowEnd        string                       `json:"window_end"`
