@@ -109,7 +109,7 @@ func bdbfShapeFor(memBits, w, d int) bdbfShape {
 	m := memBits / d
 	k := int(math.Round(math.Ln2 * float64(m) / float64(w)))
 	k = max(1, min(k, bdbfMaxK))
-	maxBlocks := 1<<d - 1 - w
+	maxBlocks := int(min(int64(1)<<d-1-int64(w), math.MaxInt)) // d <= 32: int64 on 32-bit platforms
 	shift := 0
 	for (m+1<<shift-1)>>shift > maxBlocks {
 		shift++

@@ -154,7 +154,7 @@ func TestBDBFShape(t *testing.T) {
 			}
 			f := newBDBF(mem, w)
 			d := f.CounterBits()
-			if w+f.blocks > 1<<d-1 {
+			if int64(w+f.blocks) > int64(1)<<d-1 {
 				t.Errorf("mem=%d W=%d: d=%d cannot hold W+P=%d", mem, w, d, w+f.blocks)
 			}
 			if f.blocks*f.BlockSize() < f.m || (f.blocks-1)*f.BlockSize() >= f.m {

@@ -732,7 +732,7 @@ func TestBSBFReproducesPaperTables(t *testing.T) {
 // RSBF's place in the tables' order is not checked.)
 func TestRSBFBeforeSIsABloomFilter(t *testing.T) {
 	for _, memMB := range []int{256, 512} {
-		mem := memMB << 23 / 1000
+		mem := int(int64(memMB) << 23 / 1000) // int64: memMB<<23 overflows a 32-bit int
 		b := bsbfMust(t, fmt.Sprintf("rsbf:mem=%dbit,k=2", mem), 1)
 		if b.FilterBits() < 695_000 {
 			t.Fatalf("s = %d, want at least the stream length", b.FilterBits())

@@ -2,6 +2,7 @@ package filters
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,7 +50,17 @@ func testSpecs(mem string) []string {
 func TestParseMem(t *testing.T) {
 	good := map[string]int{
 		"65536bit": 65536, "8KiB": 65536, "8kib": 65536, "1B": 8, "3MiB": 3 << 23,
-		"1GiB": 8 << 30, "100": 100, "0.5KiB": 4096, " 2KiB ": 16384,
+		"128MiB": 1 << 30, "100": 100, "0.5KiB": 4096, " 2KiB ": 16384,
+	}
+	bad := []string{"", "KiB", "-1KiB", "0", "1.5bit", "8b", "8kb", "1TiB", "1e30GiB", "NaNbit", "x"}
+	if strconv.IntSize == 64 {
+		gib := int64(8) << 30 // a variable: the constant does not fit a 32-bit int
+		good["1GiB"] = int(gib)
+		good["128GiB"] = int(gib * 128)
+		bad = append(bad, "129GiB")
+	} else {
+		// 32-bit platforms: bit counts are ints, so the limit is 2^30 bits.
+		bad = append(bad, "129MiB", "1GiB")
 	}
 	for s, want := range good {
 		got, err := ParseMem(s)
@@ -57,7 +68,7 @@ func TestParseMem(t *testing.T) {
 			t.Errorf("ParseMem(%q) = %d, %v; want %d", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"", "KiB", "-1KiB", "0", "1.5bit", "8b", "8kb", "1TiB", "1e30GiB", "NaNbit", "x"} {
+	for _, s := range bad {
 		if got, err := ParseMem(s); err == nil {
 			t.Errorf("ParseMem(%q) = %d, want an error", s, got)
 		}
@@ -68,7 +79,7 @@ func TestParseMem(t *testing.T) {
 }
 
 func TestFormatMemRoundTrip(t *testing.T) {
-	for _, bits := range []int{1, 7, 8, 65536, 65544, 8 << 20, 3 << 23, 8 << 30, 12345} {
+	for _, bits := range []int{1, 7, 8, 65536, 65544, 8 << 20, 3 << 23, maxMemBits, 12345} {
 		s := FormatMem(bits)
 		got, err := ParseMem(s)
 		if err != nil || got != bits {

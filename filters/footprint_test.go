@@ -62,9 +62,9 @@ func TestFootprintErrors(t *testing.T) {
 	if fp, bounded, err := Footprint("exact"); fp != 0 || bounded || err != nil {
 		t.Errorf("exact: %d, %v, %v; want 0, unbounded", fp, bounded, err)
 	}
-	// 100GiB is counted, never allocated.
-	if fp, _, err := Footprint("qht:mem=100GiB,buckets=4"); err != nil || fp != 100<<30+footprintFixed {
-		t.Errorf("qht:mem=100GiB: %d, %v", fp, err)
+	// The largest filter is counted, never allocated.
+	if fp, _, err := Footprint("qht:mem=" + FormatMem(maxMemBits) + ",buckets=4"); err != nil || fp != maxMemBits/8+footprintFixed {
+		t.Errorf("qht:mem=%s: %d, %v", FormatMem(maxMemBits), fp, err)
 	}
 	for _, c := range []struct {
 		spec string

@@ -643,7 +643,7 @@ func fpsbfMixedStream(f Filter, seed uint64, n, maxGap, skip int) (fresh, fps, r
 	hist := make([]uint64, n)
 	for i := range n {
 		h := g.Uint64()
-		gap := 1 + int(h>>32)%maxGap
+		gap := 1 + int((h>>32)%uint64(maxGap))
 		repeat := h%10 < 3 && i >= gap
 		if repeat {
 			h = hist[i-gap]
@@ -728,7 +728,7 @@ func BenchmarkFPSBFObserve(b *testing.B) {
 	for i := range n {
 		distinct[i] = g.Uint64()
 		mixed[i] = distinct[i]
-		if gap := 1 + int(distinct[i]>>32)%1000; distinct[i]%10 < 3 && i >= gap {
+		if gap := 1 + int((distinct[i]>>32)%1000); distinct[i]%10 < 3 && i >= gap {
 			mixed[i] = mixed[i-gap]
 		}
 	}

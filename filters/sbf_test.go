@@ -433,7 +433,7 @@ func sbfGapStream(s Filter, seed uint64, n, minGap, maxGap int) (repeats, fns in
 	hist := make([]uint64, n)
 	for i := range n {
 		h := g.Uint64()
-		gap := minGap + int(h>>32)%(maxGap-minGap+1)
+		gap := minGap + int((h>>32)%uint64(maxGap-minGap+1))
 		repeat := h&1 == 0 && i >= gap
 		if repeat {
 			h = hist[i-gap]
@@ -481,7 +481,7 @@ func TestSBFWithoutDecrementIsBloom(t *testing.T) {
 	for i := range 300000 {
 		h := g.Uint64()
 		if i > 0 && h%3 == 0 { // a third of the stream repeats any earlier element
-			h = hist[int(h>>8)%len(hist)]
+			h = hist[(h>>8)%uint64(len(hist))]
 		}
 		hist = append(hist, h)
 		got, want := s.Observe(h), b.Observe(h)

@@ -140,8 +140,11 @@ func (p *params) mem() (int, error) {
 }
 
 // maxMemBits bounds mem= so that arithmetic on bit counts cannot overflow
-// and a typo cannot ask for more than any machine has (2^40 bits = 128 GiB).
-const maxMemBits = 1 << 40
+// and a typo cannot ask for more than any machine has: 2^40 bits = 128 GiB
+// where int has 64 bits; 2^30 bits = 128 MiB on 32-bit platforms (routers
+// on arm or mipsle), where bit counts are 32-bit ints and one bit of
+// headroom is kept for products such as need*d.
+const maxMemBits = min(1<<40, math.MaxInt>>1+1)
 
 // ParseMem parses a memory size: a number followed by bit, B, KiB, MiB or
 // GiB ("65536bit" == "8KiB"), or "auto" for the L2 cache size of this
@@ -183,7 +186,7 @@ func ParseMem(s string) (int, error) {
 		return 0, fmt.Errorf("%q is not a whole number of bits", s)
 	}
 	if bits > maxMemBits {
-		return 0, fmt.Errorf("%q is larger than the 128GiB limit", s)
+		return 0, fmt.Errorf("%q is larger than the %s limit", s, FormatMem(maxMemBits))
 	}
 	return int(bits), nil
 }
@@ -191,9 +194,9 @@ func ParseMem(s string) (int, error) {
 // FormatMem renders bits in the largest unit that divides it exactly, in a
 // form ParseMem reads back.
 func FormatMem(bits int) string {
-	switch {
-	case bits > 0 && bits%(8<<30) == 0:
-		return strconv.Itoa(bits/(8<<30)) + "GiB"
+	switch b := int64(bits); { // int64: 8 GiB of bits does not fit a 32-bit int
+	case b > 0 && b%(8<<30) == 0:
+		return strconv.FormatInt(b/(8<<30), 10) + "GiB"
 	case bits > 0 && bits%(8<<20) == 0:
 		return strconv.Itoa(bits/(8<<20)) + "MiB"
 	case bits > 0 && bits%(8<<10) == 0:
@@ -263,7 +266,7 @@ func parseSysfsSize(s string) (int, bool) {
 // fingerprints cannot use more than the 2^f - 1 usable values (QHT's Setup,
 // 0 < k <= S). The error names the parameter the user gave.
 func (p *params) fingerprintSlots(b, f int) error {
-	if maxB := 1<<f - 1; b > maxB {
+	if maxB := int(min(int64(1)<<f-1, math.MaxInt)); b > maxB { // f <= 32: int64 on 32-bit platforms
 		key := "buckets"
 		if !p.has(key) {
 			key = "fpbits"

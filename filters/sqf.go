@@ -2,6 +2,7 @@ package filters
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 
 	"github.com/flowdedup/flowdedup/internal/mix"
@@ -96,7 +97,10 @@ func sqfSigBits(r, rprime int) int { return rprime + bits.Len(uint(r)) }
 // sqfSignatures is S = 2^r' * (r - r' + 1), the number of signatures that
 // occur (QHT paper Sec. 4.4.1): given the reduced remainder, the popcount
 // takes r - r' + 1 values.
-func sqfSignatures(r, rprime int) int { return (1 << rprime) * (r - rprime + 1) }
+func sqfSignatures(r, rprime int) int {
+	// In int64, clamped: 2^31 and more do not fit a 32-bit int.
+	return int(min(int64(1)<<rprime*int64(r-rprime+1), math.MaxInt))
+}
 
 // signature is h's SQF signature: reduced remainder, then popcount.
 func (g sqfSig) signature(h uint64) uint64 {

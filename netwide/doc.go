@@ -23,4 +23,10 @@
 // [Merger.Add] fails with sketch.ErrSeedMismatch or
 // sketch.ErrPrecisionMismatch, naming both summaries, rather than return a
 // wrong number; a summary without a sketch fails with [ErrNoSketch].
+// Likewise summaries must count one key kind (--key, [Summary].Key):
+// [Merger.Add] fails with [ErrKindMismatch], naming both kinds and
+// summaries, for one that says another kind than those before it. A
+// summary that does not say its kind (one written before summaries
+// carried it) is accepted and taken to count the others' kind: the Merger
+// counts them ([Merger.UnknownKind]) so that the caller can warn.
 package netwide

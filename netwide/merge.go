@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/sketch"
 )
 
@@ -34,6 +35,11 @@ var (
 	ErrBadWindow = errors.New("netwide: bad window")
 	// ErrBadPeriod: an Options.By below zero.
 	ErrBadPeriod = errors.New("netwide: negative period")
+	// ErrKindMismatch: a summary that counts another key kind (--key) than
+	// the summaries added before it: distinct sources and distinct
+	// destinations do not add up to anything. Summaries of unknown kind
+	// (Summary.Key not valid) are not checked.
+	ErrKindMismatch = errors.New("netwide: summaries count different key kinds")
 )
 
 // Summary is one router's summary of one window, as the merge needs it: the
@@ -44,6 +50,10 @@ type Summary struct {
 	Distinct         uint64 // the router's filter's distinct count ("distinct")
 	DistinctEstimate uint64 // its sketch's estimate ("distinct_estimate")
 	Sketch           []byte // the sketch's binary form (sketch.HLL); nil without --summary-sketch
+	// Key is the key kind the summary counts ("key"). Zero, or any kind
+	// that is not valid, means unknown: a summary of a flowdedup that did
+	// not say, which Add takes to count the kind of the others.
+	Key flow.KeyKind
 	// Source says where the summary came from ("file:line"), for errors.
 	Source string
 }
@@ -75,6 +85,9 @@ type Group struct {
 	SumDistinct  uint64
 	// Sketch is the merged sketch. It belongs to the caller.
 	Sketch *sketch.HLL
+	// Key is the key kind of every summary that said its kind, in this
+	// group or any other (Merger.Kind); zero when none did.
+	Key flow.KeyKind
 }
 
 // Merger merges summaries, one at a time, into groups. Memory is one sketch
@@ -90,6 +103,12 @@ type Merger struct {
 	p       uint8
 	fp      uint64
 	firstAt string
+
+	// The first known key kind, which every other known kind must equal,
+	// where it came from, and how many summaries did not say theirs.
+	kind    flow.KeyKind
+	kindAt  string
+	unknown int
 }
 
 // span is a group's key: its bounds.
@@ -116,9 +135,20 @@ func New(opt Options) (*Merger, error) {
 // traffic, which flowdedup writes as one summary when it spans more than
 // 100000 windows): having no key to add, it is skipped, and counted by
 // SkippedEmpty.
+//
+// Every summary that says its key kind must say the same one as the first
+// that did (ErrKindMismatch otherwise, naming both kinds and summaries):
+// the distinct sources of one router and the distinct destinations of
+// another make no count. A summary that does not say (Key zero: one of a
+// flowdedup from before summaries carried "key"; or a Key not valid) is
+// taken to count that kind, so that older routers' files still merge;
+// UnknownKind counts them.
 func (m *Merger) Add(s *Summary) error {
 	if s.EndNs < s.StartNs {
 		return fmt.Errorf("%s%w: window [%d, %d) ends before it starts", at(s), ErrBadWindow, s.StartNs, s.EndNs)
+	}
+	if err := m.checkKind(s); err != nil {
+		return err
 	}
 	if len(s.Sketch) == 0 {
 		return fmt.Errorf("%s%w", at(s), ErrNoSketch)
@@ -136,6 +166,7 @@ func (m *Merger) Add(s *Summary) error {
 		if last := max(s.StartNs, s.EndNs-1); period(last, m.by) != p {
 			if s.DistinctEstimate == 0 && h.Estimate() == 0 {
 				m.skipped++
+				m.keepKind(s)
 				return nil
 			}
 			return fmt.Errorf("%s%w: window %s to %s crosses the boundary at %s of the %v periods",
@@ -159,6 +190,7 @@ func (m *Merger) Add(s *Summary) error {
 	} else if err := g.Sketch.Merge(h); err != nil {
 		return fmt.Errorf("%s%w", at(s), err) // never: check has compared h with the first
 	}
+	m.keepKind(s)
 	g.observers[s.Observer] = true
 	g.Summaries++
 	g.SumEstimates += s.DistinctEstimate
@@ -191,6 +223,34 @@ func (m *Merger) check(h *sketch.HLL, s *Summary) error {
 	return nil
 }
 
+// checkKind requires s, if it says its key kind, to say the kind of the
+// summaries before it that said theirs.
+func (m *Merger) checkKind(s *Summary) error {
+	if !s.Key.IsValid() || m.kind == 0 || s.Key == m.kind {
+		return nil
+	}
+	return fmt.Errorf("%scounts key kind %v but %s counts %v (routers whose summaries are merged must run with one --key): %w",
+		at(s), s.Key, m.kindAt, m.kind, ErrKindMismatch)
+}
+
+// keepKind notes the key kind of s, once s is added.
+func (m *Merger) keepKind(s *Summary) {
+	switch {
+	case !s.Key.IsValid():
+		m.unknown++
+	case m.kind == 0:
+		m.kind, m.kindAt = s.Key, cmp.Or(s.Source, "the first summary of a known kind")
+	}
+}
+
+// Kind returns the key kind of the summaries added that said theirs (all
+// say the same: Add refuses others), or zero when none did.
+func (m *Merger) Kind() flow.KeyKind { return m.kind }
+
+// UnknownKind returns how many of the summaries added did not say their
+// key kind (an older flowdedup's), and were taken to count Kind.
+func (m *Merger) UnknownKind() int { return m.unknown }
+
 // SkippedEmpty returns how many empty summaries Add skipped because they
 // crossed a period boundary.
 func (m *Merger) SkippedEmpty() int { return m.skipped }
@@ -216,6 +276,7 @@ func (m *Merger) Groups() ([]Group, error) {
 			g.Observers = append(g.Observers, o)
 		}
 		slices.Sort(g.Observers)
+		g.Key = m.kind
 		out[i] = g.Group
 		if g.Estimate == 0 {
 			continue

@@ -293,6 +293,97 @@ func TestMergeErrors(t *testing.T) {
 	}
 }
 
+// kinded returns s counting key kind k, from source src.
+func kinded(s Summary, k flow.KeyKind, src string) Summary {
+	s.Key, s.Source = k, src
+	return s
+}
+
+// TestMergeKinds: summaries of different known key kinds are refused with
+// ErrKindMismatch, naming both kinds and both summaries, whichever window
+// or period they are in, and the refused one is not merged; summaries of
+// unknown kind (older files) merge with any, are counted, and leave the
+// kind to the known ones.
+func TestMergeKinds(t *testing.T) {
+	ids := []int{1, 2, 3}
+	base := summary(t, "r1", t0, t0+minute, 12, 5, ids)
+	other := summary(t, "r2", t0+minute, t0+2*minute, 12, 5, []int{4, 5})
+
+	for _, opt := range []Options{{}, {By: time.Hour}} {
+		m, err := New(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := kinded(base, flow.KeySrc, "r1.jsonl:1")
+		dst := kinded(other, flow.KeyDst, "r2.jsonl:4")
+		if err := m.Add(&src); err != nil {
+			t.Fatal(err)
+		}
+		err = m.Add(&dst)
+		if !errors.Is(err, ErrKindMismatch) {
+			t.Fatalf("by %v: src then dst: %v, want ErrKindMismatch", opt.By, err)
+		}
+		for _, want := range []string{"r2.jsonl:4", "dst", "r1.jsonl:1", "src", "--key"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("by %v: %q does not say %q", opt.By, err, want)
+			}
+		}
+		gs, err := m.Groups()
+		if err != nil || len(gs) != 1 || gs[0].Summaries != 1 || gs[0].Key != flow.KeySrc || m.Kind() != flow.KeySrc {
+			t.Errorf("by %v: after the refused dst: %v, %+v, kind %v; want the src summary alone", opt.By, err, gs, m.Kind())
+		}
+	}
+
+	// Unknown kinds (zero, or not valid) before and after a known one:
+	// accepted, counted, and the groups say the known kind.
+	sums := []Summary{
+		kinded(base, 0, "old.jsonl:1"),
+		kinded(other, flow.KeyPair, "new.jsonl:2"),
+		kinded(base, flow.Key5Tuple+1, "odd.jsonl:3"),
+		kinded(other, flow.KeyPair, "new.jsonl:3"),
+	}
+	m, _ := New(Options{})
+	for i := range sums {
+		if err := m.Add(&sums[i]); err != nil {
+			t.Fatalf("summary %d (key %v): %v", i, sums[i].Key, err)
+		}
+	}
+	gs, err := m.Groups()
+	if err != nil || len(gs) != 2 || gs[0].Summaries != 2 || gs[1].Summaries != 2 {
+		t.Fatalf("pair and unknown: %v, %+v", err, gs)
+	}
+	if m.Kind() != flow.KeyPair || m.UnknownKind() != 2 || gs[0].Key != flow.KeyPair || gs[1].Key != flow.KeyPair {
+		t.Errorf("kind %v, %d unknown, groups' %v and %v; want pair, 2, pair, pair", m.Kind(), m.UnknownKind(), gs[0].Key, gs[1].Key)
+	}
+
+	// Only unknown kinds: no kind, nothing refused.
+	gs, err = Merge([]Summary{base, other}, Options{})
+	if err != nil || len(gs) != 2 || gs[0].Key != 0 {
+		t.Errorf("unknown only: %v, %+v", err, gs)
+	}
+
+	// An empty summary skipped for crossing periods still says what its
+	// router counts.
+	m, _ = New(Options{By: time.Hour})
+	idle := kinded(summary(t, "r2", t0, t0+200000*minute, 12, 5, nil), flow.KeyDst, "idle.jsonl:1")
+	busy := kinded(base, flow.KeySrc, "busy.jsonl:1")
+	if err := m.Add(&idle); err != nil || m.SkippedEmpty() != 1 {
+		t.Fatalf("idle dst: %v, %d skipped", err, m.SkippedEmpty())
+	}
+	if err := m.Add(&busy); !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), "idle.jsonl:1 counts dst") {
+		t.Errorf("src after a skipped dst: %v, want ErrKindMismatch naming idle.jsonl:1 counts dst", err)
+	}
+
+	// The first known kind is the reference even when an unknown one came
+	// first, and a mismatch wins over the summary's other faults: the
+	// message is about what the router counted.
+	noSketch := Summary{Observer: "r3", StartNs: t0, EndNs: t0 + minute, Key: flow.KeyDst, Source: "r3.jsonl:9"}
+	_, err = Merge([]Summary{kinded(base, 0, "old.jsonl:1"), kinded(base, flow.KeySrc, "a.jsonl:1"), noSketch}, Options{})
+	if !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), "a.jsonl:1 counts src") || !strings.Contains(err.Error(), "r3.jsonl:9: counts key kind dst") {
+		t.Errorf("dst without a sketch after old, src: %v; want a kind mismatch naming a.jsonl:1 counts src", err)
+	}
+}
+
 // TestMergeAddAfterError: a summary that fails leaves the Merger as it was.
 func TestMergeAddAfterError(t *testing.T) {
 	m, err := New(Options{})

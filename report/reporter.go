@@ -17,7 +17,7 @@ import (
 type Config struct {
 	Out     io.Writer    // distinct-flow records; nil writes none
 	Format  string       // record format, one of Formats; "" is jsonl
-	Kind    flow.KeyKind // key kind of the records
+	Kind    flow.KeyKind // key kind of the records and summaries (Summary.Key)
 	Summary io.Writer    // window summaries, one JSON line each; nil writes none
 	Totals  io.Writer    // run totals, one text line on Close (stderr), and a line per export; nil writes none
 
@@ -54,8 +54,8 @@ const stageSize = 256
 // Records are gathered into batches of up to 256 and handed on when a
 // batch fills, when a window closes, and on Flush (the pipeline calls it
 // when idle). Each summary the sinks get is the pipeline's, with the
-// Observer and Filter of the Config and what each export Queue dropped
-// since the previous summary (Summary.ExportDropped).
+// Observer, Filter and Kind (as Summary.Key) of the Config and what each
+// export Queue dropped since the previous summary (Summary.ExportDropped).
 //
 // Window counts every summary in the totals even after an error, since
 // the pipeline still gives the summaries of the windows it closes while
@@ -99,7 +99,7 @@ func New(cfg Config) (*Reporter, error) {
 	}
 	r.sinks = append(r.sinks, cfg.Sinks...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
-	r.sum.Observer, r.sum.Filter = cfg.Observer, cfg.Filter
+	r.sum.Observer, r.sum.Filter, r.sum.Key = cfg.Observer, cfg.Filter, cfg.Kind
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
 	r.totals.DroppedBy = make(map[string]uint64)

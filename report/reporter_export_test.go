@@ -18,8 +18,8 @@ import (
 
 // TestReporterExports: the Reporter gives an export Queue the records and
 // summaries the files get, never waits for it, and puts in each summary
-// what the Queue dropped since the one before, with the Observer and
-// Filter; the totals end with a line per export.
+// what the Queue dropped since the one before, with the Observer, Filter
+// and key kind; the totals end with a line per export.
 func TestReporterExports(t *testing.T) {
 	sink := &fakeSink{gate: make(chan struct{})} // hangs until the end
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Hour})
@@ -61,8 +61,8 @@ func TestReporterExports(t *testing.T) {
 	}
 	for i, want := range []uint64{280, 100} {
 		s := sums[i]
-		if s.Observer != "r1" || s.Filter != "exact" || s.ExportDropped["fake://dest"]["queue_full"] != want || len(s.ExportDropped) != 1 {
-			t.Errorf("summary %d: observer %q filter %q export_dropped %v; want r1, exact, queue_full %d", i, s.Observer, s.Filter, s.ExportDropped, want)
+		if s.Observer != "r1" || s.Filter != "exact" || s.Key != flow.Key5Tuple || s.ExportDropped["fake://dest"]["queue_full"] != want || len(s.ExportDropped) != 1 {
+			t.Errorf("summary %d: observer %q filter %q key %v export_dropped %v; want r1, exact, 5tuple, queue_full %d", i, s.Observer, s.Filter, s.Key, s.ExportDropped, want)
 		}
 	}
 	if got := strings.Count(out.String(), "\n"); got != 400 {
@@ -72,7 +72,7 @@ func TestReporterExports(t *testing.T) {
 		t.Errorf("export got %d records, want the first 20", len(got))
 	}
 	_, windows, _ := sink.snapshot()
-	if len(windows) != 2 || windows[0].ExportDropped["fake://dest"]["queue_full"] != 280 || windows[1].Observer != "r1" {
+	if len(windows) != 2 || windows[0].ExportDropped["fake://dest"]["queue_full"] != 280 || windows[1].Observer != "r1" || windows[1].Key != flow.Key5Tuple {
 		t.Errorf("export got summaries %+v", windows)
 	}
 	wantTotals := "totals: packets 0, malformed 0, skipped 0, keys 0, distinct 400, dropped 0, windows 2\n" +

@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -66,6 +67,10 @@ type Summary struct {
 	Observer string
 	// Filter is the effective filter spec of every shard.
 	Filter string
+	// Key is the key kind the window counts (--key), so that summaries
+	// counting different things are not merged. Zero (not a valid kind)
+	// means unknown: a summary of a flowdedup that did not write it.
+	Key flow.KeyKind
 	// ExportDropped counts, for this window, what each export destination
 	// could not deliver: by destination (its URL without credentials), then
 	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing

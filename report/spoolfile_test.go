@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -40,6 +41,10 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 	}
 	if !f.summary || !reflect.DeepEqual(f.sum, fullSummary) {
 		t.Errorf("summary read back %+v", f.sum)
+	}
+	// The spool keeps a summary as its JSON line: the key kind goes with it.
+	if f.sum.Key != flow.KeyDst {
+		t.Errorf("summary read back with key kind %v, want dst", f.sum.Key)
 	}
 }
 

@@ -10,12 +10,14 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/flowdedup/flowdedup/flow"
 )
 
 // A SummaryWriter writes one JSON line per closed window (the --summary
 // file of DESIGN.md section 6):
 //
-//	{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":2,"keys":995,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":2},"dropped_by":{},"final":false,"observer":"r1","filter":"qht:mem=64MiB,buckets=4,fpbits=12","late":0,"late_by":{},"distinct_estimate":121,"export_dropped":{}}
+//	{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":2,"keys":995,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":2},"dropped_by":{},"final":false,"observer":"r1","filter":"qht:mem=64MiB,buckets=4,fpbits=12","key":"src","late":0,"late_by":{},"distinct_estimate":121,"export_dropped":{}}
 //
 // Times are RFC 3339 in UTC as in records. skipped counts frames without an
 // IP key (pipeline.WindowSummary.Skipped). malformed_by, skipped_by,
@@ -27,7 +29,10 @@ import (
 // closed), distinct_estimate (the window's HyperLogLog estimate), sketch
 // (that HyperLogLog's binary form in standard base64, only when the
 // pipeline kept it) and export_dropped (Summary.ExportDropped: by
-// destination, then by reason; {} when nothing was lost).
+// destination, then by reason; {} when nothing was lost). key (Summary.Key,
+// the key kind the window counts, spelt as --key takes it: src, dst, pair
+// or 5tuple) came last but sits beside filter, the other field that says
+// how the run counted; it is left out when the kind is not valid (unknown).
 //
 // Each line goes to the destination in one Write as soon as its window
 // closes: nothing is buffered, so a summary is on disk (in the page cache;
@@ -48,7 +53,7 @@ func NewSummaryWriter(w io.Writer) *SummaryWriter {
 }
 
 // summaryLine is the JSON form of a Summary. Field order is the order of
-// the line: new fields go at the end.
+// the line: new fields go at the end, but for key, which sits beside filter.
 type summaryLine struct {
 	WindowStart      string                       `json:"window_start"`
 	WindowEnd        string                       `json:"window_end"`
@@ -65,6 +70,7 @@ type summaryLine struct {
 	Final            bool                         `json:"final"`
 	Observer         string                       `json:"observer,omitempty"`
 	Filter           string                       `json:"filter,omitempty"`
+	Key              string                       `json:"key,omitempty"`
 	Late             uint64                       `json:"late"`
 	LateBy           map[string]uint64            `json:"late_by"`
 	DistinctEstimate uint64                       `json:"distinct_estimate"`
@@ -78,6 +84,15 @@ func orEmpty(m map[string]uint64) map[string]uint64 {
 		return map[string]uint64{}
 	}
 	return m
+}
+
+// keyName returns the --key spelling of k, or "" (the field left out) for
+// an invalid kind.
+func keyName(k flow.KeyKind) string {
+	if !k.IsValid() {
+		return ""
+	}
+	return k.String()
 }
 
 // appendSummary appends the JSON line of s, newline included.
@@ -102,6 +117,7 @@ func appendSummary(b []byte, s *Summary) []byte {
 		Final:            s.Final,
 		Observer:         s.Observer,
 		Filter:           s.Filter,
+		Key:              keyName(s.Key),
 		Late:             s.Late,
 		LateBy:           orEmpty(s.LateBy),
 		DistinctEstimate: s.DistinctEstimate,
@@ -168,8 +184,11 @@ func (e *SummaryError) Unwrap() error { return e.Err }
 // MaxSummaryLine, is a *SummaryError naming its line. Blank lines are
 // skipped. Fields it does not know are ignored, so that summaries of a
 // newer flowdedup, which appends fields, can still be read; fields added
-// after the first version (prefiltered, observer, filter, late, late_by,
-// distinct_estimate, sketch, export_dropped) are zero when absent.
+// after the first version (prefiltered, observer, filter, key, late,
+// late_by, distinct_estimate, sketch, export_dropped) are zero when absent:
+// a summary without key is of an unknown kind (Summary.Key zero). A key
+// that is not one of src, dst, pair and 5tuple is a *SummaryError, not an
+// unknown kind: it would be one that a merge could not check.
 type SummaryReader struct {
 	sc   *bufio.Scanner
 	line int
@@ -252,6 +271,7 @@ type summaryIn struct {
 	Final            *bool                        `json:"final"`
 	Observer         string                       `json:"observer"`
 	Filter           string                       `json:"filter"`
+	Key              *string                      `json:"key"`
 	Late             uint64                       `json:"late"`
 	LateBy           map[string]uint64            `json:"late_by"`
 	DistinctEstimate uint64                       `json:"distinct_estimate"`
@@ -305,6 +325,11 @@ func parseSummary(line []byte, s *Summary) error {
 	w.Final = *in.Final
 	w.Late, w.LateBy = in.Late, in.LateBy
 	w.DistinctEstimate = in.DistinctEstimate
+	if in.Key != nil {
+		if s.Key, err = flow.ParseKeyKind(*in.Key); err != nil {
+			return fmt.Errorf("%w: key: %w", ErrSummary, err)
+		}
+	}
 	if in.Sketch != nil {
 		if w.Sketch, err = base64.StdEncoding.DecodeString(*in.Sketch); err != nil {
 			return fmt.Errorf("%w: sketch is not standard base64: %v", ErrSummary, err)

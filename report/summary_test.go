@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -28,14 +29,16 @@ var fullSummary = Summary{
 	},
 	Observer: "r1.example.net",
 	Filter:   "qht:mem=64MiB,buckets=4,fpbits=12",
+	Key:      flow.KeyDst,
 	ExportDropped: map[string]map[string]uint64{
 		"ipfix://127.0.0.1:4739": {"queue_full": 3, "shutdown": 1},
 	},
 }
 
 // fullSummaryLine is fullSummary's line, written by hand from the
-// SummaryWriter comment: the old fields in their order, then the new ones.
-const fullSummaryLine = `{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T00:01:00.000000001Z","packets":1010,"malformed":3,"skipped":5,"keys":990,"prefiltered":40,"distinct":120,"dropped":7,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":5},"dropped_by":{"ring_full":7},"final":true,"observer":"r1.example.net","filter":"qht:mem=64MiB,buckets=4,fpbits=12","late":5,"late_by":{"window_closed":5},"distinct_estimate":121,"sketch":"AQ4A/4A=","export_dropped":{"ipfix://127.0.0.1:4739":{"queue_full":3,"shutdown":1}}}` + "\n"
+// SummaryWriter comment: the old fields in their order, then the new ones,
+// key beside filter.
+const fullSummaryLine = `{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T00:01:00.000000001Z","packets":1010,"malformed":3,"skipped":5,"keys":990,"prefiltered":40,"distinct":120,"dropped":7,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":5},"dropped_by":{"ring_full":7},"final":true,"observer":"r1.example.net","filter":"qht:mem=64MiB,buckets=4,fpbits=12","key":"dst","late":5,"late_by":{"window_closed":5},"distinct_estimate":121,"sketch":"AQ4A/4A=","export_dropped":{"ipfix://127.0.0.1:4739":{"queue_full":3,"shutdown":1}}}` + "\n"
 
 func TestSummaryNewFields(t *testing.T) {
 	var out bytes.Buffer
@@ -53,7 +56,7 @@ func TestSummaryRoundTrip(t *testing.T) {
 	// Maps the writer shows as {} read back as empty maps.
 	w1 := Summary{WindowSummary: window1}
 	w1.DroppedBy, w1.LateBy, w1.ExportDropped = map[string]uint64{}, map[string]uint64{}, map[string]map[string]uint64{}
-	w2 := Summary{WindowSummary: window2, Observer: "r2"}
+	w2 := Summary{WindowSummary: window2, Observer: "r2", Key: flow.Key5Tuple}
 	w2.SkippedBy, w2.LateBy, w2.ExportDropped = map[string]uint64{}, map[string]uint64{}, map[string]map[string]uint64{}
 	want := []Summary{w1, fullSummary, w2}
 	for i := range want {
@@ -105,6 +108,9 @@ func TestSummaryReaderErrors(t *testing.T) {
 		{"bad base64", replace(`"sketch":"AQ4A/4A="`, `"sketch":"not base64!"`), "sketch"},
 		{"bad reason map", replace(`"late_by":{"window_closed":5}`, `"late_by":{"window_closed":"x"}`), "late_by"},
 		{"bad export map", replace(`{"queue_full":3,"shutdown":1}`, `3`), "export_dropped"},
+		{"unknown key kind", replace(`"key":"dst"`, `"key":"dest"`), `key: flow: invalid key kind "dest"`},
+		{"empty key kind", replace(`"key":"dst"`, `"key":""`), "key: flow: invalid key kind"},
+		{"key not a string", replace(`"key":"dst"`, `"key":2`), "key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			input := good + "\n\n" + tc.line + "\n" + good + "\n"
@@ -125,6 +131,45 @@ func TestSummaryReaderErrors(t *testing.T) {
 				t.Errorf("read after the error: %v, want the same error", err2)
 			}
 		})
+	}
+}
+
+// TestSummaryKey: every key kind is written as --key spells it, right
+// after filter, and read back; an unknown kind (zero, or not a valid one)
+// is left out and reads back as zero; a key no flowdedup writes is an
+// error wrapping both ErrSummary and flow.ErrBadKind.
+func TestSummaryKey(t *testing.T) {
+	for _, c := range []struct {
+		kind flow.KeyKind
+		json string // what follows "filter":"exact"
+	}{
+		{flow.KeySrc, `,"key":"src","late":0`},
+		{flow.KeyDst, `,"key":"dst","late":0`},
+		{flow.KeyPair, `,"key":"pair","late":0`},
+		{flow.Key5Tuple, `,"key":"5tuple","late":0`},
+		{0, `,"late":0`},
+		{flow.Key5Tuple + 1, `,"late":0`},
+	} {
+		in := Summary{WindowSummary: window1, Filter: "exact", Key: c.kind}
+		line := appendSummary(nil, &in)
+		if !bytes.Contains(line, []byte(`"filter":"exact"`+c.json+`,`)) {
+			t.Errorf("kind %v: line %s lacks %s after filter", c.kind, line, c.json)
+		}
+		var back Summary
+		if err := parseSummary(line[:len(line)-1], &back); err != nil {
+			t.Fatalf("kind %v: %v", c.kind, err)
+		}
+		want := c.kind
+		if !want.IsValid() {
+			want = 0
+		}
+		if back.Key != want {
+			t.Errorf("kind %v read back as %v, want %v", c.kind, back.Key, want)
+		}
+	}
+	bad := strings.Replace(fullSummaryLine, `"key":"dst"`, `"key":"proto"`, 1)
+	if _, err := ReadSummaries(strings.NewReader(bad)); !errors.Is(err, ErrSummary) || !errors.Is(err, flow.ErrBadKind) {
+		t.Errorf("key proto: %v, want ErrSummary and flow.ErrBadKind", err)
 	}
 }
 
@@ -149,7 +194,7 @@ func TestSummaryReaderUnknownFields(t *testing.T) {
 	}
 	// An old summary without the new fields reads with them zero.
 	got, err = ReadSummaries(strings.NewReader(`{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1,"malformed":0,"skipped":0,"keys":1,"distinct":1,"dropped":0,"malformed_by":{},"skipped_by":{},"dropped_by":{},"final":true}`))
-	if err != nil || len(got) != 1 || got[0].Packets != 1 || got[0].Sketch != nil || got[0].Observer != "" {
+	if err != nil || len(got) != 1 || got[0].Packets != 1 || got[0].Sketch != nil || got[0].Observer != "" || got[0].Key != 0 {
 		t.Errorf("old summary: %+v, %v", got, err)
 	}
 	if err := NewSummaryReader(strings.NewReader("")).Read(new(Summary)); err != io.EOF {

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,11 +192,15 @@ func sqfPairs(rs ...int) [][2]int {
 	return out
 }
 
+// maxSignatures caps sqfSignatures: 2^40, or the largest int where int has
+// 32 bits.
+const maxSignatures = min(1<<40, math.MaxInt)
+
 // sqfSignatures is the number of distinct signatures, 2^r' (r-r'+1), capped
-// so it cannot overflow.
+// at maxSignatures so it cannot overflow, on 32-bit platforms too.
 func sqfSignatures(r, rp int) int {
 	if rp >= 40 {
-		return 1 << 40
+		return maxSignatures
 	}
-	return (1 << rp) * (r - rp + 1)
+	return int(min(int64(1)<<rp*int64(r-rp+1), maxSignatures))
 }

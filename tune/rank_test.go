@@ -214,7 +214,7 @@ func TestThinBits(t *testing.T) {
 		{100_000, 64 << 13, 1 << 18, 0},   // small sample: no thinning
 		{1_000_000, 16 << 13, 1 << 18, 1}, // 16 KiB can only halve to 8 KiB
 		{1_000_000, 8 << 13, 1 << 18, 0},  // 8 KiB: none
-		{50_000_000, 1 << 33, 1 << 18, 8}, // 1 GiB: 1/256 brings 50M to 195k
+		{50_000_000, 1 << 30, 1 << 18, 8}, // 128 MiB: 1/256 brings 50M to 195k
 	} {
 		if got := thinBits(tc.elements, tc.mem, tc.coarse, minCoarseMemBits); got != tc.want {
 			t.Errorf("thinBits(%d, %d, %d) = %d, want %d", tc.elements, tc.mem, tc.coarse, got, tc.want)

@@ -203,7 +203,7 @@ func loadCapture(ctx context.Context, name string, paths []string, kind flow.Key
 		c.ids = append(c.ids, id)
 		c.dup = append(c.dup, dup)
 	}
-	if len(c.ids) >= 1<<31 {
+	if int64(len(c.ids)) >= 1<<31 {
 		return nil, fmt.Errorf("tune: sample %s: more than 2^31 keys", name)
 	}
 	c.info.Elements = len(c.ids)
@@ -269,7 +269,7 @@ func (s *streamSample) materialize(seed uint64) (*elements, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tune: %w", err)
 	}
-	if len(e.Hashes) >= 1<<31 {
+	if int64(len(e.Hashes)) >= 1<<31 {
 		return nil, fmt.Errorf("tune: sample %s: more than 2^31 keys", s.stream)
 	}
 	return &elements{hashes: e.Hashes, dup: e.Dup}, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/netwide"
 	"github.com/flowdedup/flowdedup/report"
 )
@@ -47,11 +48,18 @@ own estimates and distinct counts, which count a shared key once per router.
 Columns: start and end of the window or period (RFC 3339, UTC), observers (the
 summaries' --observer, or the file name for summaries without one), summaries
 merged, distinct_estimate (the merged estimate), sum_distinct_estimate and
-sum_distinct (the sums of the routers' distinct_estimate and distinct).
+sum_distinct (the sums of the routers' distinct_estimate and distinct), and
+key: the key kind the summaries count, as --key spells it (src, dst, pair,
+5tuple; empty when no summary says). json and csv have key last; text says it
+on a line of its own ("key: src") above the table.
 
 Routers must share --sketch-seed, and the sketches their precision; summaries
 without a sketch, or of different seeds, are errors rather than a wrong number.
-All summaries should count the same --key. FILE - reads standard input.`
+So are summaries of different key kinds (one router's --key src, another's
+--key dst): the error names both kinds and the file and line of each. Summaries
+that do not say their kind (written by a flowdedup from before summaries had
+"key") are taken to count the others' kind, with a note on standard error.
+FILE - reads standard input.`
 
 const mergeExamples = `  flowdedup merge r1.jsonl r2.jsonl r3.jsonl
   flowdedup merge --by 1h --format csv summaries/*.jsonl > hourly.csv
@@ -105,7 +113,14 @@ func runMerge(ctx context.Context, cfg *MergeConfig, files []string, stdin io.Re
 	if n := m.SkippedEmpty(); n > 0 {
 		fmt.Fprintf(stderr, "flowdedup merge: %d summaries without a key crossed a --by period boundary and were left out\n", n)
 	}
-	return writeGroups(stdout, cfg.Format, groups)
+	switch n := m.UnknownKind(); {
+	case n == 0:
+	case m.Kind().IsValid():
+		fmt.Fprintf(stderr, "flowdedup merge: %d summaries do not say which --key they count (an older flowdedup's): taken to count %v as the others do\n", n, m.Kind())
+	default:
+		fmt.Fprintf(stderr, "flowdedup merge: no summary says which --key it counts (an older flowdedup's): the merge cannot check that all count the same\n")
+	}
+	return writeGroups(stdout, cfg.Format, m.Kind(), groups)
 }
 
 func countOf(names []string, name string) int {
@@ -152,7 +167,7 @@ func mergeFile(ctx context.Context, m *netwide.Merger, name string, stdin io.Rea
 		ns := netwide.Summary{
 			Observer: s.Observer, StartNs: s.StartNs, EndNs: s.EndNs,
 			Distinct: s.Distinct, DistinctEstimate: s.DistinctEstimate, Sketch: s.Sketch,
-			Source: observer + ":" + strconv.Itoa(sr.Line()),
+			Key: s.Key, Source: observer + ":" + strconv.Itoa(sr.Line()),
 		}
 		if ns.Observer == "" {
 			ns.Observer = observer
@@ -173,23 +188,34 @@ type mergeRow struct {
 	DistinctEstimate    uint64   `json:"distinct_estimate"`
 	SumDistinctEstimate uint64   `json:"sum_distinct_estimate"`
 	SumDistinct         uint64   `json:"sum_distinct"`
+	Key                 string   `json:"key"` // as --key spells it; "" when unknown
 }
 
-var mergeColumns = []string{"start", "end", "observers", "summaries", "distinct_estimate", "sum_distinct_estimate", "sum_distinct"}
+var mergeColumns = []string{"start", "end", "observers", "summaries", "distinct_estimate", "sum_distinct_estimate", "sum_distinct", "key"}
 
 func newMergeRow(g *netwide.Group) mergeRow {
 	return mergeRow{
 		Start: rfc3339(g.StartNs), End: rfc3339(g.EndNs), Observers: g.Observers, Summaries: g.Summaries,
 		DistinctEstimate: g.Estimate, SumDistinctEstimate: g.SumEstimates, SumDistinct: g.SumDistinct,
+		Key: kindName(g.Key),
 	}
+}
+
+// kindName spells k as --key does, or "" for an unknown kind.
+func kindName(k flow.KeyKind) string {
+	if !k.IsValid() {
+		return ""
+	}
+	return k.String()
 }
 
 func rfc3339(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
-// writeGroups writes the groups in format: text (aligned columns, the
-// observers last), json (one object per line) or csv (a header line, the
-// observers joined by spaces).
-func writeGroups(w io.Writer, format string, groups []netwide.Group) error {
+// writeGroups writes the groups in format: text (a line saying the key
+// kind, then aligned columns, the observers last), json (one object per
+// line) or csv (a header line, the observers joined by spaces). kind is the
+// key kind of the summaries, for the text's first line.
+func writeGroups(w io.Writer, format string, kind flow.KeyKind, groups []netwide.Group) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -205,10 +231,15 @@ func writeGroups(w io.Writer, format string, groups []netwide.Group) error {
 		for i := range groups {
 			r := newMergeRow(&groups[i])
 			cw.Write([]string{r.Start, r.End, strings.Join(r.Observers, " "), strconv.Itoa(r.Summaries),
-				strconv.FormatUint(r.DistinctEstimate, 10), strconv.FormatUint(r.SumDistinctEstimate, 10), strconv.FormatUint(r.SumDistinct, 10)})
+				strconv.FormatUint(r.DistinctEstimate, 10), strconv.FormatUint(r.SumDistinctEstimate, 10), strconv.FormatUint(r.SumDistinct, 10), r.Key})
 		}
 		cw.Flush()
 		return cw.Error()
+	}
+	if name := kindName(kind); name != "" {
+		fmt.Fprintf(w, "key: %s\n", name)
+	} else {
+		fmt.Fprintln(w, "key: unknown (the summaries do not say)")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "start\tend\tsummaries\tdistinct_estimate\tsum_distinct_estimate\tsum_distinct\tobservers")

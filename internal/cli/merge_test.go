@@ -54,6 +54,7 @@ type mergeOut struct {
 	DistinctEstimate    uint64 `json:"distinct_estimate"`
 	SumDistinctEstimate uint64 `json:"sum_distinct_estimate"`
 	SumDistinct         uint64 `json:"sum_distinct"`
+	Key                 *string
 }
 
 func mergeJSON(t *testing.T, args ...string) []mergeOut {
@@ -109,6 +110,9 @@ func TestMergeReplaySummaries(t *testing.T) {
 		if !closeTo(r.DistinctEstimate, len(want)) {
 			t.Errorf("window %s: merged estimate %d, exact union %d", r.Start, r.DistinctEstimate, len(want))
 		}
+		if r.Key == nil || *r.Key != "src" {
+			t.Errorf("window %s: key %v, want src", r.Start, r.Key)
+		}
 		if r.SumDistinct != perRouter[r.Start] || r.SumDistinct <= uint64(len(want)) || r.Summaries != 3 ||
 			strings.Join(r.Observers, ",") != "r1,r2,r3" || r.End != rfc3339(mustTime(t, r.Start).UnixNano()+10e9) {
 			t.Errorf("window %s: %+v; want sum_distinct %d (> the union's %d), 3 summaries of r1,r2,r3, 10 s", r.Start, r, perRouter[r.Start], len(want))
@@ -127,17 +131,17 @@ func TestMergeReplaySummaries(t *testing.T) {
 		}
 	}
 
-	// Text and CSV carry the same numbers.
+	// Text and CSV carry the same numbers, and the key kind.
 	code, text, _ := run(append([]string{"merge"}, files...)...)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
-	if code != ExitOK || len(lines) != 61 || strings.Join(strings.Fields(lines[0]), " ") != "start end summaries distinct_estimate sum_distinct_estimate sum_distinct observers" ||
-		strings.Join(strings.Fields(lines[1]), " ") != fmt.Sprintf("%s %s 3 %d %d %d r1,r2,r3", rows[0].Start, rows[0].End, rows[0].DistinctEstimate, rows[0].SumDistinctEstimate, rows[0].SumDistinct) {
+	if code != ExitOK || len(lines) != 62 || lines[0] != "key: src" || strings.Join(strings.Fields(lines[1]), " ") != "start end summaries distinct_estimate sum_distinct_estimate sum_distinct observers" ||
+		strings.Join(strings.Fields(lines[2]), " ") != fmt.Sprintf("%s %s 3 %d %d %d r1,r2,r3", rows[0].Start, rows[0].End, rows[0].DistinctEstimate, rows[0].SumDistinctEstimate, rows[0].SumDistinct) {
 		t.Errorf("text output:\n%s", text)
 	}
 	code, csv, _ := run(append([]string{"merge", "--format", "csv"}, files...)...)
 	lines = strings.Split(strings.TrimSpace(csv), "\n")
-	if code != ExitOK || len(lines) != 61 || lines[0] != "start,end,observers,summaries,distinct_estimate,sum_distinct_estimate,sum_distinct" ||
-		lines[1] != fmt.Sprintf("%s,%s,r1 r2 r3,3,%d,%d,%d", rows[0].Start, rows[0].End, rows[0].DistinctEstimate, rows[0].SumDistinctEstimate, rows[0].SumDistinct) {
+	if code != ExitOK || len(lines) != 61 || lines[0] != "start,end,observers,summaries,distinct_estimate,sum_distinct_estimate,sum_distinct,key" ||
+		lines[1] != fmt.Sprintf("%s,%s,r1 r2 r3,3,%d,%d,%d,src", rows[0].Start, rows[0].End, rows[0].DistinctEstimate, rows[0].SumDistinctEstimate, rows[0].SumDistinct) {
 		t.Errorf("csv output:\n%s", csv)
 	}
 }
@@ -226,6 +230,65 @@ func TestMergeErrors(t *testing.T) {
 	// Windows of 10 s and 2 minutes merge by a period both divide.
 	if rows := mergeJSON(t, "--by", "2m", files[0], twoMin); len(rows) != 5 {
 		t.Errorf("by 2m: %+v, want 5 periods", rows)
+	}
+}
+
+// TestMergeKeyKinds: summaries of one capture replayed with --key src and
+// with --key dst do not merge: the error names both kinds and where each
+// came from. Summaries without "key" (an older flowdedup's) merge with
+// either, with a note; the outputs say the kind.
+func TestMergeKeyKinds(t *testing.T) {
+	dir := t.TempDir()
+	replay := func(key string) string {
+		p := filepath.Join(dir, key+".jsonl")
+		if code, _, errs := run("replay", "--key", key, "--window", "1m", "--summary-sketch", "--observer", "r-"+key,
+			"--out", os.DevNull, "--summary", p, pcapPath("windows.pcap")); code != ExitOK {
+			t.Fatalf("replay --key %s: exit %d: %s", key, code, errs)
+		}
+		return p
+	}
+	src, dst := replay("src"), replay("dst")
+	data := mustRead(t, src)
+	if !bytes.Contains(data, []byte(`"filter":"`)) || bytes.Count(data, []byte(`,"key":"src",`)) != bytes.Count(data, []byte("\n")) {
+		t.Fatalf("replay --key src: not every summary says key src:\n%s", data)
+	}
+
+	for _, files := range [][2]string{{src, dst}, {dst, src}} {
+		code, out, errs := run("merge", files[0], files[1])
+		if code != ExitError {
+			t.Errorf("merge %s %s: exit %d, want %d; stdout %q, stderr %q", files[0], files[1], code, ExitError, out, errs)
+			continue
+		}
+		first, second := strings.TrimSuffix(filepath.Base(files[0]), ".jsonl"), strings.TrimSuffix(filepath.Base(files[1]), ".jsonl")
+		for _, w := range []string{files[1] + ":1: counts key kind " + second, files[0] + ":1 counts " + first, "--key", "different key kinds"} {
+			if !strings.Contains(errs, w) {
+				t.Errorf("merge %s %s: stderr %q lacks %q", files[0], files[1], errs, w)
+			}
+		}
+	}
+
+	// An older file, without "key", merges with the src one.
+	old := filepath.Join(dir, "old.jsonl")
+	if err := os.WriteFile(old, bytes.ReplaceAll(data, []byte(`"key":"src",`), nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, files := range [][]string{{old, src}, {src, old}} {
+		code, out, errs := run(append([]string{"merge", "--format", "json"}, files...)...)
+		if code != ExitOK || !strings.Contains(errs, "do not say which --key") || !strings.Contains(errs, "taken to count src") {
+			t.Errorf("merge %q: exit %d, stderr %q; want 0 and a note on the summaries of unknown kind", files, code, errs)
+		}
+		if n := strings.Count(out, "\n"); n == 0 || strings.Count(out, `"key":"src"}`) != n {
+			t.Errorf("merge %q: want every row to say key src:\n%s", files, out)
+		}
+	}
+	code, out, errs := run("merge", old)
+	if code != ExitOK || !strings.HasPrefix(out, "key: unknown") || !strings.Contains(errs, "no summary says which --key") {
+		t.Errorf("merge of an old file alone: exit %d, stdout %q, stderr %q; want key: unknown and a note", code, out, errs)
+	}
+	code, out, _ = run("merge", "--format", "csv", dst)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != ExitOK || len(lines) < 2 || !strings.HasSuffix(lines[0], ",key") || !strings.HasSuffix(lines[1], ",dst") {
+		t.Errorf("merge --format csv of dst: exit %d:\n%s", code, out)
 	}
 }
 

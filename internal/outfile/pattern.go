@@ -313,6 +313,14 @@ func (m matcher) parse(name string) (t time.Time, suffix int, ok bool) {
 	hasUnix := false
 	for i, conv := range m.fields {
 		s := g[i+1]
+		if conv == 's' { // int64: Unix seconds pass 2^31 in 2038
+			u, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return time.Time{}, 0, false
+			}
+			unix, hasUnix = u, true
+			continue
+		}
 		n, err := strconv.Atoi(s)
 		if conv != 'F' && err != nil {
 			return time.Time{}, 0, false
@@ -332,8 +340,6 @@ func (m matcher) parse(name string) (t time.Time, suffix int, ok bool) {
 			min = n
 		case 'S':
 			sec = n
-		case 's':
-			unix, hasUnix = int64(n), true
 		case 'F':
 			d, err := time.Parse("2006-01-02", s)
 			if err != nil {
