@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !(mips || mips64 || ppc64 || s390x)
 
 package bpf_test
 

@@ -354,42 +354,6 @@ func TestDefaultLatenessKeepsReorderedPacketsInTheirWindow(t *testing.T) {
 	}
 }
 
-// The run flags of each mode are in the mode table, and every flag the
-// table names exists: a renamed flag cannot leave a mode check behind.
-func TestLiveModeTable(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("run is Linux-only")
-	}
-	cmd := runCommand().cobra()
-	for _, m := range liveModes {
-		for _, g := range m.takes {
-			for _, name := range *g {
-				if cmd.Flags().Lookup(name) == nil {
-					t.Errorf("mode %s takes --%s, which run does not have", m.name, name)
-				}
-			}
-		}
-	}
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--mode", "xdp", "--bpf", "tcp"}, "--bpf applies to --mode afpacket only"},
-		{[]string{"--mode", "afxdp", "--snaplen", "100"}, "--snaplen applies to --mode afpacket only"},
-		{[]string{"--mode", "afpacket", "--afxdp-queues", "0"}, "--afxdp-queues applies to --mode afxdp only"},
-		{[]string{"--mode", "auto", "--afxdp-frames", "64"}, "--afxdp-frames applies to --mode afxdp only"},
-		{[]string{"--mode", "afpacket", "--xdp-ring", "4MiB"}, "--xdp-ring applies to --mode xdp only"},
-		{[]string{"--mode", "afpacket", "--xdp-attach", "native"}, "--xdp-attach applies to --mode xdp or afxdp only"},
-		{[]string{"--mode", "teleport"}, `--mode "teleport": want xdp, afxdp, afpacket or auto`},
-		{[]string{"--mode", "afpacket", "stray"}, `unexpected argument "stray"`},
-	} {
-		code, _, errs := run(append([]string{"run", "-i", "lo"}, c.args...)...)
-		if code != ExitUsage || !strings.Contains(errs, c.want) {
-			t.Errorf("%q: exit %d, stderr %q; want %q", c.args, code, errs, c.want)
-		}
-	}
-}
-
 // `flowdedup filters` lists the product default of each parameter that has
 // one next to the papers'.
 func TestFiltersListsProductDefaults(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,14 +66,6 @@ func TestCompletionCandidates(t *testing.T) {
 			if !slices.Contains(got, w) {
 				t.Errorf("__complete %q = %q, lacks %q", c.args, got, w)
 			}
-		}
-	}
-	if runtime.GOOS == "linux" {
-		if got := completions(t, "run", "--mode", ""); !slices.Equal(got, liveModeNames()) {
-			t.Errorf("run --mode completes to %q, want %q", got, liveModeNames())
-		}
-		if got := completions(t, "run", "-i", "l"); !slices.Contains(got, "lo") {
-			t.Errorf("run -i l completes to %q, want lo among them", got)
 		}
 	}
 }

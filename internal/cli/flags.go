@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -115,3 +116,11 @@ func (d goDuration) Set(s string) error {
 }
 
 func (goDuration) Type() string { return "duration" }
+
+// orList writes names as "a, b, c or d".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}

@@ -1,10 +1,9 @@
-//go:build linux
+//go:build linux && !(mips || mips64 || ppc64 || s390x)
 
 package cli
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -28,12 +27,6 @@ func buildBinary(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// lineCount counts the complete lines of path (0 when it does not exist).
-func lineCount(path string) int {
-	b, _ := os.ReadFile(path)
-	return bytes.Count(b, []byte("\n"))
 }
 
 // Live capture end to end, in every mode: `flowdedup run --mode M` on one

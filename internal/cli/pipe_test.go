@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"os"
@@ -124,4 +125,10 @@ func TestReplayPipeSlowTraffic(t *testing.T) {
 func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
+}
+
+// lineCount counts the complete lines of path (0 when it does not exist).
+func lineCount(path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte("\n"))
 }

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !(mips || mips64 || ppc64 || s390x)
 
 package cli
 
@@ -335,14 +335,6 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 	}
 	fmt.Fprintf(stderr, "flowdedup run: capturing on %s with %s, %s\n", cfg.AFPacket.Iface, src.what, cfg.describe())
 	return s.run(ctx, src.sources...)
-}
-
-// orList writes names as "a, b, c or d".
-func orList(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 func (l *liveSetup) openXDP() (*liveSources, error) {
