@@ -50,7 +50,12 @@
 // of it is keyed in it, even after the next window has begun. A packet
 // older than every open window is late: counted by reason (Late,
 // LateBy["window_closed"]) in the newest open window, neither keyed nor
-// reported, never put in a window it does not belong to. Up to
+// reported, never put in a window it does not belong to. A packet more
+// than an hour (or two windows and the lateness) ahead of the newest time
+// and of the packet after it is a wrong timestamp, not a jump of the
+// clock: it is late for reason "time_jump" (producer.screen; packet-time
+// windows only), so that one wrong packet does not close every window and
+// make what follows late. Up to
 // ceil(Lateness/Window)+1 windows are open at once, and each worker keeps a
 // filter for each of them: the filters take that many times the memory of
 // the spec.

@@ -347,3 +347,109 @@ func TestLatenessConfig(t *testing.T) {
 		}
 	}
 }
+
+// jumpStream is keys 0..n-1, one a second from t0, with key 1000 at time
+// at inserted after the first half (at < 0: none).
+func jumpStream(n int, at int64) ([]pkt, int64) {
+	var pkts []pkt
+	for i := range n {
+		if i == n/2 && at >= 0 {
+			pkts = append(pkts, pkt{srcFrame(1000), at})
+		}
+		pkts = append(pkts, pkt{srcFrame(i), t0 + int64(i)*sec})
+	}
+	return pkts, t0 + int64(n-1)*sec
+}
+
+// TestTimeJumpOutlier: one packet ten years ahead of its neighbours (a
+// wrong clock, a corrupt record) is counted late for reason time_jump in
+// the window it came in; it neither opens a window in the future nor
+// makes the packets after it late, as it did before the guard: every
+// other key is reported in its own window.
+func TestTimeJumpOutlier(t *testing.T) {
+	const window, lateness = time.Minute, 5 * time.Second
+	future := t0 + 10*365*24*3600*sec
+	pkts, last := jumpStream(240, future)
+	for _, workers := range []int{1, 3} {
+		sink, p := run(t, Config{Workers: workers, Filter: "exact", Key: flow.KeySrc, Window: window, Lateness: lateness}, newSource(pkts))
+		recs, wins := sink.snapshot()
+		got := byWindow(recs)
+		d := int64(window)
+		for i := range 240 {
+			start := (t0 + int64(i)*sec) / d * d
+			if !keySet(t, got[start])[srcKey(i)] {
+				t.Errorf("workers=%d: key %d missing from the window at %d", workers, i, start)
+			}
+		}
+		if len(recs) != 240 || len(wins) == 0 || wins[0].StartNs != t0/d*d || wins[len(wins)-1].EndNs != last/d*d+d {
+			t.Fatalf("workers=%d: %d records, summaries %+v; want 240 records, windows from t0's to the last key's", workers, len(recs), wins)
+		}
+		// Key 1000 came after key 119: counted in that key's window.
+		for _, w := range wins {
+			wantLate := uint64(0)
+			if w.StartNs == (t0+119*sec)/d*d {
+				wantLate = 1
+			}
+			if w.Late != wantLate || w.LateBy["time_jump"] != wantLate || w.Packets != w.Keys+wantLate {
+				t.Errorf("workers=%d: window %+v; want %d late for time_jump", workers, w, wantLate)
+			}
+		}
+		if st := p.Stats(); st.Packets != 241 || st.Late != 1 || st.LateBy["time_jump"] != 1 || st.LateBy["window_closed"] != 0 {
+			t.Errorf("workers=%d: stats %d packets, late %d %v", workers, st.Packets, st.Late, st.LateBy)
+		}
+	}
+}
+
+// TestTimeJumpFirstPacket: the first packet of all can be the wrong one;
+// it is counted (in the first window) and the stream after it is keyed.
+func TestTimeJumpFirstPacket(t *testing.T) {
+	pkts, _ := jumpStream(120, -1)
+	pkts = append([]pkt{{srcFrame(1000), t0 + 3650*24*3600*sec}}, pkts...)
+	sink, _ := run(t, Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Window: time.Minute, Lateness: time.Second}, newSource(pkts))
+	recs, wins := sink.snapshot()
+	d := int64(time.Minute)
+	if len(recs) != 120 || len(wins) != 3 || wins[0].StartNs != t0/d*d || wins[0].LateBy["time_jump"] != 1 || wins[0].Packets != wins[0].Keys+1 || wins[1].Late+wins[2].Late != 0 {
+		t.Errorf("%d records, summaries %+v; want 120 records in the 3 windows of t0 to t0+119s, the first packet late for time_jump in the first", len(recs), wins)
+	}
+}
+
+// TestTimeJumpReal: a gap in the capture (an hour and more without
+// packets, or the next file of a set) is confirmed by the packet after it
+// and changes nothing: the results are the model's, which has no guard;
+// a jump at the very end is kept too.
+func TestTimeJumpReal(t *testing.T) {
+	const window, lateness = time.Minute, 5 * time.Second
+	var pkts []pkt
+	var ids []int
+	add := func(id int, t int64) { pkts = append(pkts, pkt{srcFrame(id), t}); ids = append(ids, id) }
+	for i := range 100 {
+		add(i, t0+int64(i)*sec)
+	}
+	gap := t0 + 5*3600*sec // 5 hours on
+	add(100, gap)
+	add(101, gap-3*sec) // within the lateness of the packet that jumped
+	add(102, gap+sec)
+	add(103, gap+30*24*3600*sec) // the last packet jumps a month: kept
+	sink, p := run(t, Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Window: window, Lateness: lateness}, newSource(pkts))
+	recs, wins := sink.snapshot()
+	m := newLateModel(window, lateness)
+	m.run(pkts, ids)
+	m.check(t, recs, wins)
+	if st := p.Stats(); st.Late != 0 || len(recs) != 104 {
+		t.Errorf("%d records, late %d %v; want all 104 keyed", len(recs), st.Late, st.LateBy)
+	}
+}
+
+// TestTimeJumpTwice: two wrong packets in a row confirm each other, and
+// the guard takes the jump (a known limit, documented on screen): the
+// packets after them are late, as they were before the guard.
+func TestTimeJumpTwice(t *testing.T) {
+	pkts, _ := jumpStream(10, -1)
+	future := t0 + 3650*24*3600*sec
+	pkts = append(pkts[:5:5], append([]pkt{{srcFrame(1000), future}, {srcFrame(1001), future + sec}}, pkts[5:]...)...)
+	sink, p := run(t, Config{Workers: 1, Filter: "exact", Key: flow.KeySrc, Window: time.Minute}, newSource(pkts))
+	recs, _ := sink.snapshot()
+	if st := p.Stats(); len(recs) != 7 || st.LateBy["window_closed"] != 5 || st.LateBy["time_jump"] != 0 {
+		t.Errorf("%d records, late %v; want 7 records and the last 5 packets late", len(recs), st.LateBy)
+	}
+}

@@ -41,9 +41,11 @@ type WindowSummary struct {
 	// Keys. 0 for other sources.
 	Prefiltered uint64
 
-	// Late counts packets that came after their window had closed: older
-	// than every window still open (Config.Lateness), by reason
-	// ("window_closed"). They are neither keyed nor reported, and are
+	// Late counts packets not keyed for their time, by reason:
+	// "window_closed", older than every window still open
+	// (Config.Lateness); "time_jump", a lone packet far ahead of the
+	// packets before and after it (a wrong timestamp; see the package
+	// documentation). They are neither keyed nor reported, and are
 	// counted, in Packets too, in the newest window open when they came.
 	Late   uint64
 	LateBy map[string]uint64

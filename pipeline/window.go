@@ -132,13 +132,14 @@ const (
 	numDrops        = 3
 
 	lateClosed = 0 // the packet's window had closed: older than every open window
-	numLate    = 1
+	lateJump   = 1 // the packet's time jumped past every open window and the next packet's time went back (producer.screen)
+	numLate    = 2
 )
 
 var (
 	reasonLabels = append(flow.Reasons(), corruptFile)
 	dropLabels   = [numDrops]string{dropRingFull: "ring_full", dropKernel: "kernel", dropXDPRingFull: "xdp_ring_full"}
-	lateLabels   = [numLate]string{lateClosed: "window_closed"}
+	lateLabels   = [numLate]string{lateClosed: "window_closed", lateJump: "time_jump"}
 
 	// malformedLabel says which flow.Reason labels are malformed frames
 	// (flow.IsMalformed) rather than skipped ones, for the error counts a

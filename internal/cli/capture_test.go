@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -420,5 +421,52 @@ func TestMetricsCarryTheFilter(t *testing.T) {
 	}
 	if ours == 0 || packets != 1 {
 		t.Errorf("%d flowdedup families, packets_total seen %d times with 7", ours, packets)
+	}
+}
+
+// One packet of a capture stamped years ahead (a wrong clock, a corrupt
+// record) is counted as late for time_jump in the window it came in. It
+// opens no window of its own, so no per-window file for 2035 appears,
+// and the packets after it are keyed in their windows instead of all
+// being late, as they were before.
+func TestReplayIgnoresOneWrongTimestamp(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wrongclock.pcap")
+	var frames []timedFrame
+	for i := range 20 {
+		if i == 10 {
+			frames = append(frames, timedFrame{"10.9.9.9", t0.AddDate(9, 0, 0)})
+		}
+		frames = append(frames, timedFrame{fmt.Sprintf("10.0.0.%d", i+1), t0.Add(time.Duration(i) * 30 * time.Second)})
+	}
+	writeTimedPcap(t, path, frames)
+	sum := filepath.Join(dir, "summary.jsonl")
+	var stderr bytes.Buffer
+	code := Main(context.Background(), []string{"replay", "--filter", "exact", "--window", "1m", "-w", filepath.Join(dir, "src-%Y%m%dT%H%M.jsonl"), "--summary", sum, path}, new(bytes.Buffer), &stderr)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "src-*.jsonl"))
+	if len(files) != 10 || filepath.Base(files[9]) != "src-20260101T0009.jsonl" {
+		t.Errorf("per-window files %v; want the 10 minutes of 2026-01-01 00:00 to 00:09", files)
+	}
+	b, err := os.ReadFile(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"late_by":{"time_jump":1}`); n != 1 || strings.Contains(string(b), "window_closed") || !strings.Contains(stderr.String(), "late 1 (time_jump 1)") {
+		t.Errorf("summaries:\n%s\nstderr: %s\nwant one packet late for time_jump and none for window_closed", b, stderr.String())
+	}
+	recs := 0
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		recs += strings.Count(string(data), "\n")
+		if strings.Contains(string(data), "10.9.9.9") {
+			t.Errorf("%s holds the packet of the wrong clock", f)
+		}
+	}
+	if recs != 20 {
+		t.Errorf("%d records in the files, want 20", recs)
 	}
 }
