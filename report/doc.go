@@ -63,7 +63,10 @@
 //   - Batch IDs: a random 64-bit base per Queue plus a sequence. A batch
 //     keeps its ID on every retry and in the spool, so a destination can
 //     make a retried write idempotent; Batch.Retry is set when an earlier
-//     attempt's outcome is unknown (it may have landed).
+//     attempt's outcome is unknown (it may have landed). It keeps its
+//     observer (Batch.Observer, the Reporter's Config.Observer) likewise,
+//     so a batch spooled by one run and sent by the next, after
+//     --observer changed, is stored and looked for under the first.
 //   - Retry: a transient error (any error not wrapping ErrRejected) is
 //     retried after a backoff that doubles from RetryMin (100 ms) to
 //     RetryMax (30 s), less a random part of up to half ("equal jitter").
@@ -120,23 +123,31 @@
 // them, with the extension .spool. A file is written under a temporary
 // name (.tmp-SEQ), fsync'd, renamed, and the directory fsync'd, so a crash
 // leaves either the whole file or a temporary one, which OpenSpool
-// deletes. The format (version 1, big-endian):
+// deletes. The format (version 2, big-endian):
 //
-//	offset   size  field
-//	0        8     magic "FDDSPOOL"
-//	8        2     version, 1
-//	10       1     type: 1 a batch of records, 2 a window summary
-//	11       1     flags: bit 0 attempted (sent before, outcome unknown)
-//	12       8     batch ID; 0 for a summary
-//	20       4     records in the batch; 0 for a summary
-//	24       4     payload length L
-//	28       2     destination length D
-//	30       D     destination (the --export URL without credentials)
-//	30+D     L     payload: a batch's records, 68 bytes each (the key's
-//	               40-byte binary form, flow.Key.AppendBinary, then TimeNs,
-//	               WindowNs, WindowEndNs as 8-byte two's complement and
-//	               Worker in 4 bytes), or a summary's JSON line
-//	30+D+L   4     CRC-32C (Castagnoli) of all the bytes before it
+//	offset     size  field
+//	0          8     magic "FDDSPOOL"
+//	8          2     version, 2
+//	10         1     type: 1 a batch of records, 2 a window summary
+//	11         1     flags: bit 0 attempted (sent before, outcome unknown)
+//	12         8     batch ID; 0 for a summary
+//	20         4     records in the batch; 0 for a summary
+//	24         4     payload length L
+//	28         2     destination length D
+//	30         D     destination (the --export URL without credentials)
+//	30+D       1     observer length O (at most 255); 0 for a summary
+//	31+D       O     observer: the --observer of the run that made the
+//	                 batch, so that a later run sends it under that name
+//	31+D+O     L     payload: a batch's records, 68 bytes each (the key's
+//	                 40-byte binary form, flow.Key.AppendBinary, then
+//	                 TimeNs, WindowNs, WindowEndNs as 8-byte two's
+//	                 complement and Worker in 4 bytes), or a summary's JSON
+//	                 line (which holds its observer)
+//	31+D+O+L   4     CRC-32C (Castagnoli) of all the bytes before it
+//
+// Version 1 files (flowdedup before batches carried their observer) are
+// still read: the same without the observer length and observer, their
+// batches sent under the observer of the run that sends them.
 //
 // A file whose destination is not its directory's, or that is truncated,
 // fails its checksum, has an unknown version or holds a key that is not

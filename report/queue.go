@@ -139,8 +139,9 @@ type QueueStats struct {
 // Records are gathered into batches of BatchSize, each given to the
 // destination when it is full or BatchAge old, followed by a Flush; a
 // summary goes after the records before it. Batches carry IDs, a random
-// base per Queue plus a sequence, which stay the same on every retry and
-// through the spool.
+// base per Queue plus a sequence, and the observer of their records
+// (Batch.Observer), which stay the same on every retry and through the
+// spool, into a later run.
 //
 // A transient error is retried, after a backoff from RetryMin doubling to
 // RetryMax, with Batch.Retry set; a batch the destination rejects
@@ -161,6 +162,7 @@ type Queue struct {
 	room        sync.Cond         // on mu: a buffer was freed, or the destination failed (Wait)
 	fill        []pipeline.Record // the batch being filled, nil when none
 	fillSince   time.Time
+	fillObs     string  // the observer of fill's records (Batch.Observer)
 	after       []*item // summaries given while fill was being filled: they follow its batch
 	ready       []*item // sealed, oldest first (ready[readyHead:])
 	readyHead   int
@@ -332,21 +334,28 @@ func (q *Queue) Stats() QueueStats {
 // are dropped and counted (queue_full, or spool_full when a spool is
 // full too), or, with QueueConfig.Wait and the destination up, waited
 // for room. b.ID and b.Retry are not used: the Queue makes its own
-// batches.
+// batches. b.Observer goes with the records into the Queue's batches,
+// and through the spool: records of another observer than the batch
+// being filled begin a new batch.
 func (q *Queue) Records(b *Batch) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing {
 		return ErrQueueClosed
 	}
-	q.put(b.Records)
+	q.put(b.Records, b.Observer)
 	return nil
 }
 
-// put copies recs into the batches being filled; q.mu is held.
-func (q *Queue) put(recs []pipeline.Record) {
+// put copies recs, of the observer obs, into the batches being filled;
+// q.mu is held.
+func (q *Queue) put(recs []pipeline.Record, obs string) {
+	if q.fill != nil && len(recs) > 0 && obs != q.fillObs {
+		q.seal()
+	}
 	for len(recs) > 0 {
 		if q.fill == nil {
+			q.fillObs = obs
 			q.fill = q.getBuf()
 			for q.fill == nil && q.cfg.Wait && q.up.Load() {
 				q.room.Wait()
@@ -405,7 +414,7 @@ func (q *Queue) seal() {
 		return
 	}
 	it := q.newItem()
-	it.batch = Batch{ID: q.base + q.seq, Records: q.fill}
+	it.batch = Batch{ID: q.base + q.seq, Records: q.fill, Observer: q.fillObs}
 	it.pooled = true
 	q.seq++
 	q.fill = nil
@@ -648,7 +657,7 @@ func (q *Queue) next() *item {
 				it.sum = &s
 			} else {
 				q.spoolBuf = f.records[:0]
-				it.batch = Batch{ID: f.id, Records: f.records, Retry: f.attempted}
+				it.batch = Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer}
 			}
 			return it
 		}

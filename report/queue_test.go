@@ -26,7 +26,7 @@ type fakeSink struct {
 	batches []Batch   // delivered batches, with copies of their records
 	order   []string  // "b<id>" and "w<start>" in delivery order
 	windows []Summary // delivered summaries
-	tries   []Batch   // every Records call: ID and Retry (no records)
+	tries   []Batch   // every Records call: ID, Retry and Observer (no records)
 	calls   []time.Time
 	flushes int
 	closes  int
@@ -52,7 +52,7 @@ func (s *fakeSink) enter(op string, b *Batch) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, time.Now())
 	if b != nil {
-		s.tries = append(s.tries, Batch{ID: b.ID, Retry: b.Retry})
+		s.tries = append(s.tries, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer})
 	}
 	fail := s.fail
 	s.mu.Unlock()
@@ -68,7 +68,7 @@ func (s *fakeSink) Records(b *Batch) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batches = append(s.batches, Batch{ID: b.ID, Retry: b.Retry, Records: slices.Clone(b.Records)})
+	s.batches = append(s.batches, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Records: slices.Clone(b.Records)})
 	s.order = append(s.order, fmt.Sprintf("b%d", b.ID))
 	return nil
 }
@@ -784,4 +784,146 @@ func TestQueueWait(t *testing.T) {
 		t.Errorf("down: %+v; want all but 20 of the 1000 later records dropped as queue_full", st)
 	}
 	q.Close()
+}
+
+// TestQueueBatchPerObserver: a batch holds the records of one observer
+// (Batch.Observer): records of another begin a batch, and a batch takes
+// the observer of the records it holds.
+func TestQueueBatchPerObserver(t *testing.T) {
+	sink := &fakeSink{}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 25, BatchAge: time.Hour})
+	all := genRecords(0, 60)
+	for _, part := range []struct {
+		from, to int
+		observer string
+	}{{0, 10, "a"}, {10, 20, "a"}, {20, 30, "b"}, {30, 60, ""}} {
+		if err := q.Records(&Batch{Records: all[part.from:part.to], Observer: part.observer}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Close()
+	batches, _, _ := sink.snapshot()
+	var got []string
+	for _, b := range batches {
+		got = append(got, fmt.Sprintf("%q:%d", b.Observer, len(b.Records)))
+	}
+	if want := []string{`"a":20`, `"b":10`, `"":25`, `"":5`}; !slices.Equal(got, want) {
+		t.Errorf("batches (observer:records) %v, want %v", got, want)
+	}
+	if !slices.Equal(sink.records(), all) {
+		t.Errorf("records delivered out of order or not once each")
+	}
+}
+
+// TestSpoolKeepsObserver: the batches a run spools keep its observer
+// (the Reporter's Config.Observer) into a later run with another
+// --observer, which sends them under the first run's name, then its own
+// records under its own. A version 1 file, left by a flowdedup before
+// batches carried their observer, goes first, as it was written first,
+// without an observer: the destination's own.
+func TestSpoolKeepsObserver(t *testing.T) {
+	dir := t.TempDir()
+	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	spool := openSpool(t, dir, 1<<30)
+	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
+	run := func(sink *fakeSink, observer string, recs []pipeline.Record) {
+		t.Helper()
+		q := newTestQueue(t, sink, cfg)
+		r, err := New(Config{Kind: flow.Key5Tuple, Observer: observer, Exports: []*Queue{q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			if err := r.Record(&recs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := genRecords(0, 60)
+	run(down, "edge-fra1", first)
+	if n := len(spoolFiles(t, dir)); n != 3 {
+		t.Fatalf("%d spool files, want the 3 batches of the first run", n)
+	}
+	down.mu.Lock()
+	for _, b := range down.tries {
+		if b.Observer != "edge-fra1" {
+			t.Errorf("first run tried batch %d with observer %q, want edge-fra1", b.ID, b.Observer)
+		}
+	}
+	down.mu.Unlock()
+	spool.Close()
+	old := genRecords(500, 5)
+	v1 := appendSpoolFileV1(nil, "fake://dest", &Batch{ID: 42, Records: old}, nil, false)
+	if err := os.WriteFile(filepath.Join(dir, destDirName("fake://dest"), fmt.Sprintf("%016x%s", firstSeq-1, spoolExt)), v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restart, renamed.
+	up := &fakeSink{}
+	spool = openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	cfg.Spool = spool
+	second := genRecords(1000, 30)
+	run(up, "edge-fra2", second)
+
+	type obsRec struct {
+		observer string
+		rec      pipeline.Record
+	}
+	var want, got []obsRec
+	for _, part := range []struct {
+		observer string
+		recs     []pipeline.Record
+	}{{"", old}, {"edge-fra1", first}, {"edge-fra2", second}} {
+		for _, r := range part.recs {
+			want = append(want, obsRec{part.observer, r})
+		}
+	}
+	batches, _, _ := up.snapshot()
+	for _, b := range batches {
+		for _, r := range b.Records {
+			got = append(got, obsRec{b.Observer, r})
+		}
+	}
+	if !slices.Equal(got, want) {
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Fatalf("%d records delivered, want %d; record %d under observer %q, want %q", len(got), len(want), i, got[i].observer, want[i].observer)
+			}
+		}
+		t.Fatalf("%d records delivered, want %d", len(got), len(want))
+	}
+	if batches[0].ID != 42 {
+		t.Errorf("the version 1 file's batch went out as batch %d, want 42", batches[0].ID)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Errorf("spool after delivery: %v", files)
+	}
+}
+
+// A batch whose observer a spool file cannot hold is not spooled: an error
+// (ErrObserver), no file, nothing taken from the bound. The Reporter never
+// makes one (New refuses such an observer).
+func TestSpoolObserverBound(t *testing.T) {
+	dir := t.TempDir()
+	spool := openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	d, err := spool.claim("fake://dest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := &Batch{ID: 1, Records: genRecords(0, 2), Observer: strings.Repeat("r", MaxObserverLen+1)}
+	if err := d.put(long, nil, false, false); !errors.Is(err, ErrObserver) {
+		t.Errorf("put of a batch with an observer of %d bytes: %v, want ErrObserver", len(long.Observer), err)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 || spool.Used() != 0 || len(d.entries) != 0 {
+		t.Errorf("after the refused put: files %v, %d bytes used, %d entries", files, spool.Used(), len(d.entries))
+	}
+	long.Observer = long.Observer[1:]
+	if err := d.put(long, nil, false, false); err != nil {
+		t.Errorf("put of a batch with an observer of %d bytes: %v", len(long.Observer), err)
+	}
 }

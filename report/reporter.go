@@ -21,7 +21,9 @@ type Config struct {
 	Summary io.Writer    // window summaries, one JSON line each; nil writes none
 	Totals  io.Writer    // run totals, one text line on Close (stderr), and a line per export; nil writes none
 
-	// Observer names this observation point in every summary (--observer).
+	// Observer names this observation point in every summary and in every
+	// batch of records (Batch.Observer) (--observer); at most
+	// MaxObserverLen bytes.
 	Observer string
 	// Filter is the effective filter spec, in every summary.
 	Filter string
@@ -51,9 +53,9 @@ const stageSize = 256
 // are too. The export Queues get the same records and summaries, copied,
 // and never return an error.
 //
-// Records are gathered into batches of up to 256 and handed on when a
-// batch fills, when a window closes, and on Flush (the pipeline calls it
-// when idle). Each summary the sinks get is the pipeline's, with the
+// Records are gathered into batches of up to 256, each with the Config's
+// Observer (Batch.Observer), and handed on when a batch fills, when a
+// window closes, and on Flush (the pipeline calls it when idle). Each summary the sinks get is the pipeline's, with the
 // Observer, Filter and Kind (as Summary.Key) of the Config and what each
 // export Queue dropped since the previous summary (Summary.ExportDropped).
 //
@@ -86,6 +88,9 @@ func New(cfg Config) (*Reporter, error) {
 	if !cfg.Kind.IsValid() {
 		return nil, fmt.Errorf("report: %w: %v", flow.ErrBadKind, cfg.Kind)
 	}
+	if len(cfg.Observer) > MaxObserverLen {
+		return nil, fmt.Errorf("%w: %d bytes, want at most %d", ErrObserver, len(cfg.Observer), MaxObserverLen)
+	}
 	r := &Reporter{out: cfg.Totals, exports: cfg.Exports}
 	if cfg.Out != nil {
 		records, err := NewRecordWriter(cfg.Out, cfg.Format, cfg.Kind)
@@ -99,6 +104,7 @@ func New(cfg Config) (*Reporter, error) {
 	}
 	r.sinks = append(r.sinks, cfg.Sinks...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
+	r.stage.Observer = cfg.Observer
 	r.sum.Observer, r.sum.Filter, r.sum.Key = cfg.Observer, cfg.Filter, cfg.Kind
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)

@@ -140,6 +140,13 @@ func TestReporterOptionalOutputs(t *testing.T) {
 	if _, err := New(Config{Format: "csv"}); !errors.Is(err, flow.ErrBadKind) {
 		t.Errorf("no kind: %v, want flow.ErrBadKind", err)
 	}
+	// An observer name a spool file can hold, and one it cannot.
+	if _, err := New(Config{Kind: flow.KeySrc, Observer: strings.Repeat("r", MaxObserverLen)}); err != nil {
+		t.Errorf("observer of %d bytes: %v", MaxObserverLen, err)
+	}
+	if _, err := New(Config{Kind: flow.KeySrc, Observer: strings.Repeat("r", MaxObserverLen+1)}); !errors.Is(err, ErrObserver) {
+		t.Errorf("observer of %d bytes: %v, want ErrObserver", MaxObserverLen+1, err)
+	}
 }
 
 // TestReporterSummaryFailure: a failed summary write stops the Reporter;

@@ -55,7 +55,24 @@ type Batch struct {
 	// the outcome was not known (a timeout, a broken connection): it may
 	// have landed. A destination that can tell checks before writing again.
 	Retry bool
+	// Observer names the observation point (--observer) of the run that
+	// produced the records, which goes with them through the spool: a
+	// batch spooled by one run and sent by a later one, after the router
+	// was renamed, is still stored under the name it was seen by.
+	// Empty means the destination's own (its configured observer), as for
+	// batches spooled by a flowdedup that did not record one. At most
+	// MaxObserverLen bytes.
+	Observer string
 }
+
+// MaxObserverLen bounds an observer's name (Config.Observer,
+// Batch.Observer), which every spool file of a batch holds: a host name is
+// at most 64 bytes on Linux and a DNS name at most 253.
+const MaxObserverLen = 255
+
+// ErrObserver is wrapped by the error of an observer name longer than
+// MaxObserverLen: New refuses it, and a spool does not take a batch of it.
+var ErrObserver = errors.New("report: observer name too long")
 
 // Summary is a closed window's summary as the Reporter writes it: the
 // pipeline's counts and what the Reporter adds to them.

@@ -284,6 +284,9 @@ func (d *destSpool) path(seq uint64) string {
 // put writes the batch b (or the summary s) as the newest file of the
 // spool, or as the oldest when head is set.
 func (d *destSpool) put(b *Batch, s *Summary, attempted, head bool) error {
+	if s == nil && len(b.Observer) > MaxObserverLen {
+		return fmt.Errorf("report: spool: batch %d: %w: %d bytes, want at most %d", b.ID, ErrObserver, len(b.Observer), MaxObserverLen)
+	}
 	d.buf = appendSpoolFile(d.buf[:0], d.dest, b, s, attempted)
 	size := int64(len(d.buf))
 	if !d.s.reserve(size) {

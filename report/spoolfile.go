@@ -10,23 +10,34 @@ import (
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
-// The spool file format, version 1. A spool file holds one batch of
+// The spool file format, version 2. A spool file holds one batch of
 // records or one window summary on its way to one destination. All
 // integers are big-endian.
 //
-//	offset   size  field
-//	0        8     magic "FDDSPOOL"
-//	8        2     version, 1
-//	10       1     type: 1 a batch of records, 2 a window summary
-//	11       1     flags: bit 0 "attempted": given to the destination before
-//	               with an unknown outcome (Batch.Retry); other bits zero
-//	12       8     batch ID (Batch.ID); 0 for a summary
-//	20       4     records in the batch; 0 for a summary
-//	24       4     payload length L
-//	28       2     destination length D
-//	30       D     destination: the --export URL without credentials
-//	30+D     L     payload
-//	30+D+L   4     CRC-32C (Castagnoli) of bytes [0, 30+D+L)
+//	offset     size  field
+//	0          8     magic "FDDSPOOL"
+//	8          2     version, 2
+//	10         1     type: 1 a batch of records, 2 a window summary
+//	11         1     flags: bit 0 "attempted": given to the destination
+//	                 before with an unknown outcome (Batch.Retry); other
+//	                 bits zero
+//	12         8     batch ID (Batch.ID); 0 for a summary
+//	20         4     records in the batch; 0 for a summary
+//	24         4     payload length L
+//	28         2     destination length D
+//	30         D     destination: the --export URL without credentials
+//	30+D       1     observer length O, at most MaxObserverLen; 0 for a
+//	                 summary, whose payload holds its observer
+//	31+D       O     observer (Batch.Observer): the --observer of the run
+//	                 that produced the batch; empty for the sender's own
+//	31+D+O     L     payload
+//	31+D+O+L   4     CRC-32C (Castagnoli) of bytes [0, 31+D+O+L)
+//
+// Version 1, written before batches carried their observer, is the same
+// without the observer length and observer: the payload at 30+D and the
+// CRC-32C of bytes [0, 30+D+L) after it. It is still read, as a batch
+// without an observer (the sender's own). The first 30 bytes mean the
+// same in both versions.
 //
 // A batch's payload is its records, 68 bytes each: the key's binary form
 // (flow.KeySize, 40 bytes, flow.Key.AppendBinary), then TimeNs, WindowNs
@@ -35,8 +46,9 @@ import (
 // (SummaryWriter), which holds every field of a Summary.
 const (
 	spoolMagic      = "FDDSPOOL"
-	spoolVersion    = 1
-	spoolHeaderLen  = 30
+	spoolVersion    = 2 // written; version 1 is read too
+	spoolVersion1   = 1
+	spoolHeaderLen  = 30 // the fixed part of the header, the same in both versions
 	spoolCRCLen     = 4
 	spoolRecordLen  = flow.KeySize + 8 + 8 + 8 + 4
 	spoolTypeBatch  = 1
@@ -48,7 +60,7 @@ const (
 	// are far smaller (QueueConfig.BatchSize).
 	maxSpoolRecords = 1 << 22
 	// maxSpoolFile bounds a spool file's size likewise.
-	maxSpoolFile = spoolHeaderLen + 1<<16 + maxSpoolRecords*spoolRecordLen + spoolCRCLen
+	maxSpoolFile = spoolHeaderLen + 1<<16 + 1 + MaxObserverLen + maxSpoolRecords*spoolRecordLen + spoolCRCLen
 )
 
 // ErrSpoolCorrupt is wrapped by the error of a spool file that cannot be
@@ -59,7 +71,8 @@ var ErrSpoolCorrupt = errors.New("report: corrupt spool file")
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // appendSpoolFile appends the spool file of the batch b (when s is nil) or
-// of the summary s, for the destination dest.
+// of the summary s, for the destination dest. A batch's observer must be
+// at most MaxObserverLen bytes (destSpool.put checks).
 func appendSpoolFile(buf []byte, dest string, b *Batch, s *Summary, attempted bool) []byte {
 	start := len(buf)
 	buf = append(buf, spoolMagic...)
@@ -84,6 +97,12 @@ func appendSpoolFile(buf []byte, dest string, b *Batch, s *Summary, attempted bo
 	buf = binary.BigEndian.AppendUint32(buf, 0) // payload length, below
 	buf = binary.BigEndian.AppendUint16(buf, uint16(len(dest)))
 	buf = append(buf, dest...)
+	var observer string
+	if s == nil {
+		observer = b.Observer
+	}
+	buf = append(buf, byte(len(observer)))
+	buf = append(buf, observer...)
 	payload := len(buf)
 	if s == nil {
 		for i := range b.Records {
@@ -107,6 +126,7 @@ type spoolFile struct {
 	summary   bool
 	attempted bool
 	id        uint64
+	observer  string            // a batch's; empty for the sender's own (and in version 1)
 	records   []pipeline.Record // a batch's, in the buffer given to decodeSpoolFile
 	sum       Summary           // a summary's
 }
@@ -134,8 +154,9 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 	if string(data[:8]) != spoolMagic {
 		return corrupt("not a spool file (magic %q)", data[:8])
 	}
-	if v := binary.BigEndian.Uint16(data[8:]); v != spoolVersion {
-		return corrupt("version %d, this flowdedup reads version %d", v, spoolVersion)
+	version := binary.BigEndian.Uint16(data[8:])
+	if version != spoolVersion && version != spoolVersion1 {
+		return corrupt("version %d, this flowdedup reads versions %d and %d", version, spoolVersion1, spoolVersion)
 	}
 	typ, flags := data[10], data[11]
 	if typ != spoolTypeBatch && typ != spoolTypeWindow {
@@ -148,7 +169,17 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 	count := uint64(binary.BigEndian.Uint32(data[20:]))
 	payloadLen := uint64(binary.BigEndian.Uint32(data[24:]))
 	destLen := uint64(binary.BigEndian.Uint16(data[28:]))
-	if want := spoolHeaderLen + destLen + payloadLen + spoolCRCLen; uint64(len(data)) != want {
+	// at: where the payload begins; for version 2, after the observer.
+	at := spoolHeaderLen + destLen
+	var obsLen uint64
+	if version == spoolVersion {
+		if uint64(len(data)) < at+1+spoolCRCLen {
+			return corrupt("%d bytes, shorter than a header with a destination of %d", len(data), destLen)
+		}
+		obsLen = uint64(data[at])
+		at += 1 + obsLen
+	}
+	if want := at + payloadLen + spoolCRCLen; uint64(len(data)) != want {
 		return corrupt("%d bytes, the header says %d", len(data), want)
 	}
 	body := len(data) - spoolCRCLen
@@ -158,11 +189,11 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 	if d := string(data[spoolHeaderLen : spoolHeaderLen+destLen]); d != dest {
 		return corrupt("for destination %q, not %q", d, dest)
 	}
-	payload := data[spoolHeaderLen+destLen : body]
+	payload := data[at:body]
 	*f = spoolFile{summary: typ == spoolTypeWindow, attempted: flags&spoolAttempted != 0, id: id}
 	if f.summary {
-		if count != 0 || id != 0 {
-			return corrupt("a summary with a record count or batch ID")
+		if count != 0 || id != 0 || obsLen != 0 {
+			return corrupt("a summary with a record count, batch ID or observer")
 		}
 		if err := parseSummary(payload, &f.sum); err != nil {
 			return corrupt("summary: %v", err)
@@ -171,6 +202,9 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 	}
 	if count > maxSpoolRecords || payloadLen != count*spoolRecordLen {
 		return corrupt("%d records in %d bytes", count, payloadLen)
+	}
+	if obsLen > 0 {
+		f.observer = string(data[at-obsLen : at])
 	}
 	recs = recs[:0]
 	for p := payload; len(p) > 0; p = p[spoolRecordLen:] {

@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
@@ -20,18 +23,25 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 	}
 	recs = append(recs, genRecords(0, 3)...)
 	recs[0].TimeNs, recs[1].WindowNs = -5, -1<<62 // any int64 goes through
-	b := Batch{ID: 1<<63 + 5, Records: recs}
-	for _, attempted := range []bool{false, true} {
-		data := appendSpoolFile([]byte("junk before"), "ipfix://[::1]:4739", &b, nil, attempted)[len("junk before"):]
-		if want := spoolHeaderLen + len("ipfix://[::1]:4739") + len(recs)*spoolRecordLen + spoolCRCLen; len(data) != want {
-			t.Errorf("%d bytes, want %d", len(data), want)
-		}
-		var f spoolFile
-		if err := decodeSpoolFile(data, "ipfix://[::1]:4739", nil, &f); err != nil {
-			t.Fatal(err)
-		}
-		if f.summary || f.id != b.ID || f.attempted != attempted || !slices.Equal(f.records, recs) {
-			t.Errorf("read back %+v", f)
+	for _, observer := range []string{"", "edge-fra1", strings.Repeat("o", MaxObserverLen)} {
+		b := Batch{ID: 1<<63 + 5, Records: recs, Observer: observer}
+		for _, attempted := range []bool{false, true} {
+			data := appendSpoolFile([]byte("junk before"), "ipfix://[::1]:4739", &b, nil, attempted)[len("junk before"):]
+			// The header, the destination, the observer with its length
+			// byte, the records, the checksum.
+			if want := spoolHeaderLen + len("ipfix://[::1]:4739") + 1 + len(observer) + len(recs)*spoolRecordLen + spoolCRCLen; len(data) != want {
+				t.Errorf("%d bytes, want %d", len(data), want)
+			}
+			if v := binary.BigEndian.Uint16(data[8:]); v != 2 {
+				t.Errorf("written as version %d, want 2", v)
+			}
+			var f spoolFile
+			if err := decodeSpoolFile(data, "ipfix://[::1]:4739", nil, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.summary || f.id != b.ID || f.attempted != attempted || f.observer != observer || !slices.Equal(f.records, recs) {
+				t.Errorf("observer %q: read back %+v", observer, f)
+			}
 		}
 	}
 	data := appendSpoolFile(nil, "d", nil, &fullSummary, false)
@@ -48,10 +58,112 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 	}
 }
 
+// appendSpoolFileV1 appends the version 1 spool file of the batch b (when
+// s is nil) or the summary s, built by hand from the layout of version 1
+// as the package documents it: what a flowdedup before batches carried
+// their observer left in a spool.
+func appendSpoolFileV1(buf []byte, dest string, b *Batch, s *Summary, attempted bool) []byte {
+	var payload []byte
+	typ, id, count := byte(1), uint64(0), 0
+	if s != nil {
+		typ = 2
+		line := appendSummary(nil, s)
+		payload = line[:len(line)-1]
+	} else {
+		id, count = b.ID, len(b.Records)
+		for _, r := range b.Records {
+			payload, _ = r.Key.AppendBinary(payload)
+			for _, v := range []int64{r.TimeNs, r.WindowNs, r.WindowEndNs} {
+				payload = binary.BigEndian.AppendUint64(payload, uint64(v))
+			}
+			payload = binary.BigEndian.AppendUint32(payload, uint32(r.Worker))
+		}
+	}
+	var flags byte
+	if attempted {
+		flags = 1
+	}
+	start := len(buf)
+	buf = append(buf, "FDDSPOOL"...)                               // 0: magic
+	buf = binary.BigEndian.AppendUint16(buf, 1)                    // 8: version 1
+	buf = append(buf, typ, flags)                                  // 10: type, 11: flags
+	buf = binary.BigEndian.AppendUint64(buf, id)                   // 12: batch ID
+	buf = binary.BigEndian.AppendUint32(buf, uint32(count))        // 20: records
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(payload))) // 24: L
+	buf = binary.BigEndian.AppendUint16(buf, uint16(len(dest)))    // 28: D
+	buf = append(buf, dest...)                                     // 30: destination
+	buf = append(buf, payload...)                                  // 30+D: payload
+	return binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf[start:], crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestSpoolFileVersion1: a version 1 file, left by a flowdedup before
+// batches carried their observer, still reads: its batch with its ID,
+// records and attempted flag and no observer (the sender's own), its
+// summary whole.
+func TestSpoolFileVersion1(t *testing.T) {
+	recs := append(genRecords(0, 3), recordCases[1].rec, recordCases[5].rec)
+	for _, attempted := range []bool{false, true} {
+		data := appendSpoolFileV1(nil, "clickhouse://ch:8123/db", &Batch{ID: 77, Records: recs}, nil, attempted)
+		if want := 30 + len("clickhouse://ch:8123/db") + len(recs)*68 + 4; len(data) != want {
+			t.Fatalf("the test's version 1 file has %d bytes, want %d", len(data), want)
+		}
+		var f spoolFile
+		if err := decodeSpoolFile(data, "clickhouse://ch:8123/db", nil, &f); err != nil {
+			t.Fatal(err)
+		}
+		if f.summary || f.id != 77 || f.attempted != attempted || f.observer != "" || !slices.Equal(f.records, recs) {
+			t.Errorf("version 1 batch read back %+v", f)
+		}
+		if sum, n, ok := spoolHeader(data); !ok || sum || n != len(recs) {
+			t.Errorf("version 1 header: summary %v, %d records, ok %v", sum, n, ok)
+		}
+	}
+	data := appendSpoolFileV1(nil, "d", nil, &fullSummary, false)
+	var f spoolFile
+	if err := decodeSpoolFile(data, "d", nil, &f); err != nil {
+		t.Fatal(err)
+	}
+	if !f.summary || !reflect.DeepEqual(f.sum, fullSummary) {
+		t.Errorf("version 1 summary read back %+v", f.sum)
+	}
+	// The version 1 files of the fuzz corpus, bytes fixed in the
+	// repository, read too: a batch with its three records, a summary.
+	for name, want := range map[string]int{"version1-batch": 3, "version1-summary": -1} {
+		data := readCorpusFile(t, "testdata/fuzz/FuzzSpoolFile/"+name)
+		var f spoolFile
+		if err := decodeSpoolFile(data, "d", nil, &f); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if f.summary != (want < 0) || (want >= 0 && (len(f.records) != want || f.id != 1<<40 || !f.attempted || f.observer != "")) {
+			t.Errorf("%s read back %+v", name, f)
+		}
+	}
+}
+
+// readCorpusFile returns the bytes of a fuzz corpus file of one []byte.
+func readCorpusFile(t *testing.T, path string) []byte {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, quoted, ok := strings.Cut(strings.TrimSpace(string(text)), "\n[]byte(")
+	if !ok || head != "go test fuzz v1" || !strings.HasSuffix(quoted, ")") {
+		t.Fatalf("%s: not a corpus file of one []byte", path)
+	}
+	data, err := strconv.Unquote(strings.TrimSuffix(quoted, ")"))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return []byte(data)
+}
+
 // TestSpoolFileDefects: each defect is ErrSpoolCorrupt, with the checksum
 // made right so that the check behind it is the one tested.
 func TestSpoolFileDefects(t *testing.T) {
-	good := appendSpoolFile(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2)}, nil, false)
+	good := appendSpoolFile(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2), Observer: "r1"}, nil, false)
+	const obsAt, payload = 31, 34 // the observer's length byte, the first record
+	goodV1 := appendSpoolFileV1(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2)}, nil, false)
+	sum := appendSpoolFile(nil, "d", nil, &fullSummary, false)
 	reseal := func(b []byte) []byte {
 		n := len(b) - spoolCRCLen
 		binary.BigEndian.PutUint32(b[n:], crc32.Checksum(b[:n], crc32c))
@@ -62,7 +174,8 @@ func TestSpoolFileDefects(t *testing.T) {
 		"empty":       nil,
 		"short":       good[:20],
 		"magic":       edit(func(b []byte) []byte { b[0] = 'X'; return reseal(b) }),
-		"version":     edit(func(b []byte) []byte { b[9] = 2; return reseal(b) }),
+		"version 0":   edit(func(b []byte) []byte { b[9] = 0; return reseal(b) }),
+		"version 3":   edit(func(b []byte) []byte { b[9] = 3; return reseal(b) }),
 		"type":        edit(func(b []byte) []byte { b[10] = 3; return reseal(b) }),
 		"flags":       edit(func(b []byte) []byte { b[11] = 2; return reseal(b) }),
 		"count":       edit(func(b []byte) []byte { b[23] = 3; return reseal(b) }),
@@ -71,14 +184,40 @@ func TestSpoolFileDefects(t *testing.T) {
 		"extended":    append(bytes.Clone(good), 0),
 		"checksum":    edit(func(b []byte) []byte { b[len(b)-1]++; return b }),
 		"bit flip":    edit(func(b []byte) []byte { b[40] ^= 1; return b }),
+		"observer":    edit(func(b []byte) []byte { b[obsAt+1] = 'x'; return b }), // the checksum covers it
 		"destination": edit(func(b []byte) []byte { b[30] = 'e'; return reseal(b) }),
-		"bad key":     edit(func(b []byte) []byte { b[31+39] = 1; return reseal(b) }), // a key's padding byte
-		"worker":      edit(func(b []byte) []byte { b[31+64] = 0x80; return reseal(b) }),
+		"bad key":     edit(func(b []byte) []byte { b[payload+39] = 1; return reseal(b) }), // a key's padding byte
+		"worker":      edit(func(b []byte) []byte { b[payload+64] = 0x80; return reseal(b) }),
 		"summary":     appendSpoolFile(nil, "d", nil, &Summary{WindowSummary: pipeline.WindowSummary{StartNs: 2, EndNs: 1}}, false),
+		// The observer's length says more or fewer bytes than there are.
+		"observer longer":  edit(func(b []byte) []byte { b[obsAt]++; return reseal(b) }),
+		"observer shorter": edit(func(b []byte) []byte { b[obsAt]--; return reseal(b) }),
+		"observer 255":     edit(func(b []byte) []byte { b[obsAt] = 255; return reseal(b) }),
+		// The destination's length reaches past where the observer's
+		// length byte would be.
+		"no observer length": edit(func(b []byte) []byte {
+			binary.BigEndian.PutUint16(b[28:], uint16(len(b)-spoolHeaderLen-spoolCRCLen))
+			binary.BigEndian.PutUint32(b[24:], 0)
+			return reseal(b)
+		}),
+		// A summary holds its observer in its payload: one beside it is
+		// not a file this package writes.
+		"summary with observer": reseal(slices.Concat(sum[:obsAt], []byte{2, 'r', '1'}, sum[obsAt+1:])),
+		// A version 2 file called version 1 and the other way round: the
+		// lengths do not add up.
+		"version 2 as 1": edit(func(b []byte) []byte { b[9] = 1; return reseal(b) }),
+		"version 1 as 2": func() []byte { b := bytes.Clone(goodV1); b[9] = 2; return reseal(b) }(),
 	} {
 		var f spoolFile
 		if err := decodeSpoolFile(data, "d", nil, &f); !errors.Is(err, ErrSpoolCorrupt) {
 			t.Errorf("%s: %v, want ErrSpoolCorrupt", name, err)
+		}
+	}
+	// The files the defects were made from are good.
+	for name, data := range map[string][]byte{"good": good, "good v1": goodV1, "summary": sum} {
+		var f spoolFile
+		if err := decodeSpoolFile(data, "d", nil, &f); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
@@ -92,6 +231,9 @@ func FuzzSpoolFile(f *testing.F) {
 	f.Add(appendSpoolFile(nil, "d", &Batch{ID: 1, Records: []pipeline.Record{recordCases[1].rec, recordCases[5].rec}}, nil, true))
 	f.Add(appendSpoolFile(nil, "d", nil, &fullSummary, false))
 	f.Add(appendSpoolFile(nil, "d", &Batch{}, nil, false))
+	f.Add(appendSpoolFile(nil, "d", &Batch{ID: 3, Records: genRecords(5, 2), Observer: "edge-fra1"}, nil, true))
+	f.Add(appendSpoolFileV1(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2)}, nil, true))
+	f.Add(appendSpoolFileV1(nil, "d", nil, &fullSummary, false))
 	f.Add([]byte(spoolMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkSpoolFile(t, data)
@@ -116,7 +258,25 @@ func checkSpoolFile(t *testing.T, data []byte) {
 			return
 		}
 		if !sf.summary {
-			again := appendSpoolFile(nil, "d", &Batch{ID: sf.id, Records: sf.records}, nil, sf.attempted)
+			b := &Batch{ID: sf.id, Records: sf.records, Observer: sf.observer}
+			again := appendSpoolFile(nil, "d", b, nil, sf.attempted)
+			if binary.BigEndian.Uint16(data[8:]) == 1 {
+				// A version 1 file: it has no observer, is the hand-built
+				// encoding of what it decoded to, and reads the same once
+				// written again (as version 2).
+				if sf.observer != "" {
+					t.Fatalf("version 1 file read with observer %q", sf.observer)
+				}
+				if v1 := appendSpoolFileV1(nil, "d", b, nil, sf.attempted); !bytes.Equal(v1, data) {
+					t.Fatalf("version 1 decoded and encoded again:\n%x\nwant\n%x", v1, data)
+				}
+				var back spoolFile
+				if err := decodeSpoolFile(again, "d", nil, &back); err != nil || back.summary || back.id != sf.id ||
+					back.attempted != sf.attempted || back.observer != "" || !slices.Equal(back.records, sf.records) {
+					t.Fatalf("version 1 batch written as version 2 reads back %+v, %v; want %+v", back, err, sf)
+				}
+				return
+			}
 			if !bytes.Equal(again, data) {
 				t.Fatalf("decoded and encoded again:\n%x\nwant\n%x", again, data)
 			}
