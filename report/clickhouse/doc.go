@@ -55,6 +55,10 @@
 //
 //	ENGINE = MergeTree PARTITION BY toYYYYMM(window) ORDER BY (window, observer, src, dst)
 //
+// A row's observer is its batch's (report.Batch.Observer: the --observer of
+// the run that saw the flow, kept in the spool when a later run sends the
+// batch), or Config.Observer for a batch without one.
+//
 // windows holds one row per closed window's summary (report.Summary):
 //
 //	observer, window_start, window_end          String, DateTime('UTC'), DateTime('UTC')

@@ -32,9 +32,9 @@ type Config struct {
 	// User means the server's default user, without a password.
 	User     string
 	Password string
-	// Observer names this observation point (--observer) in every flows
-	// row, and in the windows row of a summary whose own Observer is
-	// empty.
+	// Observer names this observation point (--observer) in the flows
+	// rows of a batch whose own Observer is empty, and in the windows row
+	// of a summary whose own Observer is empty.
 	Observer string
 	// Kind is the key kind of every record (--key). A record of another
 	// kind is rejected (report.ErrRejected).
@@ -125,8 +125,9 @@ func New(cfg Config) (*Exporter, error) {
 		cfg: cfg,
 		c:   newClient(&cfg),
 		flows: flowRow{
-			observer: appendString(nil, cfg.Observer),
-			kind:     appendString(nil, cfg.Kind.String()),
+			observerName: cfg.Observer,
+			observer:     appendString(nil, cfg.Observer),
+			kind:         appendString(nil, cfg.Kind.String()),
 		},
 		insertFlows:   insertSQL(cfg.Database, flowsTable),
 		insertWindows: insertSQL(cfg.Database, windowsTable),
@@ -149,6 +150,10 @@ func (e *Exporter) Stats() Stats {
 // Records inserts the records of b into flows, in one INSERT: one request,
 // whose rows the server writes as one part per partition (month) they fall
 // in, each committed whole or not at all.
+//
+// Every row's observer is b.Observer, the observer of the run that made
+// the batch (which may have been spooled by an earlier run), or
+// Config.Observer when b's is empty.
 //
 // When b.Retry is set, or an earlier attempt at b failed after its request
 // may have reached the server, Records first reads back the rows of flows
@@ -216,6 +221,7 @@ func (e *Exporter) Records(b *report.Batch) error {
 // encode encodes the rows of b into e.buf and e.ends.
 func (e *Exporter) encode(b *report.Batch) error {
 	e.buf, e.ends = e.buf[:0], e.ends[:0]
+	e.flows.setObserver(e.batchObserver(b))
 	for i := range b.Records {
 		r := &b.Records[i]
 		if k := r.Key.Kind(); k != e.cfg.Kind {
@@ -240,7 +246,7 @@ func (e *Exporter) missingRows(b *report.Batch) ([]byte, int, error) {
 	lo, hi := windowSpan(b)
 	q := "SELECT " + flowsTable.columns + " FROM " + qualified(e.cfg.Database, FlowsTable) +
 		" WHERE `batch` = " + strconv.FormatUint(b.ID, 10) +
-		" AND `observer` = " + quoteString(e.cfg.Observer) +
+		" AND `observer` = " + quoteString(e.batchObserver(b)) +
 		" AND `window` >= " + strconv.FormatUint(uint64(lo), 10) +
 		" AND `window` <= " + strconv.FormatUint(uint64(hi), 10) +
 		" FORMAT RowBinary"
@@ -359,6 +365,12 @@ func (e *Exporter) Window(s *report.Summary) error {
 
 func (e *Exporter) observer(s *report.Summary) string {
 	return cmp.Or(s.Observer, e.cfg.Observer)
+}
+
+// batchObserver returns the observer of the flows rows of b: its own, or
+// Config.Observer.
+func (e *Exporter) batchObserver(b *report.Batch) string {
+	return cmp.Or(b.Observer, e.cfg.Observer)
 }
 
 // windowRow encodes the windows row of s into e.wrow and returns it with

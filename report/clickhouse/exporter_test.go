@@ -90,6 +90,38 @@ func TestRecordsEdges(t *testing.T) {
 	}
 }
 
+// A batch's own observer (report.Batch.Observer: the run that spooled it)
+// goes in its rows, whatever the Exporter's; a batch without one takes
+// the Exporter's. A retry of the batch after it landed looks for its rows
+// under its own observer, finds them all and inserts nothing.
+func TestRecordsBatchObserver(t *testing.T) {
+	ch := testutil.StartClickHouse(t)
+	e := newExporter(t, ch.Addr, "obs", flow.Key5Tuple, "b")
+	spooled := &report.Batch{ID: 11, Records: records(flow.Key5Tuple, 200, 1), Observer: "a"}
+	own := &report.Batch{ID: 12, Records: records(flow.Key5Tuple, 100, 2)}
+	for _, b := range []*report.Batch{spooled, own} {
+		if err := e.Records(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := slices.Concat(wantRows(t, flow.Key5Tuple, "a", 11, spooled.Records), wantRows(t, flow.Key5Tuple, "b", 12, own.Records))
+	slices.Sort(want)
+	diffRows(t, readFlows(t, ch, "obs"), want)
+
+	retry := *spooled
+	retry.Retry = true
+	if err := e.Records(&retry); err != nil {
+		t.Fatal(err)
+	}
+	diffRows(t, readFlows(t, ch, "obs"), want)
+	if st := e.Stats(); st.Checks != 1 || st.RowsFound != 200 || st.Rows != 300 {
+		t.Errorf("stats %+v: want 1 check finding the 200 rows of batch 11, and 300 rows inserted in all", st)
+	}
+	if got := queryUint(t, ch, "SELECT count() FROM obs.flows WHERE observer = 'a'"); got != 200 {
+		t.Errorf("%d rows under observer a after the retry, want 200", got)
+	}
+}
+
 // Records that no row can hold reject the batch before anything is sent:
 // nothing reaches the table, and the error says why.
 func TestBadRecordsRejected(t *testing.T) {

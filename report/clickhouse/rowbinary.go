@@ -73,11 +73,24 @@ func seconds(ns int64) (sec, frac uint32, ok bool) {
 	return uint32(ns / 1e9), uint32(ns % 1e9), true
 }
 
-// flowRow holds what a flows row takes from the Exporter's configuration:
-// the observer and kind, already encoded as Strings.
+// flowRow holds what every flows row of a batch shares: the observer and
+// the kind, already encoded as Strings.
 type flowRow struct {
-	observer []byte
-	kind     []byte
+	observerName string // the observer that observer encodes
+	observer     []byte
+	kind         []byte
+}
+
+// setObserver makes the rows appended next carry the observer name. A run
+// has one observer (a batch spooled by an earlier run may have another),
+// so the encoded String is kept until the name changes, and re-encoded
+// into the same buffer then: encoding a batch allocates nothing.
+func (f *flowRow) setObserver(name string) {
+	if name == f.observerName {
+		return
+	}
+	f.observerName = name
+	f.observer = appendString(f.observer[:0], name)
 }
 
 // appendRecord appends the flows row of r, in flowsColumns order, or

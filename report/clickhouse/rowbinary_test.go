@@ -101,6 +101,13 @@ func TestEncodeAllocs(t *testing.T) {
 		if allocs := testing.AllocsPerRun(10, func() { e.encode(batch) }); allocs != 0 {
 			t.Errorf("%v: %v allocations per batch", kind, allocs)
 		}
+		// Batches of another observer (spooled by an earlier run) between
+		// batches of the Exporter's own: none allocates either.
+		spooled := *batch
+		spooled.Observer = "edge-fra1-before-the-rename"
+		if allocs := testing.AllocsPerRun(10, func() { e.encode(&spooled); e.encode(batch) }); allocs != 0 {
+			t.Errorf("%v: %v allocations per two batches of two observers", kind, allocs)
+		}
 	}
 }
 
