@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,79 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 		t.Errorf("notices: want the fall and the return, once each:\n%s", n)
 	}
 	t.Logf("notices:\n%s", n)
+}
+
+// TestClickHouseSpoolKeepsObserver: a run whose clickhouse:// destination
+// is down spools its records and summary and ends; the next run, with
+// another --observer (the router renamed, or its host name changed), finds
+// the server back and sends them: the first run's rows are stored under
+// the first run's observer, the second run's under its own, each row once.
+func TestClickHouseSpoolKeepsObserver(t *testing.T) {
+	ch := testutil.StartClickHouse(t)
+	dir := t.TempDir()
+	run := func(observer string, recs []pipeline.Record, hour int) report.QueueStats {
+		t.Helper()
+		spool, err := report.OpenSpool(dir, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer spool.Close()
+		q, err := export.Open(fmt.Sprintf("clickhouse://%s/renamed", ch.Addr), export.Options{
+			Kind: flow.Key5Tuple, Observer: observer, Spool: spool, DrainTimeout: 30 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Filter: "exact", Exports: []*report.Queue{q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			if err := r.Record(&recs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Date(2026, 1, 1, hour, 0, 0, 0, time.UTC)
+		if err := r.Window(&pipeline.WindowSummary{StartNs: start.UnixNano(), EndNs: start.Add(time.Hour).UnixNano(), Distinct: uint64(len(recs))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return q.Stats()
+	}
+	first, second := tcpRecords(0, 1500), tcpRecords(1500, 700)
+
+	ch.Stop(t)
+	if st := run("edge-fra1", first, 0); st.Sent != 0 || st.Spooled != 1500 || st.SpooledWins != 1 {
+		t.Fatalf("first run, the server down: %+v; want everything spooled", st)
+	}
+	ch.Start(t)
+	st := run("edge-fra2", second, 1)
+	var lost uint64
+	for _, n := range st.Dropped {
+		lost += n
+	}
+	if st.Sent != 2200 || st.SentWindows != 2 || st.Spooled != 0 || lost != 0 {
+		t.Errorf("second run: %+v; want both runs' 2200 records and 2 summaries sent, nothing left or lost", st)
+	}
+	for observer, recs := range map[string][]pipeline.Record{"edge-fra1": first, "edge-fra2": second} {
+		var want []string
+		for _, r := range recs {
+			want = append(want, r.Key.String())
+		}
+		slices.Sort(want)
+		var got []string
+		if out := ch.Query(t, "SELECT key FROM renamed.flows WHERE observer = '"+observer+"' ORDER BY key FORMAT TSV"); out != "" {
+			got = strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("observer %s: %d rows in flows, want its run's %d records, once each", observer, len(got), len(want))
+		}
+	}
+	if got := ch.Query(t, "SELECT observer, count(), sum(`distinct`) FROM renamed.windows GROUP BY observer ORDER BY observer FORMAT TSV"); got != "edge-fra1\t1\t1500\nedge-fra2\t1\t700\n" {
+		t.Errorf("windows by observer: %q, want one summary of each run under its observer", got)
+	}
 }
 
 // The password of a clickhouse:// destination from a password_file: the
