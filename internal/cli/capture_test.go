@@ -112,7 +112,10 @@ func TestReplayProductDefaultsLoseFewerKeys(t *testing.T) {
 }
 
 func TestCheckFootprint(t *testing.T) {
-	machine := memoryBudget{machine: 1 << 30, machineFrom: "MemAvailable"}
+	// Sizes a 32-bit build accepts too (at most 128MiB per filter); the
+	// rounded figures when they differ, exact bytes when rounding would
+	// make need and limit look equal.
+	machine := memoryBudget{machine: 256 << 20, machineFrom: "MemAvailable"}
 	contained := memoryBudget{machine: 8 << 30, machineFrom: "MemAvailable", cgroup: 256 << 20}
 	for _, c := range []struct {
 		spec          string
@@ -120,15 +123,16 @@ func TestCheckFootprint(t *testing.T) {
 		budget        memoryBudget
 		refused       string // a part of the message; "" when accepted
 	}{
-		{"qht:mem=200MiB", 2, 2, machine, ""},                                  // 800MiB
-		{"qht:mem=256MiB", 2, 2, machine, "the filters need 1073807360 bytes"}, // 1GiB and 4 x 16KiB of fixed parts: over
-		{"qht:mem=100GiB", 1, 1, memoryBudget{}, ""},                           // nothing known: no check
-		{"exact", 64, 64, machine, ""},                                         // unbounded: no check
-		{"lru:mem=64MiB", 1, 1, contained, ""},                                 // 192MiB
-		{"lru:mem=128MiB", 1, 1, contained, "384MiB"},                          // 3x its mem=: an LRU holds more than it counts
-		{"qht:mem=200MiB", 1, 1, contained, ""},
+		{"qht:mem=50MiB", 2, 2, machine, ""}, // 200MiB
+		{"qht:mem=64MiB", 2, 2, machine, "the filters need 256.1MiB (64MiB per filter x 2 workers x 2 open windows)"}, // and 4 x 16KiB of fixed parts: over
+		{"qht:mem=128MiB", 64, 64, memoryBudget{}, ""},                                                                // nothing known: no check
+		{"exact", 64, 64, machine, ""},                                                                                // unbounded: no check
+		{"lru:mem=64MiB", 1, 1, contained, ""},                                                                        // 192MiB
+		{"lru:mem=128MiB", 1, 1, contained, "384MiB"},                                                                 // 3x its mem=: an LRU holds more than it counts
+		{"qht:mem=120MiB", 1, 1, contained, ""},
 		{"qht:mem=100MiB", 2, 2, contained, "400.1MiB (100MiB per filter x 2 workers x 2 open windows), more than the 256MiB this machine can give (MemAvailable 8GiB in /proc/meminfo; cgroup memory limit 256MiB)"},
-		{"qht:mem=600MiB", 2, 1, machine, "more than the 1GiB this machine can give (MemAvailable 1GiB in /proc/meminfo; no cgroup memory limit)"},
+		{"qht:mem=100MiB", 3, 1, machine, "more than the 256MiB this machine can give (MemAvailable 256MiB in /proc/meminfo; no cgroup memory limit)"},
+		{"qht:mem=128MiB", 2, 1, machine, "the filters need 268468224 bytes (128MiB per filter x 2 workers x 1 open windows), more than the 268435456 bytes"}, // 32KiB over: exact bytes
 		{"qht:mem=100MiB", 1, 1, memoryBudget{cgroup: 64 << 20}, "more than the 64MiB this machine can give (cgroup memory limit 64MiB)"},
 	} {
 		err := checkFootprint(c.spec, c.workers, c.open, c.budget)
@@ -145,14 +149,14 @@ func TestCheckFootprint(t *testing.T) {
 // A spec too big for the machine is a usage error before anything is
 // allocated or opened: the capture file does not even exist.
 func TestReplayRefusesFiltersTooBig(t *testing.T) {
-	withMemory(t, memoryBudget{machine: 1 << 30, machineFrom: "MemAvailable"})
-	code, _, errs := run("replay", "--filter", "qht:mem=600MiB", "--workers", "2", "/nonexistent.pcap")
-	if code != ExitUsage || !strings.Contains(errs, "1.2GiB (600MiB per filter x 2 workers x 1 open windows)") ||
-		!strings.Contains(errs, "MemAvailable 1GiB") {
+	withMemory(t, memoryBudget{machine: 256 << 20, machineFrom: "MemAvailable"})
+	code, _, errs := run("replay", "--filter", "qht:mem=100MiB", "--workers", "3", "/nonexistent.pcap")
+	if code != ExitUsage || !strings.Contains(errs, "300MiB (100MiB per filter x 3 workers x 1 open windows)") ||
+		!strings.Contains(errs, "MemAvailable 256MiB") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 	// The open windows count: 1h windows, 5s late: 2 filters per worker.
-	code, _, errs = run("replay", "--filter", "qht:mem=300MiB", "--workers", "2", "--window", "1h", "/nonexistent.pcap")
+	code, _, errs = run("replay", "--filter", "qht:mem=100MiB", "--workers", "2", "--window", "1h", "/nonexistent.pcap")
 	if code != ExitUsage || !strings.Contains(errs, "x 2 workers x 2 open windows") {
 		t.Errorf("windows: exit %d, stderr %q", code, errs)
 	}
@@ -162,6 +166,9 @@ func TestReplayRefusesFiltersTooBig(t *testing.T) {
 // any machine has (8TiB a worker), and is refused with its numbers rather
 // than dying of Go's fatal out of memory.
 func TestReplayRefusesFiltersTooBigForThisMachine(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("a 32-bit build takes at most 128MiB per filter: no spec it accepts is sure to exceed this machine's memory")
+	}
 	code, _, errs := run("replay", "--filter", "qht:mem=128GiB", "--workers", "1", "--window", "1s", "--lateness", "63s", pcapPath("small.pcap"))
 	if code != ExitUsage || !strings.Contains(errs, "(128GiB per filter x 1 workers x 64 open windows)") ||
 		!strings.Contains(errs, "in /proc/meminfo") {

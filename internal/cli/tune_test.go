@@ -160,7 +160,7 @@ func TestTuneReproducible(t *testing.T) {
 }
 
 func TestTuneUsageErrors(t *testing.T) {
-	withMemory(t, memoryBudget{machine: 1 << 30, machineFrom: "MemAvailable"})
+	withMemory(t, memoryBudget{machine: 256 << 20, machineFrom: "MemAvailable"})
 	file := pcapPath("small.pcap")
 	for _, c := range []struct {
 		args []string
@@ -181,7 +181,7 @@ func TestTuneUsageErrors(t *testing.T) {
 		{[]string{file, "--mem", "64KiB", "--key", "mac"}, "--key"},
 		{[]string{file, "--mem", "64KiB", "--window", "1x"}, "duration"},
 		{[]string{"--sample", "zipf:n=ten", "--mem", "64KiB"}, "zipf"},
-		{[]string{file, "--mem", "2GiB", "--workers", "1"}, "more than the 1GiB this machine can give"},
+		{[]string{file, "--mem", "100MiB", "--workers", "3"}, "more than the 256MiB this machine can give"},
 	} {
 		code, _, errs := run(append([]string{"tune"}, c.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, c.says) {
