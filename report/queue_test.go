@@ -857,7 +857,7 @@ func TestSpoolKeepsObserver(t *testing.T) {
 	spool.Close()
 	old := genRecords(500, 5)
 	v1 := appendSpoolFileV1(nil, "fake://dest", &Batch{ID: 42, Records: old}, nil, false)
-	if err := os.WriteFile(filepath.Join(dir, destDirName("fake://dest"), fmt.Sprintf("%016x%s", firstSeq-1, spoolExt)), v1, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, destDirName("fake://dest"), fmt.Sprintf("%016x%s", uint64(firstSeq-1), spoolExt)), v1, 0o600); err != nil {
 		t.Fatal(err)
 	}
 
