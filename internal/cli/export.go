@@ -100,6 +100,9 @@ func (c *ExportConfig) check() error {
 			c.Observer = h
 		}
 	}
+	if len(c.Observer) > report.MaxObserverLen {
+		return usagef("--observer is %d bytes, at most %d", len(c.Observer), report.MaxObserverLen)
+	}
 	return nil
 }
 

@@ -368,3 +368,15 @@ func mustReadFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// An --observer longer than a spool file holds is a usage error before
+// anything starts.
+func TestObserverTooLong(t *testing.T) {
+	code, _, errs := run("replay", "--observer", strings.Repeat("r", 256), "--out", os.DevNull, pcapPath("small.pcap"))
+	if code != ExitUsage || !strings.Contains(errs, "--observer is 256 bytes, at most 255") {
+		t.Errorf("exit %d, stderr %q; want %d and the bound", code, errs, ExitUsage)
+	}
+	if code, _, errs := run("replay", "--observer", strings.Repeat("r", 255), "--out", os.DevNull, pcapPath("small.pcap")); code != ExitOK {
+		t.Errorf("255 bytes: exit %d, stderr %q", code, errs)
+	}
+}
