@@ -24,6 +24,7 @@ var (
 	malformedReasons = []string{"truncated", "bad_header", "too_many_headers", "corrupt_file"}
 	skippedReasons   = []string{"not_ip", "unsupported_link"}
 	droppedReasons   = []string{"ring_full", "kernel", "xdp_ring_full"}
+	lateReasons      = []string{"window_closed", "time_jump"}
 )
 
 // NewCollector returns a Prometheus collector of the pipeline counters that
@@ -37,6 +38,7 @@ var (
 //	flowdedup_malformed_total{reason}        corrupt frames and capture files
 //	flowdedup_skipped_total{reason}          frames without an IP key
 //	flowdedup_dropped_total{reason}          keys or frames lost (live capture)
+//	flowdedup_late_total{reason}             packets not keyed for their time (window_closed, time_jump)
 //	flowdedup_windows_closed_total           windows closed and summarised
 //	flowdedup_worker_keys_total{worker}      keys given to a shard's filter
 //	flowdedup_worker_distinct_total{worker}  keys a shard's filter reported unseen
@@ -69,6 +71,7 @@ var (
 	descMalformed      = newDesc("malformed_total", "Corrupt frames and capture files, by reason.", "reason")
 	descSkipped        = newDesc("skipped_total", "Well-formed frames without an IP flow key, by reason.", "reason")
 	descDropped        = newDesc("dropped_total", "Keys or frames lost before the filters, by reason.", "reason")
+	descLate           = newDesc("late_total", "Packets neither keyed nor reported for their time, by reason: window_closed (older than every open window, beyond --lateness), time_jump (a lone timestamp far ahead of its neighbours).", "reason")
 	descWindows        = newDesc("windows_closed_total", "Windows closed and summarised.")
 	descWorkerKeys     = newDesc("worker_keys_total", "Flow keys given to a worker's filter shard.", "worker")
 	descWorkerDistinct = newDesc("worker_distinct_total", "Flow keys a worker's filter shard reported unseen.", "worker")
@@ -78,7 +81,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPackets, descKeys, descPrefiltered, descDistinct, descMalformed, descSkipped,
-		descDropped, descWindows, descWorkerKeys, descWorkerDistinct, descRing, descFill} {
+		descDropped, descLate, descWindows, descWorkerKeys, descWorkerDistinct, descRing, descFill} {
 		ch <- d
 	}
 }
@@ -103,6 +106,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, n := range byReason(s.Dropped, s.DroppedBy, droppedReasons) {
 		counter(descDropped, n, reason)
+	}
+	for reason, n := range byReason(s.Late, s.LateBy, lateReasons) {
+		counter(descLate, n, reason)
 	}
 	counter(descWindows, s.Windows)
 	for i, w := range s.Workers {

@@ -30,6 +30,8 @@ func fakeStats() pipeline.Stats {
 		MalformedBy: map[string]uint64{"truncated": 4, "bad_header": 2},
 		SkippedBy:   map[string]uint64{"not_ip": 2},
 		DroppedBy:   map[string]uint64{"ring_full": 5},
+		Late:        7,
+		LateBy:      map[string]uint64{"window_closed": 6, "time_jump": 1},
 		Prefiltered: 2500,
 		Workers: []pipeline.WorkerStats{
 			{Keys: 7000, Distinct: 500, RingLen: 16, RingCap: 64, FillRatio: 0.25},
@@ -70,6 +72,10 @@ flowdedup_skipped_total{reason="unsupported_link"} 0
 flowdedup_dropped_total{reason="kernel"} 0
 flowdedup_dropped_total{reason="ring_full"} 5
 flowdedup_dropped_total{reason="xdp_ring_full"} 0
+# HELP flowdedup_late_total Packets neither keyed nor reported for their time, by reason: window_closed (older than every open window, beyond --lateness), time_jump (a lone timestamp far ahead of its neighbours).
+# TYPE flowdedup_late_total counter
+flowdedup_late_total{reason="time_jump"} 1
+flowdedup_late_total{reason="window_closed"} 6
 # HELP flowdedup_windows_closed_total Windows closed and summarised.
 # TYPE flowdedup_windows_closed_total counter
 flowdedup_windows_closed_total 3
@@ -124,8 +130,8 @@ flowdedup_packets_total `+itoa(n)+"\n"), "flowdedup_packets_total"); err != nil 
 	}
 	// Without workers, the run counters and the zeros of the usual
 	// reasons are exported.
-	if n := testutil.CollectAndCount(c); n != 5+4+2+3 {
-		t.Errorf("%d metrics from empty Stats, want 5 counters and 4+2+3 reasons", n)
+	if n := testutil.CollectAndCount(c); n != 5+4+2+3+2 {
+		t.Errorf("%d metrics from empty Stats, want 5 counters and 4+2+3+2 reasons", n)
 	}
 	if n := testutil.CollectAndCount(c, "flowdedup_worker_keys_total"); n != 0 {
 		t.Errorf("%d worker series without workers, want 0", n)
