@@ -66,7 +66,11 @@
 //     attempt's outcome is unknown (it may have landed). It keeps its
 //     observer (Batch.Observer, the Reporter's Config.Observer) likewise,
 //     so a batch spooled by one run and sent by the next, after
-//     --observer changed, is stored and looked for under the first.
+//     --observer changed, is stored and looked for under the first; and
+//     its observation domain (Batch.Domain, the Queue's
+//     QueueConfig.Domain, which report/export sets to
+//     --observation-domain for IPFIX), so an IPFIX collector files it
+//     under the domain of the run that saw it.
 //   - Retry: a transient error (any error not wrapping ErrRejected) is
 //     retried after a backoff that doubles from RetryMin (100 ms) to
 //     RetryMax (30 s), less a random part of up to half ("equal jitter").
@@ -129,7 +133,8 @@
 //	0          8     magic "FDDSPOOL"
 //	8          2     version, 2
 //	10         1     type: 1 a batch of records, 2 a window summary
-//	11         1     flags: bit 0 attempted (sent before, outcome unknown)
+//	11         1     flags: bit 0 attempted (sent before, outcome
+//	                 unknown); bit 1 the domain is there (P = 4)
 //	12         8     batch ID; 0 for a summary
 //	20         4     records in the batch; 0 for a summary
 //	24         4     payload length L
@@ -138,16 +143,22 @@
 //	30+D       1     observer length O (at most 255); 0 for a summary
 //	31+D       O     observer: the --observer of the run that made the
 //	                 batch, so that a later run sends it under that name
-//	31+D+O     L     payload: a batch's records, 68 bytes each (the key's
+//	31+D+O     P     with flag bit 1 (P = 4, else 0): the IPFIX
+//	                 observation domain ID of the run that made the batch;
+//	                 a flag, since 0 is a domain too
+//	31+D+O+P   L     payload: a batch's records, 68 bytes each (the key's
 //	                 40-byte binary form, flow.Key.AppendBinary, then
 //	                 TimeNs, WindowNs, WindowEndNs as 8-byte two's
 //	                 complement and Worker in 4 bytes), or a summary's JSON
 //	                 line (which holds its observer)
-//	31+D+O+L   4     CRC-32C (Castagnoli) of all the bytes before it
+//	31+D+O+P+L 4     CRC-32C (Castagnoli) of all the bytes before it
 //
 // Version 1 files (flowdedup before batches carried their observer) are
-// still read: the same without the observer length and observer, their
-// batches sent under the observer of the run that sends them.
+// still read: the same without the observer length, observer and domain,
+// their batches sent under the observer and domain of the run that sends
+// them. A version 2 batch without the domain (flag bit 1 clear: its Queue
+// had no QueueConfig.Domain, as a clickhouse:// destination's) goes out
+// under the domain of the run that sends it, which only IPFIX uses.
 //
 // A file whose destination is not its directory's, or that is truncated,
 // fails its checksum, has an unknown version or holds a key that is not

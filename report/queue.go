@@ -98,6 +98,11 @@ type QueueConfig struct {
 	// Spool, when not nil, keeps batches on disk while the destination
 	// fails, across restarts (--spool).
 	Spool *Spool
+	// Domain is the observation domain of the run (--observation-domain)
+	// that the Queue gives the records of a batch without one
+	// (Batch.Domain), so that they keep it through the spool into a later
+	// run. The zero Domain leaves such batches without one.
+	Domain Domain
 	// DrainTimeout bounds how long Close tries to deliver what is queued.
 	DrainTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between attempts.
@@ -139,9 +144,9 @@ type QueueStats struct {
 // Records are gathered into batches of BatchSize, each given to the
 // destination when it is full or BatchAge old, followed by a Flush; a
 // summary goes after the records before it. Batches carry IDs, a random
-// base per Queue plus a sequence, and the observer of their records
-// (Batch.Observer), which stay the same on every retry and through the
-// spool, into a later run.
+// base per Queue plus a sequence, and the observer and observation domain
+// of their records (Batch.Observer, Batch.Domain), which stay the same on
+// every retry and through the spool, into a later run.
 //
 // A transient error is retried, after a backoff from RetryMin doubling to
 // RetryMax, with Batch.Retry set; a batch the destination rejects
@@ -163,6 +168,7 @@ type Queue struct {
 	fill        []pipeline.Record // the batch being filled, nil when none
 	fillSince   time.Time
 	fillObs     string  // the observer of fill's records (Batch.Observer)
+	fillDom     Domain  // the observation domain of fill's records (Batch.Domain)
 	after       []*item // summaries given while fill was being filled: they follow its batch
 	ready       []*item // sealed, oldest first (ready[readyHead:])
 	readyHead   int
@@ -334,28 +340,33 @@ func (q *Queue) Stats() QueueStats {
 // are dropped and counted (queue_full, or spool_full when a spool is
 // full too), or, with QueueConfig.Wait and the destination up, waited
 // for room. b.ID and b.Retry are not used: the Queue makes its own
-// batches. b.Observer goes with the records into the Queue's batches,
-// and through the spool: records of another observer than the batch
-// being filled begin a new batch.
+// batches. b.Observer and b.Domain (QueueConfig.Domain when b has none)
+// go with the records into the Queue's batches, and through the spool:
+// records of another observer or domain than the batch being filled
+// begin a new batch.
 func (q *Queue) Records(b *Batch) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing {
 		return ErrQueueClosed
 	}
-	q.put(b.Records, b.Observer)
+	dom := b.Domain
+	if !dom.Valid {
+		dom = q.cfg.Domain
+	}
+	q.put(b.Records, b.Observer, dom)
 	return nil
 }
 
-// put copies recs, of the observer obs, into the batches being filled;
-// q.mu is held.
-func (q *Queue) put(recs []pipeline.Record, obs string) {
-	if q.fill != nil && len(recs) > 0 && obs != q.fillObs {
+// put copies recs, of the observer obs and the domain dom, into the
+// batches being filled; q.mu is held.
+func (q *Queue) put(recs []pipeline.Record, obs string, dom Domain) {
+	if q.fill != nil && len(recs) > 0 && (obs != q.fillObs || dom != q.fillDom) {
 		q.seal()
 	}
 	for len(recs) > 0 {
 		if q.fill == nil {
-			q.fillObs = obs
+			q.fillObs, q.fillDom = obs, dom
 			q.fill = q.getBuf()
 			for q.fill == nil && q.cfg.Wait && q.up.Load() {
 				q.room.Wait()
@@ -414,7 +425,7 @@ func (q *Queue) seal() {
 		return
 	}
 	it := q.newItem()
-	it.batch = Batch{ID: q.base + q.seq, Records: q.fill, Observer: q.fillObs}
+	it.batch = Batch{ID: q.base + q.seq, Records: q.fill, Observer: q.fillObs, Domain: q.fillDom}
 	it.pooled = true
 	q.seq++
 	q.fill = nil
@@ -657,7 +668,7 @@ func (q *Queue) next() *item {
 				it.sum = &s
 			} else {
 				q.spoolBuf = f.records[:0]
-				it.batch = Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer}
+				it.batch = Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer, Domain: f.domain}
 			}
 			return it
 		}

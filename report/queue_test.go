@@ -26,7 +26,7 @@ type fakeSink struct {
 	batches []Batch   // delivered batches, with copies of their records
 	order   []string  // "b<id>" and "w<start>" in delivery order
 	windows []Summary // delivered summaries
-	tries   []Batch   // every Records call: ID, Retry and Observer (no records)
+	tries   []Batch   // every Records call: ID, Retry, Observer and Domain (no records)
 	calls   []time.Time
 	flushes int
 	closes  int
@@ -52,7 +52,7 @@ func (s *fakeSink) enter(op string, b *Batch) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, time.Now())
 	if b != nil {
-		s.tries = append(s.tries, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer})
+		s.tries = append(s.tries, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain})
 	}
 	fail := s.fail
 	s.mu.Unlock()
@@ -68,7 +68,7 @@ func (s *fakeSink) Records(b *Batch) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batches = append(s.batches, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Records: slices.Clone(b.Records)})
+	s.batches = append(s.batches, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain, Records: slices.Clone(b.Records)})
 	s.order = append(s.order, fmt.Sprintf("b%d", b.ID))
 	return nil
 }
@@ -815,19 +815,70 @@ func TestQueueBatchPerObserver(t *testing.T) {
 	}
 }
 
+// TestQueueBatchPerDomain: a batch holds the records of one observation
+// domain: a batch given with one (Batch.Domain) keeps it, one without
+// takes QueueConfig.Domain, domain 0 is a domain (not "none"), and
+// records of another domain begin a batch. Without QueueConfig.Domain,
+// batches without one stay without.
+func TestQueueBatchPerDomain(t *testing.T) {
+	sink := &fakeSink{}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 25, BatchAge: time.Hour, Domain: Domain{ID: 9, Valid: true}})
+	all := genRecords(0, 70)
+	for _, part := range []struct {
+		from, to int
+		domain   Domain
+	}{
+		{0, 10, Domain{}}, {10, 20, Domain{ID: 9, Valid: true}}, // the Queue's, both
+		{20, 30, Domain{ID: 7, Valid: true}},
+		{30, 40, Domain{ID: 0, Valid: true}},
+		{40, 70, Domain{}},
+	} {
+		if err := q.Records(&Batch{Records: all[part.from:part.to], Domain: part.domain}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Close()
+	batches, _, _ := sink.snapshot()
+	var got []string
+	for _, b := range batches {
+		got = append(got, fmt.Sprintf("%v/%d:%d", b.Domain.Valid, b.Domain.ID, len(b.Records)))
+	}
+	if want := []string{"true/9:20", "true/7:10", "true/0:10", "true/9:25", "true/9:5"}; !slices.Equal(got, want) {
+		t.Errorf("batches (valid/domain:records) %v, want %v", got, want)
+	}
+	if !slices.Equal(sink.records(), all) {
+		t.Errorf("records delivered out of order or not once each")
+	}
+
+	none := &fakeSink{}
+	q = newTestQueue(t, none, QueueConfig{BatchSize: 25, BatchAge: time.Hour})
+	for _, d := range []Domain{{}, {ID: 0, Valid: true}} {
+		if err := q.Records(&Batch{Records: genRecords(0, 5), Domain: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Close()
+	batches, _, _ = none.snapshot()
+	if len(batches) != 2 || batches[0].Domain != (Domain{}) || batches[1].Domain != (Domain{ID: 0, Valid: true}) {
+		t.Errorf("without QueueConfig.Domain: batches %+v, want one without a domain, then one of domain 0", batches)
+	}
+}
+
 // TestSpoolKeepsObserver: the batches a run spools keep its observer
-// (the Reporter's Config.Observer) into a later run with another
-// --observer, which sends them under the first run's name, then its own
-// records under its own. A version 1 file, left by a flowdedup before
-// batches carried their observer, goes first, as it was written first,
-// without an observer: the destination's own.
+// (the Reporter's Config.Observer) and observation domain (the Queue's
+// QueueConfig.Domain) into a later run with another --observer and
+// --observation-domain, which sends them under the first run's name and
+// domain, then its own records under its own. A version 1 file, left by a
+// flowdedup before batches carried their observer, goes first, as it was
+// written first, without an observer or domain: the destination's own.
 func TestSpoolKeepsObserver(t *testing.T) {
 	dir := t.TempDir()
 	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
 	spool := openSpool(t, dir, 1<<30)
 	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
-	run := func(sink *fakeSink, observer string, recs []pipeline.Record) {
+	run := func(sink *fakeSink, observer string, domain uint32, recs []pipeline.Record) {
 		t.Helper()
+		cfg.Domain = Domain{ID: domain, Valid: true}
 		q := newTestQueue(t, sink, cfg)
 		r, err := New(Config{Kind: flow.Key5Tuple, Observer: observer, Exports: []*Queue{q}})
 		if err != nil {
@@ -843,14 +894,14 @@ func TestSpoolKeepsObserver(t *testing.T) {
 		}
 	}
 	first := genRecords(0, 60)
-	run(down, "edge-fra1", first)
+	run(down, "edge-fra1", 7, first)
 	if n := len(spoolFiles(t, dir)); n != 3 {
 		t.Fatalf("%d spool files, want the 3 batches of the first run", n)
 	}
 	down.mu.Lock()
 	for _, b := range down.tries {
-		if b.Observer != "edge-fra1" {
-			t.Errorf("first run tried batch %d with observer %q, want edge-fra1", b.ID, b.Observer)
+		if b.Observer != "edge-fra1" || b.Domain != (Domain{ID: 7, Valid: true}) {
+			t.Errorf("first run tried batch %d with observer %q, domain %+v; want edge-fra1, 7", b.ID, b.Observer, b.Domain)
 		}
 	}
 	down.mu.Unlock()
@@ -867,31 +918,34 @@ func TestSpoolKeepsObserver(t *testing.T) {
 	defer spool.Close()
 	cfg.Spool = spool
 	second := genRecords(1000, 30)
-	run(up, "edge-fra2", second)
+	run(up, "edge-fra2", 9, second)
 
 	type obsRec struct {
 		observer string
+		domain   Domain
 		rec      pipeline.Record
 	}
 	var want, got []obsRec
 	for _, part := range []struct {
 		observer string
+		domain   Domain
 		recs     []pipeline.Record
-	}{{"", old}, {"edge-fra1", first}, {"edge-fra2", second}} {
+	}{{"", Domain{}, old}, {"edge-fra1", Domain{ID: 7, Valid: true}, first}, {"edge-fra2", Domain{ID: 9, Valid: true}, second}} {
 		for _, r := range part.recs {
-			want = append(want, obsRec{part.observer, r})
+			want = append(want, obsRec{part.observer, part.domain, r})
 		}
 	}
 	batches, _, _ := up.snapshot()
 	for _, b := range batches {
 		for _, r := range b.Records {
-			got = append(got, obsRec{b.Observer, r})
+			got = append(got, obsRec{b.Observer, b.Domain, r})
 		}
 	}
 	if !slices.Equal(got, want) {
 		for i := range min(len(got), len(want)) {
 			if got[i] != want[i] {
-				t.Fatalf("%d records delivered, want %d; record %d under observer %q, want %q", len(got), len(want), i, got[i].observer, want[i].observer)
+				t.Fatalf("%d records delivered, want %d; record %d under observer %q, domain %+v; want %q, %+v",
+					len(got), len(want), i, got[i].observer, got[i].domain, want[i].observer, want[i].domain)
 			}
 		}
 		t.Fatalf("%d records delivered, want %d", len(got), len(want))

@@ -63,6 +63,31 @@ type Batch struct {
 	// batches spooled by a flowdedup that did not record one. At most
 	// MaxObserverLen bytes.
 	Observer string
+	// Domain is the IPFIX observation domain ID (--observation-domain) of
+	// the run that produced the records, which goes with them through the
+	// spool likewise: a batch spooled by one run and sent by a later one
+	// with another --observation-domain still goes out under the domain it
+	// was seen in. Not Valid means the destination's own (its configured
+	// domain), as for batches spooled by a flowdedup that did not record
+	// one. Queue fills it from QueueConfig.Domain.
+	Domain Domain
+}
+
+// A Domain is an IPFIX observation domain ID (RFC 7011 section 3.1) that
+// may be unknown. Every uint32 is a domain, 0 included, so whether ID is
+// known is a field of its own: the zero Domain is "unknown", and
+// Domain{ID: 0, Valid: true} is domain 0.
+type Domain struct {
+	ID    uint32
+	Valid bool // ID is the domain; false: unknown
+}
+
+// Or returns d's ID when d is Valid, else def.
+func (d Domain) Or(def uint32) uint32 {
+	if d.Valid {
+		return d.ID
+	}
+	return def
 }
 
 // MaxObserverLen bounds an observer's name (Config.Observer,

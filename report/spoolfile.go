@@ -19,8 +19,9 @@ import (
 //	8          2     version, 2
 //	10         1     type: 1 a batch of records, 2 a window summary
 //	11         1     flags: bit 0 "attempted": given to the destination
-//	                 before with an unknown outcome (Batch.Retry); other
-//	                 bits zero
+//	                 before with an unknown outcome (Batch.Retry); bit 1
+//	                 "domain": the observation domain follows the
+//	                 observer (never set for a summary); other bits zero
 //	12         8     batch ID (Batch.ID); 0 for a summary
 //	20         4     records in the batch; 0 for a summary
 //	24         4     payload length L
@@ -30,14 +31,21 @@ import (
 //	                 summary, whose payload holds its observer
 //	31+D       O     observer (Batch.Observer): the --observer of the run
 //	                 that produced the batch; empty for the sender's own
-//	31+D+O     L     payload
-//	31+D+O+L   4     CRC-32C (Castagnoli) of bytes [0, 31+D+O+L)
+//	31+D+O     P     P = 4 with flag bit 1, else 0: the IPFIX observation
+//	                 domain ID (Batch.Domain.ID) of the run that produced
+//	                 the batch; without it, the sender's own
+//	31+D+O+P   L     payload
+//	31+D+O+P+L 4     CRC-32C (Castagnoli) of bytes [0, 31+D+O+P+L)
+//
+// A flag says whether the domain is there because every uint32 is a
+// domain, 0 included: a batch without one (Batch.Domain not Valid) and one
+// of domain 0 are different files.
 //
 // Version 1, written before batches carried their observer, is the same
-// without the observer length and observer: the payload at 30+D and the
-// CRC-32C of bytes [0, 30+D+L) after it. It is still read, as a batch
-// without an observer (the sender's own). The first 30 bytes mean the
-// same in both versions.
+// without the observer length, observer and domain (flag bit 1 is never
+// set): the payload at 30+D and the CRC-32C of bytes [0, 30+D+L) after
+// it. It is still read, as a batch without an observer or domain (the
+// sender's own). The first 30 bytes mean the same in both versions.
 //
 // A batch's payload is its records, 68 bytes each: the key's binary form
 // (flow.KeySize, 40 bytes, flow.Key.AppendBinary), then TimeNs, WindowNs
@@ -53,14 +61,16 @@ const (
 	spoolRecordLen  = flow.KeySize + 8 + 8 + 8 + 4
 	spoolTypeBatch  = 1
 	spoolTypeWindow = 2
-	spoolAttempted  = 1
+	spoolAttempted  = 1 // flags bit 0
+	spoolHasDomain  = 2 // flags bit 1, version 2
+	spoolDomainLen  = 4
 
 	// maxSpoolRecords bounds the records of one spool file, so that a
 	// corrupt count cannot make the reader allocate without bound; batches
 	// are far smaller (QueueConfig.BatchSize).
 	maxSpoolRecords = 1 << 22
 	// maxSpoolFile bounds a spool file's size likewise.
-	maxSpoolFile = spoolHeaderLen + 1<<16 + 1 + MaxObserverLen + maxSpoolRecords*spoolRecordLen + spoolCRCLen
+	maxSpoolFile = spoolHeaderLen + 1<<16 + 1 + MaxObserverLen + spoolDomainLen + maxSpoolRecords*spoolRecordLen + spoolCRCLen
 )
 
 // ErrSpoolCorrupt is wrapped by the error of a spool file that cannot be
@@ -85,6 +95,9 @@ func appendSpoolFile(buf []byte, dest string, b *Batch, s *Summary, attempted bo
 	if attempted {
 		flags |= spoolAttempted
 	}
+	if s == nil && b.Domain.Valid {
+		flags |= spoolHasDomain
+	}
 	buf = append(buf, typ, flags)
 	var id uint64
 	var count int
@@ -103,6 +116,9 @@ func appendSpoolFile(buf []byte, dest string, b *Batch, s *Summary, attempted bo
 	}
 	buf = append(buf, byte(len(observer)))
 	buf = append(buf, observer...)
+	if flags&spoolHasDomain != 0 {
+		buf = binary.BigEndian.AppendUint32(buf, b.Domain.ID)
+	}
 	payload := len(buf)
 	if s == nil {
 		for i := range b.Records {
@@ -127,6 +143,7 @@ type spoolFile struct {
 	attempted bool
 	id        uint64
 	observer  string            // a batch's; empty for the sender's own (and in version 1)
+	domain    Domain            // a batch's; not Valid for the sender's own (and in version 1)
 	records   []pipeline.Record // a batch's, in the buffer given to decodeSpoolFile
 	sum       Summary           // a summary's
 }
@@ -162,22 +179,31 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 	if typ != spoolTypeBatch && typ != spoolTypeWindow {
 		return corrupt("unknown type %d", typ)
 	}
-	if flags&^spoolAttempted != 0 {
-		return corrupt("unknown flags %#x", flags)
+	known := byte(spoolAttempted)
+	if version == spoolVersion {
+		known |= spoolHasDomain
+	}
+	if flags&^known != 0 {
+		return corrupt("unknown flags %#x in version %d", flags, version)
 	}
 	id := binary.BigEndian.Uint64(data[12:])
 	count := uint64(binary.BigEndian.Uint32(data[20:]))
 	payloadLen := uint64(binary.BigEndian.Uint32(data[24:]))
 	destLen := uint64(binary.BigEndian.Uint16(data[28:]))
-	// at: where the payload begins; for version 2, after the observer.
+	// at: where the payload begins; for version 2, after the observer
+	// and the domain.
 	at := spoolHeaderLen + destLen
-	var obsLen uint64
+	var obsAt, obsLen, domLen uint64
 	if version == spoolVersion {
 		if uint64(len(data)) < at+1+spoolCRCLen {
 			return corrupt("%d bytes, shorter than a header with a destination of %d", len(data), destLen)
 		}
 		obsLen = uint64(data[at])
-		at += 1 + obsLen
+		obsAt = at + 1
+		if flags&spoolHasDomain != 0 {
+			domLen = spoolDomainLen
+		}
+		at = obsAt + obsLen + domLen
 	}
 	if want := at + payloadLen + spoolCRCLen; uint64(len(data)) != want {
 		return corrupt("%d bytes, the header says %d", len(data), want)
@@ -192,8 +218,8 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 	payload := data[at:body]
 	*f = spoolFile{summary: typ == spoolTypeWindow, attempted: flags&spoolAttempted != 0, id: id}
 	if f.summary {
-		if count != 0 || id != 0 || obsLen != 0 {
-			return corrupt("a summary with a record count, batch ID or observer")
+		if count != 0 || id != 0 || obsLen != 0 || domLen != 0 {
+			return corrupt("a summary with a record count, batch ID, observer or domain")
 		}
 		if err := parseSummary(payload, &f.sum); err != nil {
 			return corrupt("summary: %v", err)
@@ -204,7 +230,10 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 		return corrupt("%d records in %d bytes", count, payloadLen)
 	}
 	if obsLen > 0 {
-		f.observer = string(data[at-obsLen : at])
+		f.observer = string(data[obsAt : obsAt+obsLen])
+	}
+	if domLen > 0 {
+		f.domain = Domain{ID: binary.BigEndian.Uint32(data[obsAt+obsLen:]), Valid: true}
 	}
 	recs = recs[:0]
 	for p := payload; len(p) > 0; p = p[spoolRecordLen:] {

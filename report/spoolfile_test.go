@@ -23,24 +23,50 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 	}
 	recs = append(recs, genRecords(0, 3)...)
 	recs[0].TimeNs, recs[1].WindowNs = -5, -1<<62 // any int64 goes through
+	// No domain, domain 0 (a domain like any other, not "none"), the
+	// largest.
+	domains := []Domain{{}, {ID: 0, Valid: true}, {ID: 7, Valid: true}, {ID: 1<<32 - 1, Valid: true}}
 	for _, observer := range []string{"", "edge-fra1", strings.Repeat("o", MaxObserverLen)} {
-		b := Batch{ID: 1<<63 + 5, Records: recs, Observer: observer}
-		for _, attempted := range []bool{false, true} {
-			data := appendSpoolFile([]byte("junk before"), "ipfix://[::1]:4739", &b, nil, attempted)[len("junk before"):]
-			// The header, the destination, the observer with its length
-			// byte, the records, the checksum.
-			if want := spoolHeaderLen + len("ipfix://[::1]:4739") + 1 + len(observer) + len(recs)*spoolRecordLen + spoolCRCLen; len(data) != want {
-				t.Errorf("%d bytes, want %d", len(data), want)
-			}
-			if v := binary.BigEndian.Uint16(data[8:]); v != 2 {
-				t.Errorf("written as version %d, want 2", v)
-			}
-			var f spoolFile
-			if err := decodeSpoolFile(data, "ipfix://[::1]:4739", nil, &f); err != nil {
-				t.Fatal(err)
-			}
-			if f.summary || f.id != b.ID || f.attempted != attempted || f.observer != observer || !slices.Equal(f.records, recs) {
-				t.Errorf("observer %q: read back %+v", observer, f)
+		for _, dom := range domains {
+			b := Batch{ID: 1<<63 + 5, Records: recs, Observer: observer, Domain: dom}
+			for _, attempted := range []bool{false, true} {
+				data := appendSpoolFile([]byte("junk before"), "ipfix://[::1]:4739", &b, nil, attempted)[len("junk before"):]
+				// The header, the destination, the observer with its
+				// length byte, the domain when there is one, the
+				// records, the checksum.
+				domLen := 0
+				if dom.Valid {
+					domLen = 4
+				}
+				if want := spoolHeaderLen + len("ipfix://[::1]:4739") + 1 + len(observer) + domLen + len(recs)*spoolRecordLen + spoolCRCLen; len(data) != want {
+					t.Errorf("%d bytes, want %d", len(data), want)
+				}
+				if v := binary.BigEndian.Uint16(data[8:]); v != 2 {
+					t.Errorf("written as version %d, want 2", v)
+				}
+				// The flags byte as documented: bit 0 attempted, bit 1
+				// domain; the domain big-endian after the observer.
+				wantFlags := byte(0)
+				if attempted {
+					wantFlags |= 1
+				}
+				if dom.Valid {
+					wantFlags |= 2
+					at := 30 + len("ipfix://[::1]:4739") + 1 + len(observer)
+					if got := binary.BigEndian.Uint32(data[at:]); got != dom.ID {
+						t.Errorf("domain %d written as %d", dom.ID, got)
+					}
+				}
+				if data[11] != wantFlags {
+					t.Errorf("flags %#x, want %#x", data[11], wantFlags)
+				}
+				var f spoolFile
+				if err := decodeSpoolFile(data, "ipfix://[::1]:4739", nil, &f); err != nil {
+					t.Fatal(err)
+				}
+				if f.summary || f.id != b.ID || f.attempted != attempted || f.observer != observer || f.domain != dom || !slices.Equal(f.records, recs) {
+					t.Errorf("observer %q, domain %+v: read back %+v", observer, dom, f)
+				}
 			}
 		}
 	}
@@ -111,7 +137,7 @@ func TestSpoolFileVersion1(t *testing.T) {
 		if err := decodeSpoolFile(data, "clickhouse://ch:8123/db", nil, &f); err != nil {
 			t.Fatal(err)
 		}
-		if f.summary || f.id != 77 || f.attempted != attempted || f.observer != "" || !slices.Equal(f.records, recs) {
+		if f.summary || f.id != 77 || f.attempted != attempted || f.observer != "" || f.domain.Valid || !slices.Equal(f.records, recs) {
 			t.Errorf("version 1 batch read back %+v", f)
 		}
 		if sum, n, ok := spoolHeader(data); !ok || sum || n != len(recs) {
@@ -133,8 +159,34 @@ func TestSpoolFileVersion1(t *testing.T) {
 		var f spoolFile
 		if err := decodeSpoolFile(data, "d", nil, &f); err != nil {
 			t.Errorf("%s: %v", name, err)
-		} else if f.summary != (want < 0) || (want >= 0 && (len(f.records) != want || f.id != 1<<40 || !f.attempted || f.observer != "")) {
+		} else if f.summary != (want < 0) || (want >= 0 && (len(f.records) != want || f.id != 1<<40 || !f.attempted || f.observer != "" || f.domain.Valid)) {
 			t.Errorf("%s read back %+v", name, f)
+		}
+	}
+}
+
+// TestSpoolFileVersion2Corpus: the version 2 files of the fuzz corpus,
+// bytes fixed in the repository, read as they were written: a batch with
+// an observer and no domain (the sender's own), and one with an observer
+// and domain 7, whose 4 bytes follow the observer.
+func TestSpoolFileVersion2Corpus(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		id        uint64
+		attempted bool
+		domain    Domain
+	}{
+		{"version2-batch-observer", 5, false, Domain{}},
+		{"version2-batch-domain", 1 << 40, true, Domain{ID: 7, Valid: true}},
+	} {
+		data := readCorpusFile(t, "testdata/fuzz/FuzzSpoolFile/"+c.name)
+		var f spoolFile
+		if err := decodeSpoolFile(data, "d", nil, &f); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if f.summary || len(f.records) != 2 || f.id != c.id || f.attempted != c.attempted || f.observer != "edge-fra1" || f.domain != c.domain {
+			t.Errorf("%s read back %+v, want batch %d of 2 records, attempted %v, observer edge-fra1, domain %+v", c.name, f, c.id, c.attempted, c.domain)
 		}
 	}
 }
@@ -162,6 +214,9 @@ func readCorpusFile(t *testing.T, path string) []byte {
 func TestSpoolFileDefects(t *testing.T) {
 	good := appendSpoolFile(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2), Observer: "r1"}, nil, false)
 	const obsAt, payload = 31, 34 // the observer's length byte, the first record
+	// The same with domain 7: the domain at 34, the first record at 38.
+	withDom := appendSpoolFile(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2), Observer: "r1", Domain: Domain{ID: 7, Valid: true}}, nil, false)
+	const domAt = 34
 	goodV1 := appendSpoolFileV1(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2)}, nil, false)
 	sum := appendSpoolFile(nil, "d", nil, &fullSummary, false)
 	reseal := func(b []byte) []byte {
@@ -177,7 +232,8 @@ func TestSpoolFileDefects(t *testing.T) {
 		"version 0":   edit(func(b []byte) []byte { b[9] = 0; return reseal(b) }),
 		"version 3":   edit(func(b []byte) []byte { b[9] = 3; return reseal(b) }),
 		"type":        edit(func(b []byte) []byte { b[10] = 3; return reseal(b) }),
-		"flags":       edit(func(b []byte) []byte { b[11] = 2; return reseal(b) }),
+		"flags":       edit(func(b []byte) []byte { b[11] = 4; return reseal(b) }),
+		"flags 0x80":  edit(func(b []byte) []byte { b[11] = 0x80; return reseal(b) }),
 		"count":       edit(func(b []byte) []byte { b[23] = 3; return reseal(b) }),
 		"length":      edit(func(b []byte) []byte { b[27]++; return reseal(b) }),
 		"truncated":   good[:len(good)-1],
@@ -207,6 +263,25 @@ func TestSpoolFileDefects(t *testing.T) {
 		// lengths do not add up.
 		"version 2 as 1": edit(func(b []byte) []byte { b[9] = 1; return reseal(b) }),
 		"version 1 as 2": func() []byte { b := bytes.Clone(goodV1); b[9] = 2; return reseal(b) }(),
+		// The domain flag without the domain's 4 bytes, and the domain's
+		// bytes without the flag: the lengths do not add up.
+		"domain flag, no domain": edit(func(b []byte) []byte { b[11] |= spoolHasDomain; return reseal(b) }),
+		"domain, no flag":        func() []byte { b := bytes.Clone(withDom); b[11] &^= spoolHasDomain; return reseal(b) }(),
+		// Version 1 has no domain: the flag is unknown there, even with
+		// 4 bytes where a domain would be.
+		"version 1 with domain flag": func() []byte {
+			b := slices.Concat(goodV1[:30+1], []byte{0, 0, 0, 7}, goodV1[30+1:])
+			b[11] |= spoolHasDomain
+			binary.BigEndian.PutUint32(b[24:], binary.BigEndian.Uint32(b[24:])+4)
+			return reseal(b)
+		}(),
+		// A summary's domain is no field of a summary.
+		"summary with domain": func() []byte {
+			b := slices.Concat(sum[:obsAt+1], []byte{0, 0, 0, 7}, sum[obsAt+1:])
+			b[11] |= spoolHasDomain
+			return reseal(b)
+		}(),
+		"domain truncated": func() []byte { return reseal(slices.Concat(withDom[:domAt+2], withDom[domAt+4:])) }(),
 	} {
 		var f spoolFile
 		if err := decodeSpoolFile(data, "d", nil, &f); !errors.Is(err, ErrSpoolCorrupt) {
@@ -214,11 +289,14 @@ func TestSpoolFileDefects(t *testing.T) {
 		}
 	}
 	// The files the defects were made from are good.
-	for name, data := range map[string][]byte{"good": good, "good v1": goodV1, "summary": sum} {
+	for name, data := range map[string][]byte{"good": good, "good v1": goodV1, "summary": sum, "with domain": withDom} {
 		var f spoolFile
 		if err := decodeSpoolFile(data, "d", nil, &f); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	if withDom[domAt+3] != 7 || withDom[11] != spoolHasDomain {
+		t.Errorf("the test's file with domain 7 has flags %#x and %x at %d", withDom[11], withDom[domAt:domAt+4], domAt)
 	}
 }
 
@@ -232,6 +310,8 @@ func FuzzSpoolFile(f *testing.F) {
 	f.Add(appendSpoolFile(nil, "d", nil, &fullSummary, false))
 	f.Add(appendSpoolFile(nil, "d", &Batch{}, nil, false))
 	f.Add(appendSpoolFile(nil, "d", &Batch{ID: 3, Records: genRecords(5, 2), Observer: "edge-fra1"}, nil, true))
+	f.Add(appendSpoolFile(nil, "d", &Batch{ID: 4, Records: genRecords(7, 2), Observer: "edge-fra1", Domain: Domain{ID: 7, Valid: true}}, nil, true))
+	f.Add(appendSpoolFile(nil, "d", &Batch{ID: 5, Records: genRecords(9, 1), Domain: Domain{Valid: true}}, nil, false))
 	f.Add(appendSpoolFileV1(nil, "d", &Batch{ID: 9, Records: genRecords(0, 2)}, nil, true))
 	f.Add(appendSpoolFileV1(nil, "d", nil, &fullSummary, false))
 	f.Add([]byte(spoolMagic))
@@ -258,21 +338,21 @@ func checkSpoolFile(t *testing.T, data []byte) {
 			return
 		}
 		if !sf.summary {
-			b := &Batch{ID: sf.id, Records: sf.records, Observer: sf.observer}
+			b := &Batch{ID: sf.id, Records: sf.records, Observer: sf.observer, Domain: sf.domain}
 			again := appendSpoolFile(nil, "d", b, nil, sf.attempted)
 			if binary.BigEndian.Uint16(data[8:]) == 1 {
 				// A version 1 file: it has no observer, is the hand-built
 				// encoding of what it decoded to, and reads the same once
 				// written again (as version 2).
-				if sf.observer != "" {
-					t.Fatalf("version 1 file read with observer %q", sf.observer)
+				if sf.observer != "" || sf.domain.Valid {
+					t.Fatalf("version 1 file read with observer %q, domain %+v", sf.observer, sf.domain)
 				}
 				if v1 := appendSpoolFileV1(nil, "d", b, nil, sf.attempted); !bytes.Equal(v1, data) {
 					t.Fatalf("version 1 decoded and encoded again:\n%x\nwant\n%x", v1, data)
 				}
 				var back spoolFile
 				if err := decodeSpoolFile(again, "d", nil, &back); err != nil || back.summary || back.id != sf.id ||
-					back.attempted != sf.attempted || back.observer != "" || !slices.Equal(back.records, sf.records) {
+					back.attempted != sf.attempted || back.observer != "" || back.domain.Valid || !slices.Equal(back.records, sf.records) {
 					t.Fatalf("version 1 batch written as version 2 reads back %+v, %v; want %+v", back, err, sf)
 				}
 				return
