@@ -19,7 +19,11 @@
 // Each scheme also chooses its batching: IPFIX takes small batches
 // (report.DefaultBatchSize, report.DefaultBatchAge), so that records reach
 // the collector within a second; ClickHouse large ones (65536 rows, at
-// most every 2 s), as it asks for few, large inserts. A destination is named in summaries,
+// most every 2 s), as it asks for few, large inserts. An IPFIX Queue
+// gives its batches the run's Options.ObservationDomain
+// (report.QueueConfig.Domain), so that a batch spooled by one run goes out
+// under that run's domain when a later run, with another
+// --observation-domain, sends it. A destination is named in summaries,
 // metrics, notices and the spool by [Dest]: its URL without credentials,
 // query or fragment.
 //

@@ -25,8 +25,11 @@ type Options struct {
 	// Observer names this observation point (--observer), for the
 	// destinations that store it with each record.
 	Observer string
-	// ObservationDomain is the IPFIX observation domain ID of every
-	// message (--observation-domain).
+	// ObservationDomain is the IPFIX observation domain ID
+	// (--observation-domain) of this run's records: an IPFIX
+	// destination's Queue gives it to every batch
+	// (report.QueueConfig.Domain), so that the batches it spools keep it,
+	// and batches spooled by an earlier run go out under that run's.
 	ObservationDomain uint32
 	// Spool, when not nil, keeps what a destination cannot take yet on
 	// disk (--spool, --spool-max).
@@ -199,8 +202,9 @@ func openIPFIX(raw string, o *Options) (report.Sink, report.QueueConfig, error) 
 		return nil, report.QueueConfig{}, err
 	}
 	// The report defaults: batches of 1024 records (about 15 messages on a
-	// 1500-byte path), out within a second.
-	return e, report.QueueConfig{}, nil
+	// 1500-byte path), out within a second. The batches carry this run's
+	// domain, through the spool.
+	return e, report.QueueConfig{Domain: report.Domain{ID: o.ObservationDomain, Valid: true}}, nil
 }
 
 // ClickHouse batching: ClickHouse asks for inserts of 1,000 to 100,000

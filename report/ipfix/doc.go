@@ -25,10 +25,26 @@
 // IP and UDP headers (512-byte packets when unknown, RFC 7011 section
 // 10.3.3); on TCP messages are up to 65535 bytes. Config.MessageSize
 // overrides both. Flush, Window and Close send messages that are not full.
-// The header carries the observation domain (Config.ObservationDomain), the
-// export time, and the sequence number: the data records sent before it in
-// the transport session (RFC 7011 section 3.1), so that a collector counts
-// what UDP lost (nfcapd does: "Sequence Errors").
+// The header carries the observation domain, the export time, and the
+// sequence number: the data records of that domain sent before it in the
+// transport session (RFC 7011 section 3.1), so that a collector counts what
+// UDP lost (nfcapd does: "Sequence Errors").
+//
+// # Observation domains
+//
+// The domain of a batch's messages is the batch's own
+// (report.Batch.Domain: the --observation-domain of the run that saw its
+// records, kept by the spool when a later run sends it), else
+// Config.ObservationDomain. A collector keys what it receives by exporter
+// and domain (nfcapd makes each pair an exporter of its own), and RFC 7011
+// scopes sequence numbers (section 3.1) and template IDs (section 3.4.1) to
+// the transport session and the domain. So each domain has its own
+// messages, its own sequence number, counting its data records from 0 on
+// each session, and its own templates: the first message of a template's
+// records in a domain carries the template, on TCP and UDP alike, whatever
+// other domains sent before; UDP refresh and the resend after an ICMP port
+// unreachable apply per domain too. Records of one batch are in one
+// domain; a Flush sends the messages of every domain.
 //
 // A template goes out in the same message as the first records that use it
 // on a transport session, so a message never arrives before its template. On

@@ -89,8 +89,11 @@ type Config struct {
 	// Kind is the key kind of every record (--key). A record of another
 	// kind is rejected (report.ErrRejected).
 	Kind flow.KeyKind
-	// ObservationDomain is the observation domain ID of every message
-	// header, which tells a collector's records of many routers apart.
+	// ObservationDomain is the observation domain ID in the message
+	// headers of the records of a batch without one of its own
+	// (report.Batch.Domain), which tells a collector's records of many
+	// routers apart. A batch with its own (spooled by a run with another
+	// --observation-domain) goes out in messages of that domain.
 	ObservationDomain uint32
 	// TemplateRefresh and TemplateRefreshMessages say when, on UDP, a
 	// template is sent again: once it was last sent TemplateRefresh ago,
@@ -145,6 +148,14 @@ type Stats struct {
 // same ID), resumes after the records already taken, so a retry does not
 // duplicate them.
 //
+// The records of a batch go out under its observation domain
+// (report.Batch.Domain), or Config.ObservationDomain when it has none.
+// RFC 7011 scopes sequence numbers (section 3.1) and template IDs
+// (section 3.4.1) to the transport session and the observation domain, so
+// each domain has its own messages, sequence number and templates: a
+// domain's first message on a session carries its templates, whatever
+// other domains sent before.
+//
 // An Exporter is not safe for concurrent use (report.Sink's rule: one
 // goroutine at a time). It starts no goroutines.
 type Exporter struct {
@@ -155,13 +166,17 @@ type Exporter struct {
 	peek   *peeker // TCP: finds a collector that closed the connection
 	maxMsg int     // message size limit of the current connection
 
-	session  uint64 // transport sessions opened; a template is due once per session
-	seq      uint32 // data records sent in this session (RFC 7011 section 3.1)
+	session  uint64 // transport sessions opened; a template is due once per session and domain
 	lastDial time.Time
 	dialErr  error
 	dialed   bool
 
-	msgs [numTemplates]message
+	// doms holds the observation domains records were given for:
+	// doms[0] is Config.ObservationDomain's, the others those of batches
+	// with a domain of their own (spooled by runs with another), added
+	// when first seen and kept for the Exporter's life (a few at most:
+	// one per --observation-domain the spool holds batches of).
+	doms []*domain
 
 	// A batch whose Records call failed part way, and the index of its
 	// first record not taken.
@@ -180,7 +195,25 @@ type Exporter struct {
 
 var _ report.Sink = (*Exporter)(nil)
 
-// message is the message being filled with the records of one template.
+// domain is what RFC 7011 scopes to an observation domain in a transport
+// session: the sequence number, and the templates (a message per
+// template, which knows when its template was last sent).
+type domain struct {
+	id   uint32
+	seq  uint32 // data records of this domain sent in this session (RFC 7011 section 3.1)
+	msgs [numTemplates]message
+}
+
+func newDomain(id uint32) *domain {
+	d := &domain{id: id}
+	for i := range d.msgs {
+		d.msgs[i].t = &templates[i]
+	}
+	return d
+}
+
+// message is the message being filled with the records of one template
+// in one domain.
 type message struct {
 	t    *template
 	buf  []byte // [header][template set][data set header][records], nil until first used
@@ -234,9 +267,7 @@ func New(cfg Config) (*Exporter, error) {
 	default:
 		e.maxMsg = unknownPathMTU - ipv6UDPHeaders // until connected
 	}
-	for i := range e.msgs {
-		e.msgs[i].t = &templates[i]
-	}
+	e.doms = []*domain{newDomain(cfg.ObservationDomain)}
 	if !e.tcp {
 		e.connect() // an error is reported by the first send
 	}
@@ -251,8 +282,9 @@ func (e *Exporter) MessageSize() int { return e.maxMsg }
 // Stats returns the Exporter's counts so far.
 func (e *Exporter) Stats() Stats { return e.stats }
 
-// Records encodes one data record per record of b, and sends every
-// message that fills up. A record that is not a valid key of Config.Kind,
+// Records encodes one data record per record of b, in messages of b's
+// observation domain (Config.ObservationDomain when b.Domain is not
+// Valid), and sends every message that fills up. A record that is not a valid key of Config.Kind,
 // or whose time is before 1970, rejects the whole batch before anything of
 // it is encoded (report.ErrRejected). A failure to send returns an error
 // that does not wrap report.ErrRejected: the records taken before it are
@@ -275,11 +307,12 @@ func (e *Exporter) Records(b *report.Batch) error {
 		start = min(e.partialAt, len(recs))
 	}
 	e.partial = false
+	d := e.domain(b.Domain.Or(e.cfg.ObservationDomain))
 	for i := start; i < len(recs); i++ {
 		r := &recs[i]
-		m := &e.msgs[templateIndex(r.Key.Kind(), r.Key.Is6(), r.Key.HasPorts())]
+		m := &d.msgs[templateIndex(r.Key.Kind(), r.Key.Is6(), r.Key.HasPorts())]
 		if m.buf == nil || m.n == m.room {
-			if err := e.ready(m); err != nil {
+			if err := e.ready(d, m); err != nil {
 				e.partial, e.partialID, e.partialAt = true, b.ID, i
 				return err
 			}
@@ -290,11 +323,25 @@ func (e *Exporter) Records(b *report.Batch) error {
 	return nil
 }
 
-// ready makes room in m for one more record: it sends m when it is full,
-// and sizes its buffer on first use or after the message size grew.
-func (e *Exporter) ready(m *message) error {
+// domain returns the state of the observation domain id, added when new
+// (doms is short: see Exporter.doms).
+func (e *Exporter) domain(id uint32) *domain {
+	for _, d := range e.doms {
+		if d.id == id {
+			return d
+		}
+	}
+	d := newDomain(id)
+	e.doms = append(e.doms, d)
+	return d
+}
+
+// ready makes room in m, a message of d, for one more record: it sends m
+// when it is full, and sizes its buffer on first use or after the message
+// size grew.
+func (e *Exporter) ready(d *domain, m *message) error {
 	if m.n > 0 {
-		if err := e.send(m); err != nil {
+		if err := e.send(d, m); err != nil {
 			return err
 		}
 	}
@@ -313,15 +360,17 @@ func (e *Exporter) ready(m *message) error {
 // Elements for a window's counts, and --summary and ClickHouse carry them.
 func (e *Exporter) Window(s *report.Summary) error { return e.Flush() }
 
-// Flush sends every message that holds records.
+// Flush sends every message that holds records, of every domain.
 func (e *Exporter) Flush() error {
 	if e.closed {
 		return ErrClosed
 	}
-	for i := range e.msgs {
-		if m := &e.msgs[i]; m.n > 0 {
-			if err := e.send(m); err != nil {
-				return err
+	for _, d := range e.doms {
+		for i := range d.msgs {
+			if m := &d.msgs[i]; m.n > 0 {
+				if err := e.send(d, m); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -344,8 +393,10 @@ func (e *Exporter) Close() error {
 	}
 	if err != nil {
 		lost := 0
-		for i := range e.msgs {
-			lost += e.msgs[i].n
+		for _, d := range e.doms {
+			for i := range d.msgs {
+				lost += d.msgs[i].n
+			}
 		}
 		return fmt.Errorf("ipfix: close with %d records not sent: %w", lost, err)
 	}
@@ -377,7 +428,9 @@ func (e *Exporter) connect() error {
 	e.dialErr = nil
 	e.conn = c
 	e.session++
-	e.seq = 0
+	for _, d := range e.doms {
+		d.seq = 0 // a new session counts from 0 (RFC 7011 section 3.1)
+	}
 	switch c := c.(type) {
 	case *net.TCPConn:
 		e.peek = newPeeker(c)
@@ -433,9 +486,20 @@ func (e *Exporter) disconnect() {
 	}
 }
 
-// send sends the records of m in one message, with its template when the
-// template is due. On success m is empty; on failure m is unchanged.
-func (e *Exporter) send(m *message) error {
+// forgetTemplates makes every template of every domain due with its next
+// message: the collector missed those sent lately.
+func (e *Exporter) forgetTemplates() {
+	for _, d := range e.doms {
+		for i := range d.msgs {
+			d.msgs[i].session = 0
+		}
+	}
+}
+
+// send sends the records of m, a message of d, in one message with d's
+// header and sequence number, and its template when the template is due
+// in d. On success m is empty; on failure m is unchanged.
+func (e *Exporter) send(d *domain, m *message) error {
 	if err := e.connect(); err != nil {
 		e.stats.SendErrors++
 		return err
@@ -456,8 +520,8 @@ func (e *Exporter) send(m *message) error {
 	binary.BigEndian.PutUint16(msg[0:], ipfixVersion)
 	binary.BigEndian.PutUint16(msg[2:], uint16(len(msg)))
 	binary.BigEndian.PutUint32(msg[4:], uint32(now.Unix()))
-	binary.BigEndian.PutUint32(msg[8:], e.seq)
-	binary.BigEndian.PutUint32(msg[12:], e.cfg.ObservationDomain)
+	binary.BigEndian.PutUint32(msg[8:], d.seq)
+	binary.BigEndian.PutUint32(msg[12:], d.id)
 
 	if e.tcp {
 		// A collector that closed the connection would take this write
@@ -481,9 +545,7 @@ func (e *Exporter) send(m *message) error {
 		// No collector was listening, so the templates sent lately are
 		// lost too: every template goes again with its next message.
 		if !e.tcp {
-			for i := range e.msgs {
-				e.msgs[i].session = 0
-			}
+			e.forgetTemplates()
 			e.unconfirmed = true
 		}
 		e.stats.SendErrors++
@@ -493,15 +555,13 @@ func (e *Exporter) send(m *message) error {
 		if err := e.refused(); err != nil {
 			// Refused: this message was lost, so it is kept, as after a
 			// failed write, and so are the templates.
-			for i := range e.msgs {
-				e.msgs[i].session = 0
-			}
+			e.forgetTemplates()
 			e.stats.SendErrors++
 			return fmt.Errorf("ipfix: send to %s: %w", e.cfg.Address, err)
 		}
 		e.unconfirmed = false
 	}
-	e.seq += uint32(m.n)
+	d.seq += uint32(m.n)
 	e.stats.Messages++
 	e.stats.Records += uint64(m.n)
 	if withTemplate {

@@ -61,9 +61,16 @@ func TestIPFIXDump(t *testing.T) {
 				if err := os.WriteFile(path, stream, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				msgs, flows := ipfixDump(t, bin, path)
-				if msgs != int(e.Stats().Messages) {
-					t.Errorf("ipfixDump read %d messages, the exporter sent %d", msgs, e.Stats().Messages)
+				msgs := ipfixDump(t, bin, path)
+				if len(msgs) != int(e.Stats().Messages) {
+					t.Errorf("ipfixDump read %d messages, the exporter sent %d", len(msgs), e.Stats().Messages)
+				}
+				var flows []wireFlow
+				for i, m := range msgs {
+					if m.Domain != 5 {
+						t.Errorf("ipfixDump: message %d of observation domain %d, want 5", i, m.Domain)
+					}
+					flows = append(flows, m.Flows...)
 				}
 				sameFlows(t, "ipfixDump", flows, wantAll(recs))
 			})
@@ -71,11 +78,24 @@ func TestIPFIXDump(t *testing.T) {
 	}
 }
 
-var dumpField = regexp.MustCompile(`^\s*\((\d+)\)\s+\w+ : (.*)$`)
+var (
+	dumpField  = regexp.MustCompile(`^\s*\((\d+)\)\s+\w+ : (.*)$`)
+	dumpDomain = regexp.MustCompile(`\sobservation domain id: (\d+)$`)
+)
 
-// ipfixDump runs ipfixDump on path and returns the number of messages and
-// the data records it shows.
-func ipfixDump(t *testing.T, bin, path string) (msgs int, flows []wireFlow) {
+// dumpMessage is a message as ipfixDump shows it: its header's
+// observation domain, and its data records.
+type dumpMessage struct {
+	Domain uint32
+	Flows  []wireFlow
+}
+
+// ipfixDump runs ipfixDump on path and returns the messages it shows.
+// Anything it says on stderr fails t: libfixbuf warns there of a message
+// out of sequence in its domain, and of a data set whose template its
+// domain has not defined ("Missing external template"), and skips the
+// set.
+func ipfixDump(t *testing.T, bin, path string) (msgs []dumpMessage) {
 	t.Helper()
 	cmd := exec.Command(bin, "-i", path)
 	cmd.Env = append(os.Environ(), "TZ=UTC")
@@ -90,7 +110,7 @@ func ipfixDump(t *testing.T, bin, path string) (msgs int, flows []wireFlow) {
 	var f wireFlow
 	flush := func() {
 		if in {
-			flows = append(flows, f)
+			msgs[len(msgs)-1].Flows = append(msgs[len(msgs)-1].Flows, f)
 		}
 		in, f = false, wireFlow{}
 	}
@@ -99,7 +119,13 @@ func ipfixDump(t *testing.T, bin, path string) (msgs int, flows []wireFlow) {
 		switch {
 		case strings.HasPrefix(line, "--- Message Header"):
 			flush()
-			msgs++
+			msgs = append(msgs, dumpMessage{})
+		case dumpDomain.MatchString(line) && len(msgs) > 0 && !in:
+			d, err := strconv.ParseUint(dumpDomain.FindStringSubmatch(line)[1], 10, 32)
+			if err != nil {
+				t.Fatalf("ipfixDump line %q: %v", line, err)
+			}
+			msgs[len(msgs)-1].Domain = uint32(d)
 		case strings.HasPrefix(line, "--- data record"):
 			flush()
 			in = true
@@ -117,10 +143,10 @@ func ipfixDump(t *testing.T, bin, path string) (msgs int, flows []wireFlow) {
 		}
 	}
 	flush()
-	if msgs == 0 {
+	if len(msgs) == 0 {
 		t.Fatalf("ipfixDump found no message in %s:\n%s", path, out)
 	}
-	return msgs, flows
+	return msgs
 }
 
 func setDumpField(f *wireFlow, id int, v string) error {
