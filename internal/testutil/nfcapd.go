@@ -291,9 +291,17 @@ func (n *Nfcapd) Flows(tb testing.TB) []NfdumpFlow {
 // `nfdump -R dir -o json` shows them in UTC.
 func ReadNfdump(tb testing.TB, dir string) []NfdumpFlow {
 	tb.Helper()
+	flows, _ := readNfdump(tb, dir)
+	return flows
+}
+
+// readNfdump is ReadNfdump, which also returns the SysID of the exporter
+// of each flow (see NfdumpExporter).
+func readNfdump(tb testing.TB, dir string) (flows []NfdumpFlow, sysIDs []uint32) {
+	tb.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "nfcapd.2*")) // closed files: nfcapd.YYYYMMDDhhmm
 	if len(files) == 0 {
-		return nil // nfdump says "Empty file list" and prints no JSON
+		return nil, nil // nfdump says "Empty file list" and prints no JSON
 	}
 	cmd := exec.Command("nfdump", "-R", dir, "-o", "json")
 	cmd.Env = append(os.Environ(), "TZ=UTC")
@@ -304,10 +312,11 @@ func ReadNfdump(tb testing.TB, dir string) []NfdumpFlow {
 		tb.Fatalf("nfdump -R %s: %v\n%s", dir, err, stderr.String())
 	}
 	if bytes.Contains(out, []byte("No matching flows")) {
-		return nil
+		return nil, nil
 	}
 	var raw []struct {
 		Type     string `json:"type"`
+		SysID    uint32 `json:"export_sysid"`
 		First    string `json:"first"`
 		Proto    uint8  `json:"proto"`
 		SrcPort  uint16 `json:"src_port"`
@@ -322,7 +331,7 @@ func ReadNfdump(tb testing.TB, dir string) []NfdumpFlow {
 	if err := json.Unmarshal(out, &raw); err != nil {
 		tb.Fatalf("nfdump -R %s -o json: %v\n%s", dir, err, out)
 	}
-	flows := make([]NfdumpFlow, 0, len(raw))
+	flows = make([]NfdumpFlow, 0, len(raw))
 	for i, r := range raw {
 		if r.Type != "FLOW" {
 			continue
@@ -341,8 +350,9 @@ func ReadNfdump(tb testing.TB, dir string) []NfdumpFlow {
 			tb.Fatalf("nfdump flow %d: %v", i, err)
 		}
 		flows = append(flows, f)
+		sysIDs = append(sysIDs, r.SysID)
 	}
-	return flows
+	return flows, sysIDs
 }
 
 func parseOptAddr(s string) (netip.Addr, error) {
