@@ -142,3 +142,105 @@ func TestNfcapdDownAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestNfcapdSpoolKeepsDomain: a run with --observation-domain 7 whose
+// ipfix:// collector, nfdump's nfcapd, is not listening spools its
+// records and ends; the next run, with --observation-domain 9, finds the
+// collector up and sends them with its own. nfcapd keys what it collects
+// by exporter address and observation domain: nfdump lists two exporters,
+// domain 7 with the first run's records and domain 9 with the second's,
+// each record once, and neither counts a sequence failure. (nfcapd takes
+// the sequence number of an exporter's first message as its start, and the
+// spooled batches all go before the second run's own: that each domain
+// counts from 0, interleaved, ipfix.TestBatchDomain asserts.)
+func TestNfcapdSpoolKeepsDomain(t *testing.T) {
+	port := testutil.FreeUDPPort(t)
+	dir := t.TempDir()
+	run := func(domain uint32, recs []pipeline.Record, drain time.Duration) report.QueueStats {
+		t.Helper()
+		spool, err := report.OpenSpool(dir, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer spool.Close()
+		q, err := export.Open(fmt.Sprintf("ipfix://127.0.0.1:%d", port), export.Options{
+			Kind: flow.Key5Tuple, ObservationDomain: domain, Spool: spool, DrainTimeout: drain,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []*report.Queue{q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			if err := r.Record(&recs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return q.Stats()
+	}
+	first, second := tcpRecords(0, 1500), tcpRecords(1500, 700)
+
+	// Nobody listens on port: ICMP port unreachable, the Queue spools.
+	if st := run(7, first, time.Second); st.Sent != 0 || st.Spooled != len(first) {
+		t.Fatalf("first run, the collector down: %+v; want its %d records spooled", st, len(first))
+	}
+	col := testutil.StartNfcapdAt(t, port)
+	st := run(9, second, 30*time.Second)
+	var lost uint64
+	for _, n := range st.Dropped {
+		lost += n
+	}
+	if st.Sent != uint64(len(first)+len(second)) || st.Spooled != 0 || lost != 0 {
+		t.Errorf("second run: %+v; want both runs' %d records sent, nothing left or lost", st, len(first)+len(second))
+	}
+
+	exps := col.Exporters(t)
+	if cst := col.Stop(t); cst.SequenceErrors != 0 || cst.BadPackets != 0 || cst.Dropped != 0 {
+		t.Errorf("nfcapd counted %+v; want no errors", cst)
+	}
+	want := map[uint32][]pipeline.Record{7: first, 9: second}
+	if len(exps) != len(want) {
+		var domains []uint32
+		for _, e := range exps {
+			domains = append(domains, e.Domain)
+		}
+		t.Errorf("nfdump lists %d exporters, of domains %v; want 2 (127.0.0.1 in domains 7 and 9)", len(exps), domains)
+	}
+	for _, e := range exps {
+		recs, ok := want[e.Domain]
+		if !ok {
+			t.Errorf("nfdump lists an exporter of domain %d: %+v", e.Domain, e)
+			continue
+		}
+		delete(want, e.Domain)
+		if e.Version != 10 || e.SequenceFailures != 0 || e.FlowCount != uint64(len(recs)) {
+			t.Errorf("domain %d: version %d, %d sequence failures, %d flows; want IPFIX (10), none, %d",
+				e.Domain, e.Version, e.SequenceFailures, e.FlowCount, len(recs))
+		}
+		count := make(map[testutil.NfdumpFlow]int)
+		for _, rec := range recs {
+			k := rec.Key
+			count[testutil.NfdumpFlow{Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
+				First: time.Unix(0, rec.TimeNs).UTC()}]++
+		}
+		bad := 0
+		for _, f := range e.Flows {
+			if count[f] != 1 {
+				bad++
+			}
+			count[f]--
+		}
+		if bad != 0 || len(e.Flows) != len(recs) {
+			t.Errorf("domain %d: nfdump shows %d flows, %d of them not its run's or not once; want its run's %d",
+				e.Domain, len(e.Flows), bad, len(recs))
+		}
+	}
+	for d := range want {
+		t.Errorf("nfdump lists no exporter of domain %d", d)
+	}
+}
