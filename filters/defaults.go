@@ -173,7 +173,7 @@ var sqfProduct = productFamily{
 			out["rprime"] = strconv.Itoa(rp)
 		}
 		if _, ok := given["buckets"]; !ok && rp < r {
-			out["buckets"] = strconv.Itoa(max(1, min(4, sqfSignatures(r, rp)-1)))
+			out["buckets"] = strconv.Itoa(max(1, min(4, SQFSignatures(r, rp)-1)))
 		}
 		return out
 	},

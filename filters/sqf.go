@@ -94,11 +94,15 @@ func newSQFSig(r, rprime int) sqfSig {
 // sqfSigBits is sigma = r' + ceil(log2(r+1)), the bits of a signature.
 func sqfSigBits(r, rprime int) int { return rprime + bits.Len(uint(r)) }
 
-// sqfSignatures is S = 2^r' * (r - r' + 1), the number of signatures that
-// occur (QHT paper Sec. 4.4.1): given the reduced remainder, the popcount
-// takes r - r' + 1 values.
-func sqfSignatures(r, rprime int) int {
-	// In int64, clamped: 2^31 and more do not fit a 32-bit int.
+// SQFSignatures is S = 2^r' * (r - r' + 1), the number of signatures an
+// sqf or isqf table with parameters r and rprime holds (QHT paper Sec.
+// 4.4.1: given the reduced remainder, the popcount takes r - r' + 1
+// values): its buckets cannot exceed it. Computed in int64 and clamped to
+// the int range, so that it holds on 32-bit platforms too.
+func SQFSignatures(r, rprime int) int {
+	if rprime >= 62 {
+		return math.MaxInt
+	}
 	return int(min(int64(1)<<rprime*int64(r-rprime+1), math.MaxInt))
 }
 
@@ -142,7 +146,7 @@ func parseSQFParams(p *params) (sqfParams, error) {
 	// As for a QHT: a row of distinct signatures cannot use more than S
 	// buckets. k = S is allowed (it is the SQF authors' setting) and answers
 	// DUPLICATE to everything once full.
-	if maxK := sqfSignatures(c.r, c.rprime); c.k > maxK {
+	if maxK := SQFSignatures(c.r, c.rprime); c.k > maxK {
 		key := "buckets"
 		if !p.has(key) {
 			key = "r"

@@ -168,8 +168,8 @@ func TestSQFSignature(t *testing.T) {
 				}
 				counts[s]++
 			}
-			if len(counts) != sqfSignatures(r, rp) || len(want) != len(counts) {
-				t.Fatalf("r=%d r'=%d: %d signatures occur, law has %d, S = %d", r, rp, len(counts), len(want), sqfSignatures(r, rp))
+			if len(counts) != SQFSignatures(r, rp) || len(want) != len(counts) {
+				t.Fatalf("r=%d r'=%d: %d signatures occur, law has %d, S = %d", r, rp, len(counts), len(want), SQFSignatures(r, rp))
 			}
 			for s, n := range counts {
 				if got := float64(n) / float64(uint64(1)<<r); math.Abs(got-want[s]) > 1e-12 {

@@ -1,7 +1,6 @@
 package tune
 
 import (
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,7 +127,7 @@ func gridPoints(obj Objective) []point {
 	// remainder; k <= 2^r'(r-r'+1). r' from 1 to r-1.
 	for _, k := range []int{1, 2, 4, 8} {
 		for _, rr := range sqfPairs(2, 3, 4, 6, 8, 12, 16, 24, 32) {
-			if k > sqfSignatures(rr[0], rr[1]) {
+			if k > filters.SQFSignatures(rr[0], rr[1]) {
 				continue
 			}
 			pts = append(pts, point{family: "sqf", params: []param{{"buckets", strconv.Itoa(k)}, {"r", strconv.Itoa(rr[0])}, {"rprime", strconv.Itoa(rr[1])}}})
@@ -139,7 +138,7 @@ func gridPoints(obj Objective) []point {
 	for _, m := range []int{2, 3} {
 		for _, k := range []int{1, 2, 4} {
 			for _, rr := range sqfPairs(2, 4, 8, 16, 32) {
-				if k > sqfSignatures(rr[0], rr[1]) {
+				if k > filters.SQFSignatures(rr[0], rr[1]) {
 					continue
 				}
 				pts = append(pts, point{family: "isqf", params: []param{{"buckets", strconv.Itoa(k)}, {"r", strconv.Itoa(rr[0])}, {"rprime", strconv.Itoa(rr[1])}, {"tables", strconv.Itoa(m)}}})
@@ -190,17 +189,4 @@ func sqfPairs(rs ...int) [][2]int {
 		}
 	}
 	return out
-}
-
-// maxSignatures caps sqfSignatures: 2^40, or the largest int where int has
-// 32 bits.
-const maxSignatures = min(1<<40, math.MaxInt)
-
-// sqfSignatures is the number of distinct signatures, 2^r' (r-r'+1), capped
-// at maxSignatures so it cannot overflow, on 32-bit platforms too.
-func sqfSignatures(r, rp int) int {
-	if rp >= 40 {
-		return maxSignatures
-	}
-	return int(min(int64(1)<<rp*int64(r-rp+1), maxSignatures))
 }
