@@ -132,16 +132,7 @@ func nfdumpFlow(t *testing.T, r map[string]any) testutil.NfdumpFlow {
 // collector, once, as the run's own records say (time to the ms), and
 // the run's totals count nothing lost.
 func TestRunExportsToCollector(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live capture test: skipped in -short mode")
-	}
-	if _, err := exec.LookPath("tcpreplay"); err != nil {
-		testutil.SkipOrFail(t, "tcpreplay not installed (Debian package tcpreplay; .ci/run installs it)")
-	}
-	ns := testutil.NetNS(t)
-	if ns.Name == "" {
-		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
-	}
+	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	col := startNfcapdIn(t, ns, 4739)
 	file := pcapPath("small.pcap")
@@ -153,14 +144,8 @@ func TestRunExportsToCollector(t *testing.T) {
 	}
 	lr := startLive(t, ns, bin, "--mode", "afpacket", "--key", "5tuple", "--filter", "exact", "--workers", "2", "--window", "1h",
 		"--export", "ipfix://127.0.0.1:4739", "--observer", "veth-test")
-	send := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
-	if b, err := send.CombinedOutput(); err != nil {
-		t.Fatalf("tcpreplay: %v\n%s", err, b)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for lineCount(lr.out) < len(want) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	sendInto(t, ns, file)
+	waitLines(lr.out, len(want))
 	lr.stop(t, syscall.SIGINT)
 
 	data, _ := os.ReadFile(lr.out)

@@ -17,25 +17,19 @@ import (
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
-// buildBinary compiles flowdedup once for the tests that run it as a
-// process (signals must reach a real process).
+// buildBinary returns the path of flowdedup built for the tests that run
+// it as a process (signals must reach a real process): the one build of
+// flowdedupBinary.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "flowdedup")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/flowdedup")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return filepath.Join(flowdedupBinary(t), "flowdedup")
 }
 
-// Live capture end to end, in every mode: `flowdedup run --mode M` on one
-// end of a veth pair in a namespace the test makes, a testdata capture sent
-// into the other end with tcpreplay, then SIGINT. The distinct keys reported
-// equal those of an exact replay of the same file, SIGINT closes and writes
-// the last window, every frame is counted and none dropped, and nothing is
-// left attached to the interface.
-func TestRunLiveMatchesReplay(t *testing.T) {
+// liveNamespace returns the network namespace of a live capture test,
+// with its veth pair, after checking what such a test needs: not -short,
+// root, tcpreplay, and a named namespace `ip netns exec` can enter.
+func liveNamespace(t *testing.T) *testutil.Namespace {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("live capture test: skipped in -short mode")
 	}
@@ -46,6 +40,39 @@ func TestRunLiveMatchesReplay(t *testing.T) {
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}
+	return ns
+}
+
+// sendInto sends file into the namespace's far veth end with tcpreplay at
+// 100 Mbps. The sender is pinned to one CPU: a veth delivers a frame on
+// the CPU that sent it, and the XDP prefilter is per CPU, so a sender that
+// migrated would make the kernel hand a key to user space once per CPU,
+// and prefiltered + distinct = keys would hold only by luck.
+func sendInto(t *testing.T, ns *testutil.Namespace, file string) {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tcpreplay: %v\n%s", err, b)
+	}
+}
+
+// waitLines waits, up to 10 seconds, until path holds n complete lines:
+// records reach the file as soon as the workers go idle.
+func waitLines(path string, n int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for lineCount(path) < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Live capture end to end, in every mode: `flowdedup run --mode M` on one
+// end of a veth pair in a namespace the test makes, a testdata capture sent
+// into the other end with tcpreplay, then SIGINT. The distinct keys reported
+// equal those of an exact replay of the same file, SIGINT closes and writes
+// the last window, every frame is counted and none dropped, and nothing is
+// left attached to the interface.
+func TestRunLiveMatchesReplay(t *testing.T) {
+	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	for _, mode := range []string{"afpacket", "xdp", "afxdp"} {
 		for _, name := range []string{"small.pcap", "ipv6.pcap", "vlan.pcap"} {
@@ -59,20 +86,8 @@ func TestRunLiveMatchesReplay(t *testing.T) {
 				if mode != "afpacket" && !xdpAttached(t, ns) {
 					t.Errorf("no XDP program on %s while running\n%s", ns.Veth[0], lr.log())
 				}
-				// The sender is pinned to one CPU: a veth delivers a frame
-				// on the CPU that sent it, and the XDP prefilter is per CPU,
-				// so a sender that migrated would make the kernel hand a
-				// key to user space once per CPU, and prefiltered +
-				// distinct = keys below would hold only by luck.
-				send := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
-				if b, err := send.CombinedOutput(); err != nil {
-					t.Fatalf("tcpreplay: %v\n%s", err, b)
-				}
-				// Records reach the file as soon as the workers go idle.
-				deadline := time.Now().Add(10 * time.Second)
-				for lineCount(lr.out) < len(want) && time.Now().Before(deadline) {
-					time.Sleep(20 * time.Millisecond)
-				}
+				sendInto(t, ns, file) // pinned to one CPU: see sendInto
+				waitLines(lr.out, len(want))
 				lr.stop(t, syscall.SIGINT)
 
 				got := map[string]bool{}

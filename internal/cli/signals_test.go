@@ -305,25 +305,8 @@ func TestReplaySIGHUPReopens(t *testing.T) {
 // capture), and runs with the flags of the deploy unit: per-hour and
 // per-day pattern files, retention, metrics.
 func TestRunOutputs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live capture test: skipped in -short mode")
-	}
-	if _, err := exec.LookPath("tcpreplay"); err != nil {
-		testutil.SkipOrFail(t, "tcpreplay not installed (Debian package tcpreplay; .ci/run installs it)")
-	}
-	ns := testutil.NetNS(t)
-	if ns.Name == "" {
-		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
-	}
-	bin := filepath.Join(flowdedupBinary(t), "flowdedup")
-	// tcpreplay pinned to one CPU: see TestRunLiveMatchesReplay.
-	send := func(t *testing.T, file string) {
-		t.Helper()
-		cmd := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("tcpreplay: %v\n%s", err, b)
-		}
-	}
+	ns := liveNamespace(t)
+	bin := buildBinary(t)
 	pairs := func(t *testing.T, name string) map[string]bool {
 		want := map[string]bool{}
 		for _, r := range replayRecords(t, "--filter", "exact", "--key", "pair", pcapPath(name)) {
@@ -353,7 +336,7 @@ func TestRunOutputs(t *testing.T) {
 		// One window for the whole run, so that no wall-clock boundary
 		// reports a pair again.
 		lr := startLive(t, ns, bin, "--mode", "afpacket", "--key", "pair", "--filter", "exact", "--workers", "2")
-		send(t, pcapPath("small.pcap"))
+		sendInto(t, ns, pcapPath("small.pcap"))
 		waitFor(t, "the first capture's pairs", func() bool { return lineCount(lr.out) == len(first) }, lr.log)
 		rotated := lr.out + ".1"
 		if err := os.Rename(lr.out, rotated); err != nil {
@@ -361,7 +344,7 @@ func TestRunOutputs(t *testing.T) {
 		}
 		lr.cmd.Process.Signal(syscall.SIGHUP)
 		waitFor(t, "the SIGHUP notice", func() bool { return strings.Contains(lr.log(), "SIGHUP: reopening "+lr.out) }, lr.log)
-		send(t, pcapPath("ipv6.pcap"))
+		sendInto(t, ns, pcapPath("ipv6.pcap"))
 		waitFor(t, "the second capture's pairs", func() bool { return lineCount(lr.out) == len(second) }, lr.log)
 		lr.stop(t, syscall.SIGINT)
 		if d := keyDiff(pairsIn(t, rotated), first); d != "" {
@@ -386,7 +369,7 @@ func TestRunOutputs(t *testing.T) {
 		if !strings.Contains(lr.log(), "metrics on http://127.0.0.1:") {
 			t.Errorf("no metrics line:\n%s", lr.log())
 		}
-		send(t, pcapPath("small.pcap"))
+		sendInto(t, ns, pcapPath("small.pcap"))
 		// The records are in the hour's temporary file (two, if the
 		// test crosses an hour) until the run ends.
 		open := func() int {
