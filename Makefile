@@ -43,7 +43,7 @@ test-32bit:
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:
-	$(GO) test -count=1 -race ./pipeline/ ./report/... ./capture/... ./fastpath/
+	$(GO) test -count=1 -race ./pipeline/ ./report/... ./capture/...
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
 # one hash at a time and batched (ObserveBatch: one and batch run back to
