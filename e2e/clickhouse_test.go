@@ -26,6 +26,7 @@ func TestClickHouse(t *testing.T) {
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })
 	t.Run("Fleet", func(t *testing.T) { testFleet(t, ch) })
 	t.Run("SchemaError", func(t *testing.T) { testSchemaError(t, ch) })
+	t.Run("WrongPassword", func(t *testing.T) { testWrongPassword(t, ch) })
 	t.Run("ReplayWaits", func(t *testing.T) { testReplayWaits(t, ch) })
 	t.Run("StoppedMidReplay", func(t *testing.T) { testStoppedMidReplay(t, ch) })
 }
@@ -228,27 +229,89 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 		100*worst, hour[0].DistinctEstimate, len(all))
 }
 
-// A ClickHouse whose flows table has a column of another type: the run
-// goes on (exit 0), the message names the column, and the records are
-// counted as rejected.
+// A ClickHouse whose flows table has a column of another type: the rows
+// are not at fault, so with --spool they wait on disk; the message names
+// the column, once. Once the table is dropped (and so created again), the
+// next run sends them, once each.
 func testSchemaError(t *testing.T, ch *testutil.ClickHouse) {
 	ch.Query(t, "CREATE DATABASE bad")
 	ch.Query(t, "CREATE TABLE bad.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src UInt32, dst String, "+
 		"proto UInt8, sport UInt16, dport UInt16) ENGINE = MergeTree ORDER BY window")
-	r := mustRun(t, "replay", "--key", "src", "--filter", "exact", "--out", os.DevNull, "--export", "clickhouse://"+ch.Addr+"/bad", pcap("small.pcap"))
-	dest := "export clickhouse://" + ch.Addr + "/bad"
-	var said []string
-	for _, l := range lines(r.stderr) {
-		if strings.HasPrefix(l, "flowdedup: "+dest) {
-			said = append(said, l)
+	url := "clickhouse://" + ch.Addr + "/bad"
+	fixed := func() { ch.Query(t, "DROP TABLE bad.flows") }
+	said := waitForOperator(t, ch, url, "bad", fixed)
+	if !strings.Contains(said, "src") || !strings.Contains(said, "UInt32") || !strings.Contains(said, "String") {
+		t.Errorf("the notice does not name column src, its type and the type wanted:\n%s", said)
+	}
+}
+
+// The wrong-then-right password of issue 21: a run whose password file
+// holds a wrong password keeps its batches in the spool and says once
+// what to fix; once the file is right, the next run delivers the first
+// run's records, each once.
+func testWrongPassword(t *testing.T, ch *testutil.ClickHouse) {
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte("wrong-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := "clickhouse://" + testutil.ClickHouseUser + "@" + ch.Addr + "/pw?password_file=" + pw
+	fixed := func() {
+		if err := os.WriteFile(pw, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if len(said) == 0 || !strings.Contains(said[0], "src") || !strings.Contains(said[0], "UInt32") || !strings.Contains(said[0], "String") {
-		t.Errorf("the first notice does not name column src, its type and the type wanted:\n%s", r.stderr)
+	said := waitForOperator(t, ch, url, "pw", fixed)
+	if !strings.Contains(said, "WRONG_PASSWORD") || !strings.Contains(said, "password_file") || strings.Contains(said, "wrong-password") {
+		t.Errorf("the notice does not say the password is wrong and where to fix it, or shows the password:\n%s", said)
 	}
-	if !strings.Contains(r.stderr, dest+": sent 0 records") || !strings.Contains(r.stderr, "rejected ") {
-		t.Errorf("totals do not count the rejected records:\n%s", r.stderr)
+}
+
+// waitForOperator runs a replay that exports to url, whose server refuses
+// the run for a reason the operator has to fix (fix fixes it), with a
+// spool: nothing is dropped, the records stay in the spool, and the reason
+// is said in one line, which it returns. Then it fixes the reason and runs
+// again with an empty capture: the first run's records go to db.flows,
+// each once.
+func waitForOperator(t *testing.T, ch *testutil.ClickHouse, url, db string, fix func()) (said string) {
+	t.Helper()
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	out := filepath.Join(dir, "records.jsonl")
+	args := []string{"--key", "src", "--filter", "exact", "--export", url, "--spool", spool, "--export-drain", "1s"}
+	r := mustRun(t, append([]string{"replay", "--out", out, pcap("small.pcap")}, args...)...)
+	n := len(readRecords(t, out))
+	dest := "flowdedup: export clickhouse://" + ch.Addr + "/" + db + ":" // as stderr names it: no user, no parameters
+	var notices []string
+	for _, l := range lines(r.stderr) {
+		if strings.HasPrefix(l, dest) && !strings.Contains(l, "stay in the spool") {
+			notices = append(notices, l)
+		}
 	}
+	if len(notices) != 1 || !strings.Contains(notices[0], "retrying, batches wait in the spool") {
+		t.Errorf("want the reason said once, with the batches waiting in the spool:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "rejected") || !strings.Contains(r.stderr, "left in the spool for the next run") {
+		t.Errorf("want nothing rejected, the records left in the spool:\n%s", r.stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(spool, "*", "*.spool")); len(files) == 0 {
+		t.Errorf("no batch in the spool")
+	}
+	fix()
+	empty := filepath.Join(dir, "empty.pcap")
+	if err := os.WriteFile(empty, pcapHeader(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r2 := mustRun(t, append([]string{"replay", "--out", os.DevNull, empty}, args...)...)
+	if !strings.Contains(r2.stderr, fmt.Sprintf(": sent %d records", n)) {
+		t.Errorf("second run: want the %d spooled records sent:\n%s", n, r2.stderr)
+	}
+	if got, want := ch.Query(t, "SELECT count(), uniqExact(window, key) FROM "+db+".flows"), fmt.Sprintf("%d\t%d\n", n, n); got != want {
+		t.Errorf("%s.flows: count(), uniqExact(window, key) = %q, want the %d records once each", db, got, n)
+	}
+	if len(notices) == 0 {
+		return ""
+	}
+	return notices[0]
 }
 
 // A replay makes records faster than ClickHouse takes them, and more of

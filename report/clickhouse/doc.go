@@ -175,20 +175,28 @@
 //
 // New sends nothing and fails only for a malformed Config: a server that
 // is down is reported by the writes. Errors of Records and Window are of
-// three kinds:
+// four kinds:
 //
 //   - Permanent, wrapping report.ErrRejected (the caller drops the batch
-//     and counts it): records no row can hold (ErrBadRecord: a key of
-//     another kind than Config.Kind, a time outside 1970 to 2106), checked
-//     before anything is sent; a table whose columns do not fit
-//     (*SchemaError, which names the column, the type it has and the type
-//     wanted); and answers of the server that sending again cannot change
-//     (*ServerError with Permanent true): malformed data, a bad statement,
-//     a refused login or a read-only user (the ClickHouse error codes in
-//     permanentCodes), or an HTTP 3xx or 4xx without a ClickHouse code
-//     (the address is not a ClickHouse HTTP interface).
-//   - Transient (retry later, keep the batch): no connection, a timeout,
-//     a broken connection, an answer that is not what was asked for
+//     and counts it): only a rejection of the rows themselves. Records no
+//     row can hold (ErrBadRecord: a key of another kind than Config.Kind,
+//     a time outside 1970 to 2106), checked before anything is sent; and
+//     answers that sending the same rows again cannot change (*ServerError
+//     with Permanent true): malformed data or a bad statement (the
+//     ClickHouse error codes in permanentCodes), or, without a ClickHouse
+//     code, HTTP 400, 413, 415 or 422.
+//   - Transient, waiting for the operator: a refused login (wrong or
+//     missing password, unknown user, a host the user may not log in
+//     from), a user without the right to write (readonly, a database it
+//     may not use), an address that answers but is not a ClickHouse HTTP
+//     interface (3xx, 401, 403, 404 without a code), and a table whose
+//     columns do not fit (*SchemaError, which names the column, the type
+//     it has and the type wanted). The error says what to fix
+//     (ServerError.Fix); a report.Queue says it once when the destination
+//     starts failing, and with --spool the batches wait on disk until the
+//     operator has fixed it, in this run or the next.
+//   - Transient, waiting for the server: no connection, a timeout, a
+//     broken connection, an answer that is not what was asked for
 //     (ErrBadAnswer), and server errors that may pass: a 5xx without a
 //     code, timeouts, memory, too many parts or queries, a locked session,
 //     a server shutting down, codes not listed.

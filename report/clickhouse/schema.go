@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/flowdedup/flowdedup/report"
 )
 
 // Names of the tables in the database, DESIGN.md section 7.
@@ -204,9 +202,10 @@ func sameType(want, got string) bool {
 }
 
 // SchemaError says that a table exists with a column this package cannot
-// write: missing, or of another type. It wraps ErrSchema and
-// report.ErrRejected (retrying does not help): alter or drop the table, or
-// export to another database.
+// write: missing, or of another type. It wraps ErrSchema and is transient
+// (the rows are not at fault, the table is): the batches wait, in the spool
+// with --spool, until the table is altered or dropped, and the next attempt
+// looks at it again.
 type SchemaError struct {
 	Table  string // DB.TABLE
 	Column string
@@ -221,5 +220,5 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("clickhouse: table %s: column %s is %s, want %s: alter it, or drop the table and let it be created", e.Table, e.Column, e.Got, e.Want)
 }
 
-// Unwrap returns ErrSchema and report.ErrRejected.
-func (e *SchemaError) Unwrap() []error { return []error{ErrSchema, report.ErrRejected} }
+// Unwrap returns ErrSchema.
+func (e *SchemaError) Unwrap() error { return ErrSchema }
