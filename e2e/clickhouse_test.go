@@ -27,6 +27,8 @@ func TestClickHouse(t *testing.T) {
 	t.Run("Fleet", func(t *testing.T) { testFleet(t, ch) })
 	t.Run("SchemaError", func(t *testing.T) { testSchemaError(t, ch) })
 	t.Run("WrongPassword", func(t *testing.T) { testWrongPassword(t, ch) })
+	t.Run("Rerun", func(t *testing.T) { testRerun(t, ch) })
+	t.Run("Migration", func(t *testing.T) { testMigration(t, ch) })
 	t.Run("ReplayWaits", func(t *testing.T) { testReplayWaits(t, ch) })
 	t.Run("StoppedMidReplay", func(t *testing.T) { testStoppedMidReplay(t, ch) })
 }
@@ -331,6 +333,100 @@ func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
 	}
 	if got, want := ch.Query(t, "SELECT count(), uniqExact(window, key) FROM many.flows"), fmt.Sprintf("%d\t%d\n", n, n); got != want {
 		t.Errorf("count(), uniqExact(window, key) = %q, want %q", got, want)
+	}
+}
+
+// Issue 21's re-run: the README's ClickHouse replay, run twice into the
+// same database. The documented queries answer the same after each run,
+// counting each record and summary once: count() with FINAL, the
+// distinct sources per hour, and, once the server has merged the parts
+// (OPTIMIZE ... FINAL), count() alone.
+func testRerun(t *testing.T, ch *testutil.ClickHouse) {
+	files, err := filepath.Glob(pcap("*.pcap"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("testdata captures: %v %v", files, err)
+	}
+	out := filepath.Join(t.TempDir(), "records.jsonl")
+	args := append([]string{"replay", "--window", "1h", "--observer", "r1", "--export", "clickhouse://" + ch.Addr + "/rerun", "--out", out}, files...)
+	queries := []string{
+		"SELECT count() FROM rerun.flows FINAL",
+		"SELECT count() FROM rerun.windows FINAL",
+		"SELECT toStartOfHour(window) AS hour, uniqExact(src) FROM rerun.flows WHERE src != '' GROUP BY hour ORDER BY hour",
+		"SELECT window, count(), uniqExact(key) FROM rerun.flows FINAL GROUP BY window ORDER BY window",
+	}
+	answers := func() []string {
+		var a []string
+		for _, q := range queries {
+			a = append(a, ch.Query(t, q))
+		}
+		return a
+	}
+	mustRun(t, args...)
+	n := len(readRecords(t, out))
+	first := answers()
+	if first[0] != fmt.Sprintf("%d\n", n) || first[1] != "1\n" {
+		t.Fatalf("after one run: %q rows in flows, %q in windows; want the %d records and 1 summary", first[0], first[1], n)
+	}
+	mustRun(t, args...)
+	if len(readRecords(t, out)) != n {
+		t.Fatalf("the second run wrote %d records, the first %d", len(readRecords(t, out)), n)
+	}
+	second := answers()
+	for i, q := range queries {
+		if second[i] != first[i] {
+			t.Errorf("%s: after the second run\n%swant, as after the first\n%s", q, second[i], first[i])
+		}
+	}
+	ch.Query(t, "OPTIMIZE TABLE rerun.flows FINAL")
+	if got := ch.Query(t, "SELECT count(), uniqExact(observer, window, key) FROM rerun.flows"); got != fmt.Sprintf("%d\t%d\n", n, n) {
+		t.Errorf("after OPTIMIZE FINAL: count(), uniqExact(observer, window, key) = %q, want %d each", got, n)
+	}
+}
+
+// A flows table of the design before ReplacingMergeTree, doubled by a
+// re-run, is still written; the migration statements of docs/export.md
+// turn it into the new design, each record once.
+func testMigration(t *testing.T, ch *testutil.ClickHouse) {
+	ch.Query(t, "CREATE DATABASE old")
+	ch.Query(t, "CREATE TABLE old.flows (`observer` String, `window` DateTime('UTC'), `ts` DateTime('UTC'), `ts_ns` UInt32, `key` String, "+
+		"`src` String, `dst` String, `proto` UInt8, `sport` UInt16, `dport` UInt16, `kind` String, `batch` UInt64) "+
+		"ENGINE = MergeTree PARTITION BY toYYYYMM(`window`) ORDER BY (`window`, `observer`, `src`, `dst`)")
+	out := filepath.Join(t.TempDir(), "records.jsonl")
+	args := []string{"replay", "--window", "1h", "--export", "clickhouse://" + ch.Addr + "/old", "--out", out, pcap("small.pcap")}
+	mustRun(t, args...)
+	mustRun(t, args...)
+	n := len(readRecords(t, out))
+	if got := ch.Query(t, "SELECT count() FROM old.flows"); got != fmt.Sprintf("%d\n", 2*n) {
+		t.Fatalf("the old table after two runs: %q rows, want %d (each record twice)", got, 2*n)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "export.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "RENAME TABLE DB.flows")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/export.md has no migration block starting with RENAME TABLE DB.flows")
+	}
+	stmts := 0
+	for _, stmt := range strings.Split("RENAME TABLE DB.flows"+block, ";") {
+		if stmt = strings.TrimSpace(stmt); stmt != "" {
+			ch.Query(t, strings.ReplaceAll(stmt, "DB.", "old."))
+			stmts++
+		}
+	}
+	if stmts != 5 {
+		t.Errorf("the migration has %d statements, want 5", stmts)
+	}
+	if got := ch.Query(t, "SELECT count(), uniqExact(observer, window, key) FROM old.flows"); got != fmt.Sprintf("%d\t%d\n", n, n) {
+		t.Errorf("after the migration: count(), uniqExact(observer, window, key) = %q, want %d each", got, n)
+	}
+	if engine := ch.Query(t, "SELECT engine FROM system.tables WHERE database = 'old' AND name = 'flows'"); engine != "ReplacingMergeTree\n" {
+		t.Errorf("after the migration: engine %q", engine)
+	}
+	mustRun(t, args...) // a third run into the migrated table adds nothing
+	if got := ch.Query(t, "SELECT count() FROM old.flows FINAL"); got != fmt.Sprintf("%d\n", n) {
+		t.Errorf("a run after the migration: %q rows with FINAL, want %d", got, n)
 	}
 }
 

@@ -216,7 +216,7 @@ func TestCreateAndReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := ch.Query(t, "SHOW CREATE TABLE reuse.flows")
-	for _, part := range []string{"ENGINE = MergeTree", "PARTITION BY toYYYYMM(window)", "ORDER BY (window, observer, src, dst)", "ts_ns UInt32", "batch UInt64"} {
+	for _, part := range []string{"ENGINE = ReplacingMergeTree", "PARTITION BY toYYYYMM(window)", "ORDER BY (window, observer, src, dst, kind, key, ts, ts_ns)", "ts_ns UInt32", "batch UInt64"} {
 		if !strings.Contains(created, part) {
 			t.Errorf("SHOW CREATE TABLE reuse.flows lacks %q:\n%s", part, created)
 		}

@@ -75,15 +75,29 @@ var windowsColumns = []column{
 	{"id", "UInt64"},
 }
 
+// The engines. Both tables are ReplacingMergeTree: rows equal in every
+// column of the sort key are one row once the server has merged their
+// parts, and every query with FINAL counts them once before that. A
+// flows row's sort key is every column that says what was seen (observer,
+// window, key, its time; src, dst and kind follow from the key), so that
+// the same capture exported twice (a re-run import, a spool sent again
+// by another process) is counted once; batch, which differs between runs,
+// is not in it. A windows row's key ends with id, the hash of every other
+// column. Both begin with the window and observer, so per-window queries
+// read their window's rows only, and addresses of a window compress
+// together.
+const (
+	flowsEngine = "ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(`window`) " +
+		"ORDER BY (`window`, `observer`, `src`, `dst`, `kind`, `key`, `ts`, `ts_ns`)"
+	windowsEngine = "ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(`window_start`) " +
+		"ORDER BY (`window_start`, `observer`, `id`)"
+)
+
 var (
-	flowsTable = newTable(FlowsTable, flowsColumns,
-		// One partition per month of windows: old months go with ALTER
-		// TABLE ... DROP PARTITION. The sort key serves per-window
-		// queries (uniqExact(src) over a window reads its rows only)
-		// and compresses addresses within a window.
-		"ENGINE = MergeTree PARTITION BY toYYYYMM(`window`) ORDER BY (`window`, `observer`, `src`, `dst`)")
-	windowsTable = newTable(WindowsTable, windowsColumns,
-		"ENGINE = MergeTree PARTITION BY toYYYYMM(`window_start`) ORDER BY (`window_start`, `observer`)")
+	// One partition per month of windows: old months go with ALTER
+	// TABLE ... DROP PARTITION.
+	flowsTable   = newTable(FlowsTable, flowsColumns, flowsEngine)
+	windowsTable = newTable(WindowsTable, windowsColumns, windowsEngine)
 )
 
 func newTable(name string, cols []column, engine string) *table {
