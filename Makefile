@@ -3,12 +3,21 @@ GO ?= go
 PKGS := ./...
 BIN := bin/flowdedup
 
+# The version make stamps into flowdedup (--version) and names the packages
+# with: packaging/version.sh derives it from `git describe` (see
+# docs/install.md); outside a git checkout give it: make VERSION=1.2.0.
+ifneq ($(origin VERSION),command line)
+VERSION := $(shell packaging/version.sh 2>/dev/null)
+endif
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/flowdedup/flowdedup/internal/cli.stampedVersion=$(VERSION) -X github.com/flowdedup/flowdedup/internal/cli.stampedCommit=$(COMMIT)
+
 .PHONY: cross test-32bit soak bench-replay all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
 build:
-	$(GO) build -o $(BIN) ./cmd/flowdedup
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowdedup
 
 # The test command README gives and CI runs.
 test:

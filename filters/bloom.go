@@ -33,6 +33,13 @@ func buildBloom(p *params, _ uint64) (Filter, error) {
 	if err != nil {
 		return nil, err
 	}
+	blocked, err := p.int("blocked", 0, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	if blocked == 1 {
+		return newBlockedBloom(p, memBits, k)
+	}
 	if memBits <= k {
 		return nil, p.tooSmall(memBits, k+1, fmt.Sprintf("more than k=%d bits", k))
 	}

@@ -33,8 +33,9 @@ func mustNew[T Filter](t testing.TB, spec string, seed uint64) T {
 	return c
 }
 
-// testSpecs builds one small spec per registered family, so every test
-// below covers each filter as soon as it is registered.
+// testSpecs builds one small spec per registered family, and one more
+// for its blocked layout when it has one, so every test below covers each
+// filter as soon as it is registered.
 func testSpecs(mem string) []string {
 	var specs []string
 	for _, f := range Families() {
@@ -43,6 +44,11 @@ func testSpecs(mem string) []string {
 			continue
 		}
 		specs = append(specs, f.Name+":mem="+mem)
+		for _, p := range f.Params {
+			if p.Name == "blocked" {
+				specs = append(specs, f.Name+":mem="+mem+",blocked=1")
+			}
+		}
 	}
 	return specs
 }
