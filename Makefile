@@ -39,7 +39,7 @@ cross:
 # routers): they found overflows that made fpbits=32 and 32-bit BDBF
 # counters fail on 32-bit platforms.
 test-32bit:
-	GOARCH=386 $(GO) test -count=1 ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./internal/outfile/ ./internal/mix/ ./capture/pcapfile/ ./tune/ ./internal/cli/
+	GOARCH=386 $(GO) test -count=1 ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./report/outfile/ ./mix/ ./capture/pcapfile/ ./tune/ ./internal/cli/
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:
@@ -70,7 +70,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHash$$' -fuzztime $(FUZZTIME) ./flow/
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./capture/pcapfile/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./capture/pcapfilter/
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePattern$$' -fuzztime $(FUZZTIME) ./internal/outfile/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePattern$$' -fuzztime $(FUZZTIME) ./report/outfile/
 	$(GO) test -run '^$$' -fuzz '^FuzzSpoolFile$$' -fuzztime $(FUZZTIME) ./report/
 	$(GO) test -run '^$$' -fuzz '^FuzzSummaryReader$$' -fuzztime $(FUZZTIME) ./report/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseServerError$$' -fuzztime $(FUZZTIME) ./report/clickhouse/

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // benchHashes are precomputed random hashes: the benchmarks time Observe,

@@ -3,7 +3,7 @@ package filters
 import (
 	"unsafe"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // The blocked filters (bloom:blocked=1, sbf:blocked=1) keep all the cells

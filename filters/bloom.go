@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // Bloom is a plain Bloom filter of m bits and k hash functions: the baseline

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // putzeFPR is the FP rate of a blocked Bloom filter of m bits in blocks of

@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // SBF is the Stable Bloom Filter of Deng & Rafiei (SIGMOD 2006): m cells of

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // BlockedSBF is a Stable Bloom Filter (Deng & Rafiei, SIGMOD 2006) in the

@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 func blockedSBFMust(t testing.TB, spec string, seed uint64) *BlockedSBF {

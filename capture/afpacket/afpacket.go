@@ -41,7 +41,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/pcapfilter"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/sockwait"
+	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 )
 
 // Defaults of Config.

@@ -48,7 +48,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/sockwait"
+	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 )
 
 const (
