@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // BenchmarkXDP measures the program in the kernel (BPF_PROG_TEST_RUN with
@@ -42,7 +43,7 @@ func BenchmarkXDP(b *testing.B) {
 func benchmarkXDP(b *testing.B, name string, cfg bpf.Config, frame []byte, want bpf.Counters) {
 	b.Run(name, func(b *testing.B) {
 		h := newHarness(b, cfg)
-		pinCPU(b)
+		testutil.PinThread(b)
 		h.mustRun(frame) // the key is in the prefilter from now on
 		h.drain(nil)
 		h.delta()

@@ -85,7 +85,7 @@ const NumErrs = 4
 var Errs = [NumErrs]error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrTooManyHeaders}
 
 // Objects is a loaded XDP program with its maps. Attaching it is the
-// caller's business (fastpath/ uses a BPF link).
+// caller's business (capture/xdp uses a BPF link).
 type Objects struct {
 	// Program is the XDP program.
 	Program *ebpf.Program

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The contract between the XDP program (xdp.c) and user space (package bpf,
- * fastpath/). Every struct here has a Go twin in bpf/bpf.go; a test checks
+ * capture/xdp). Every struct here has a Go twin in bpf/bpf.go; a test checks
  * that their sizes and offsets agree with the BTF of the compiled object.
  */
 #ifndef FLOWDEDUP_H

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // The Go twin of xdp.c's fd_hash and of the row and fingerprint it derives.
@@ -61,7 +62,7 @@ func TestHashTwin(t *testing.T) {
 	for i := range 20 {
 		h := newHarness(t, bpf.Config{Kind: flow.Key5Tuple, Seed: seed, PrefilterBytes: rows * bpf.RowBytes, RingBytes: 1 << 16})
 		if cpu < 0 {
-			cpu = pinCPU(t)
+			cpu = testutil.PinThread(t)
 		}
 		var f []byte
 		if i%2 == 0 {

@@ -87,7 +87,7 @@ func TestLayout(t *testing.T) {
 		t.Errorf("%d Errs, want NumErrs = %d", n, bpf.NumErrs)
 	}
 
-	// The maps the loader and fastpath rely on.
+	// The maps the loader and capture/xdp rely on.
 	for name, want := range map[string]struct {
 		typ        ebpf.MapType
 		value      uint32

@@ -5,7 +5,6 @@ package bpf_test
 import (
 	"encoding/binary"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
@@ -13,37 +12,8 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
-
-// pinCPU keeps the test on one CPU until it ends, and returns the CPU:
-// prefilters and rings are per CPU, and BPF_PROG_TEST_RUN runs the
-// program on the CPU of the calling thread.
-func pinCPU(tb testing.TB) int {
-	tb.Helper()
-	runtime.LockOSThread()
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		runtime.UnlockOSThread()
-		tb.Fatal(err)
-	}
-	cpu := -1
-	for i := range 1 << 10 {
-		if old.IsSet(i) {
-			cpu = i
-			break
-		}
-	}
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		runtime.UnlockOSThread()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		unix.SchedSetaffinity(0, &old)
-		runtime.UnlockOSThread()
-	})
-	return cpu
-}
 
 // expect runs frame and checks the counters moved by want and that the
 // events read are the keys in keys, all on CPU cpu.
@@ -90,7 +60,7 @@ var (
 // frame that gives no key is not looked up.
 func TestPrefilter(t *testing.T) {
 	h := newHarness(t, bpf.Config{Kind: flow.Key5Tuple, Seed: 42, RingBytes: 1 << 16})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	f1 := tcp4(a4, b4, 1234, 80)
 	f2 := tcp4(a4, b4, 1235, 80)
 	f1ttl := cat(f1[:22], []byte{1}, f1[23:]) // another TTL: the same key
@@ -108,7 +78,7 @@ func TestPrefilter(t *testing.T) {
 	if other := (cpu + 1) % len(h.o.Rings); other != cpu {
 		var set unix.CPUSet
 		set.Set(other)
-		if err := unix.SchedSetaffinity(0, &set); err == nil { // pinCPU's cleanup undoes it
+		if err := unix.SchedSetaffinity(0, &set); err == nil { // PinThread's cleanup undoes it
 			h.expect("first frame on another CPU", f1, other, emitted, k1)
 			h.expect("first frame on another CPU again", f1, other, hit)
 		}
@@ -122,7 +92,7 @@ func TestPrefilter(t *testing.T) {
 func TestPrefilterWindow(t *testing.T) {
 	const window = time.Minute
 	h := newHarness(t, bpf.Config{Kind: flow.KeySrc, Window: window, RingBytes: 1 << 16})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	trueOff, err := bpf.ClockOffset()
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +158,7 @@ func TestPrefilterWindow(t *testing.T) {
 // TestPrefilterOneWindow: without a window the clock does not matter.
 func TestPrefilterOneWindow(t *testing.T) {
 	h := newHarness(t, bpf.Config{Kind: flow.KeyPair, RingBytes: 1 << 16})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	f := udp6(a6, b6, 1, 2)
 	k, err := flow.Parse(f, flow.LinkEthernet, flow.KeyPair)
 	if err != nil {
@@ -206,7 +176,7 @@ func TestPrefilterOneWindow(t *testing.T) {
 func TestRingFull(t *testing.T) {
 	page := os.Getpagesize()
 	h := newHarness(t, bpf.Config{Kind: flow.Key5Tuple, RingBytes: page})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 
 	var sent []flow.Key
 	var lost []byte
@@ -269,7 +239,7 @@ func TestRingFull(t *testing.T) {
 func TestPrefilterFalseHits(t *testing.T) {
 	const rows, bases = 16, 2500
 	h := newHarness(t, bpf.Config{Kind: flow.Key5Tuple, Seed: 0x5eed, PrefilterBytes: rows * bpf.RowBytes, RingBytes: 8 << 20})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 
 	seen := make(map[flow.Key]bool)
 	var sent []flow.Key

@@ -2,7 +2,7 @@
 
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * A traffic generator for the throughput benchmarks of fastpath/ (LoadTrafficGen
+ * A traffic generator for the throughput benchmarks of capture/ (LoadTrafficGen
  * in trafficgen.go), run by BPF_PROG_TEST_RUN in live-frames mode
  * (BPF_F_TEST_XDP_LIVE_FRAMES, Linux 5.18+): the kernel runs fd_trafficgen
  * on copies of one template frame "received" on a device, and transmits the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // The program's counts by window, checked with BPF_PROG_TEST_RUN on one
@@ -101,7 +102,7 @@ func TestWindowCounts(t *testing.T) {
 	const window = time.Minute
 	page := os.Getpagesize()
 	h := newHarness(t, bpf.Config{Kind: flow.Key5Tuple, Window: window, RingBytes: page})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	clk := newWinClock(t, h, window)
 	w0 := clk.future()
 	perRing := page / (8 + bpf.EventSize) // events a ring holds
@@ -183,7 +184,7 @@ func TestWindowCounts(t *testing.T) {
 func TestWindowClockBack(t *testing.T) {
 	const window = time.Minute
 	h := newHarness(t, bpf.Config{Kind: flow.Key5Tuple, Window: window, RingBytes: 1 << 16})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	clk := newWinClock(t, h, window)
 	w0 := clk.future()
 
@@ -215,7 +216,7 @@ func TestWindowClockBack(t *testing.T) {
 func TestWindowSlotReuse(t *testing.T) {
 	const window = time.Minute
 	h := newHarness(t, bpf.Config{Kind: flow.KeySrc, Window: window, RingBytes: 1 << 16})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	clk := newWinClock(t, h, window)
 	w0 := clk.future()
 	one := bpf.Counters{Packets: 1, Errors: [bpf.NumErrs]uint64{1: 1}} // an ARP frame
@@ -271,7 +272,7 @@ func TestWindowSlotReuse(t *testing.T) {
 func TestEndWindow(t *testing.T) {
 	const window = time.Minute
 	h := newHarness(t, bpf.Config{Kind: flow.KeySrc, Window: window, RingBytes: 1 << 16})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	clk := newWinClock(t, h, window)
 	w0 := clk.future()
 	f := udp4(a4, b4, 1, 2)
@@ -316,7 +317,7 @@ func TestEndWindow(t *testing.T) {
 // whose counts are the totals, and EndWindow does nothing.
 func TestWindowCountsOneWindow(t *testing.T) {
 	h := newHarness(t, bpf.Config{Kind: flow.KeyPair, RingBytes: 1 << 16})
-	cpu := pinCPU(t)
+	cpu := testutil.PinThread(t)
 	h.mustRun(udp6(a6, b6, 1, 2))
 	h.mustRun(udp6(a6, b6, 1, 2))
 	h.mustRun(notIP)

@@ -2,7 +2,7 @@
 
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The redirect program of the AF_XDP capture mode (fastpath.OpenAFXDP): it
+ * The redirect program of the AF_XDP capture mode (afxdp.Open): it
  * hands every frame of a receive queue to the AF_XDP socket bound to that
  * queue, and leaves the frames of queues without a socket to the kernel's
  * network stack. Frames it redirects never reach the stack.

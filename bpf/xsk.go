@@ -18,7 +18,7 @@ import (
 
 // XSKObjects is the loaded redirect program of the AF_XDP capture mode
 // (xsk.c) with its map. Attaching the program is the caller's business
-// (fastpath/ uses a BPF link).
+// (capture/afxdp uses a BPF link).
 type XSKObjects struct {
 	// Program redirects each frame to the AF_XDP socket of its receive
 	// queue, and passes the frames of queues without one to the stack.

@@ -10,8 +10,8 @@
 //     in order, streamed in constant memory;
 //   - capture/afpacket captures live from AF_PACKET sockets (TPACKET_V3
 //     rings, one socket per reader in a PACKET_FANOUT group);
-//   - fastpath captures from the XDP hook (keys made in the kernel) and
-//     from AF_XDP sockets.
+//   - capture/xdp captures from the XDP hook (keys made in the kernel);
+//   - capture/afxdp captures from AF_XDP sockets (mirror ports).
 //
 // capture/pcapfilter compiles pcap-filter(7) expressions to the classic BPF
 // that capture/afpacket attaches to its sockets.

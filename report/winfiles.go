@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/outfile"
+	"github.com/flowdedup/flowdedup/report/outfile"
 )
 
 // ErrNoWindows: a time-pattern output was given records or summaries of a
@@ -17,7 +17,7 @@ var ErrNoWindows = errors.New("report: a time pattern in an output file name nee
 // time pattern (--out 'flows-%Y%m%dT%H.jsonl'): each record goes to the file
 // its window's start names, in the format of a RecordWriter (a csv file
 // starts with its header). A file is written under a temporary name and
-// committed (renamed into place, see package internal/outfile) when the
+// committed (renamed into place, see package report/outfile) when the
 // window closes whose end falls in a later period, or at the final window,
 // so that a reader never sees a partial file. A period whose windows had no
 // record still gets its file, empty: "seen nothing" and "was not running"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/outfile"
+	"github.com/flowdedup/flowdedup/report/outfile"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 

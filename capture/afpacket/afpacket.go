@@ -41,7 +41,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/pcapfilter"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/sockwait"
+	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 )
 
 // Defaults of Config.
@@ -107,10 +107,11 @@ type Config struct {
 	PollTimeout time.Duration
 }
 
-// BindFlags registers the configuration's flags on fs, with the defaults
-// above.
+// BindFlags registers the flags of AF_PACKET's own settings on fs, with the
+// defaults above. Iface, Promisc and PollTimeout are not among them: every
+// live capture mode takes those, so the caller binds them once for all
+// modes (flowdedup run does) and copies them in.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Iface, "iface", c.Iface, "interface to capture on")
 	fs.IntVar(&c.Sockets, "afpacket-sockets", 1, "AF_PACKET sockets in the fanout group, one per reader")
 	fs.Func("afpacket-fanout-group", "fanout group id shared with other processes (default: a unique id)", func(s string) error {
 		n, err := strconv.ParseUint(s, 0, 16)
@@ -121,12 +122,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.IntVar(&c.SnapLen, "snaplen", DefaultSnapLen, "bytes kept of each frame (headers are enough for flow keys)")
-	fs.BoolVar(&c.Promisc, "promisc", c.Promisc, "put the interface in promiscuous mode")
 	fs.StringVar(&c.BPF, "bpf", c.BPF, "capture filter in pcap-filter(7) syntax, run in the kernel")
 	fs.IntVar(&c.BlockSize, "afpacket-block-size", DefaultBlockSize, "ring block size in bytes (multiple of the page size)")
 	fs.IntVar(&c.NumBlocks, "afpacket-blocks", DefaultNumBlocks, "ring blocks per socket")
 	fs.DurationVar(&c.BlockTimeout, "afpacket-block-timeout", DefaultBlockTimeout, "longest wait before the kernel hands over a part-full block")
-	fs.DurationVar(&c.PollTimeout, "poll-timeout", DefaultPollTimeout, "idle time after which a read returns so windows can close")
 }
 
 // withDefaults fills in zero fields and checks the rest.

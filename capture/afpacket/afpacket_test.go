@@ -595,12 +595,18 @@ func TestBindFlags(t *testing.T) {
 	var cfg Config
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	cfg.BindFlags(fs)
-	if err := fs.Parse([]string{"-iface", "eth1", "-afpacket-sockets", "4", "-bpf", "tcp", "-afpacket-fanout-group", "0x10", "-poll-timeout", "1s"}); err != nil {
+	if err := fs.Parse([]string{"-afpacket-sockets", "4", "-bpf", "tcp", "-afpacket-fanout-group", "0x10"}); err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Iface: "eth1", Sockets: 4, FanoutGroup: 16, SnapLen: DefaultSnapLen, BPF: "tcp",
-		BlockSize: DefaultBlockSize, NumBlocks: DefaultNumBlocks, BlockTimeout: DefaultBlockTimeout, PollTimeout: time.Second}
+	want := Config{Sockets: 4, FanoutGroup: 16, SnapLen: DefaultSnapLen, BPF: "tcp",
+		BlockSize: DefaultBlockSize, NumBlocks: DefaultNumBlocks, BlockTimeout: DefaultBlockTimeout}
 	if cfg != want {
 		t.Errorf("flags gave %+v, want %+v", cfg, want)
+	}
+	// The flags every live mode shares are the caller's, bound once.
+	for _, name := range []string{"iface", "promisc", "poll-timeout"} {
+		if fs.Lookup(name) != nil {
+			t.Errorf("-%s is bound by afpacket.Config: it belongs to every live mode, not to AF_PACKET", name)
+		}
 	}
 }

@@ -180,7 +180,7 @@ func TestVersion(t *testing.T) {
 func TestFormatVersion(t *testing.T) {
 	stamped := &debug.BuildInfo{
 		GoVersion: "go1.26.1",
-		Main:      debug.Module{Path: "github.com/flowdedup/flowdedup", Version: "v1.2.0"},
+		Main:      debug.Module{Path: "github.com/flowdedup/flowdedup", Version: "v0.0.0-20260102030405-0123456789ab+dirty"},
 		Settings: []debug.BuildSetting{
 			{Key: "vcs", Value: "git"},
 			{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
@@ -188,17 +188,31 @@ func TestFormatVersion(t *testing.T) {
 			{Key: "vcs.modified", Value: "true"},
 		},
 	}
-	if got, want := formatVersion(stamped, "linux/amd64"), "flowdedup v1.2.0 (commit 0123456789ab, 2026-01-02T03:04:05Z, modified) go1.26.1 linux/amd64"; got != want {
-		t.Errorf("stamped: %q, want %q", got, want)
-	}
-	clean := &debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "(devel)"},
-		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}}
-	if got, want := formatVersion(clean, "linux/arm64"), "flowdedup (devel) (commit abc) go1.26.1 linux/arm64"; got != want {
-		t.Errorf("clean: %q, want %q", got, want)
-	}
-	bare := &debug.BuildInfo{GoVersion: "go1.26.1"}
-	if got, want := formatVersion(bare, "darwin/arm64"), "flowdedup (devel) go1.26.1 darwin/arm64"; got != want {
-		t.Errorf("bare: %q, want %q", got, want)
+	for _, c := range []struct {
+		stamped  string
+		commit   string
+		info     *debug.BuildInfo
+		platform string
+		want     string
+	}{
+		// make's stamp wins over the go command's pseudo-version.
+		{"1.2.0", "", stamped, "linux/amd64", "flowdedup 1.2.0 (commit 0123456789ab, 2026-01-02T03:04:05Z, modified) go1.26.1 linux/amd64"},
+		// make's build with -buildvcs=false: both stamps.
+		{"0.0.0~git20260102030405.0123456", "0123456789abcdef0123456789abcdef01234567", &debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "(devel)"}},
+			"linux/mips", "flowdedup 0.0.0~git20260102030405.0123456 (commit 0123456789ab) go1.26.1 linux/mips"},
+		// A plain go build in a checkout: the go command's pseudo-version.
+		{"", "", stamped, "linux/amd64", "flowdedup v0.0.0-20260102030405-0123456789ab+dirty (commit 0123456789ab, 2026-01-02T03:04:05Z, modified) go1.26.1 linux/amd64"},
+		// go install ...@v1.2.0: the module's tag.
+		{"", "", &debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "v1.2.0"}}, "linux/arm", "flowdedup v1.2.0 go1.26.1 linux/arm"},
+		// No version anywhere: said so, not "(devel)".
+		{"", "", &debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "(devel)"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}},
+			"linux/arm64", "flowdedup unknown version (commit abc) go1.26.1 linux/arm64"},
+		{"", "", &debug.BuildInfo{GoVersion: "go1.26.1"}, "darwin/arm64", "flowdedup unknown version go1.26.1 darwin/arm64"},
+	} {
+		if got := formatVersion(c.stamped, c.commit, c.info, c.platform); got != c.want {
+			t.Errorf("formatVersion(%q, %s): %q, want %q", c.stamped, c.info.Main.Version, got, c.want)
+		}
 	}
 }
 

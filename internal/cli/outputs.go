@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowdedup/flowdedup/internal/outfile"
+	"github.com/flowdedup/flowdedup/report/outfile"
 	"github.com/flowdedup/flowdedup/report"
 )
 

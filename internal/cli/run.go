@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,7 +19,7 @@ import (
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/afpacket"
-	"github.com/flowdedup/flowdedup/fastpath"
+	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/filters"
 )
 
@@ -45,6 +46,7 @@ Needs root (CAP_NET_ADMIN, CAP_NET_RAW; CAP_BPF for the XDP modes).`
 // LiveConfig holds the flags of `flowdedup run`.
 type LiveConfig struct {
 	CaptureConfig
+	Live     liveFlags // what every mode takes: --iface, --promisc, --poll-timeout
 	AFPacket afpacket.Config
 	XDP      xdpFlags
 	AFXDP    afxdpFlags
@@ -62,12 +64,28 @@ func newLiveConfig() LiveConfig {
 }
 
 // liveShort are the short forms of the AF_PACKET flags, as tcpdump has
-// them: -i IFACE, -s SNAPLEN.
-var liveShort = map[string]string{"iface": "i", "snaplen": "s"}
+// them: -s SNAPLEN (and -i IFACE, bound with the flags every mode shares).
+var liveShort = map[string]string{"snaplen": "s"}
+
+// liveFlags are the flags every capture mode takes, bound once here and
+// copied into each mode's configuration.
+type liveFlags struct {
+	iface       string
+	promisc     bool
+	pollTimeout time.Duration
+}
+
+func (l *liveFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVarP(&l.iface, "iface", "i", l.iface, "interface to capture on")
+	fs.BoolVar(&l.promisc, "promisc", l.promisc, "put the interface in promiscuous mode")
+	l.pollTimeout = afpacket.DefaultPollTimeout
+	durationFlag(fs, &l.pollTimeout, "poll-timeout", "idle time after which a read returns so windows can close")
+}
 
 // BindFlags registers the run flags on fs.
 func (c *LiveConfig) BindFlags(fs *pflag.FlagSet) {
 	c.CaptureConfig.BindFlags(fs)
+	c.Live.bind(fs)
 	addGoFlags(fs, c.AFPacket.BindFlags, liveShort)
 	c.XDP.bind(fs)
 	c.AFXDP.bind(fs)
@@ -226,13 +244,13 @@ func completeInterfaces(*cobra.Command, []string, string) ([]cobra.Completion, c
 
 // xdpFlags are the flags of the XDP modes.
 type xdpFlags struct {
-	attach    fastpath.AttachMode
+	attach    xdp.AttachMode
 	prefilter string
 	ring      string
 }
 
 func (x *xdpFlags) bind(fs *pflag.FlagSet) {
-	x.attach = fastpath.AttachAuto
+	x.attach = xdp.AttachAuto
 	fs.Var(typed{&x.attach, "MODE"}, "xdp-attach", "XDP hook for --mode xdp and afxdp: auto (native where the driver has it, else generic) | native | generic")
 	fs.StringVar(&x.prefilter, "xdp-prefilter", filters.FormatMem(bpf.DefaultPrefilterBytes*8), "`SIZE` of each CPU's in-kernel prefilter (--mode xdp), e.g. 256KiB; off: send every key to user space")
 	fs.StringVar(&x.ring, "xdp-ring", filters.FormatMem(bpf.DefaultRingBytes*8), "`SIZE` of each CPU's ring buffer to user space (--mode xdp): a power of two, e.g. 4MiB")
@@ -291,7 +309,7 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 	if !ok {
 		return usagef("--mode %q: want %s", cfg.Mode, orList(liveModeNames()))
 	}
-	if cfg.AFPacket.Iface == "" {
+	if cfg.Live.iface == "" {
 		return usagef("--iface is required")
 	}
 	if err := mode.checkFlags(set); err != nil {
@@ -312,9 +330,9 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 		return err
 	}
 	defer src.closer.Close()
-	if cfg.AFPacket.Promisc && src.mode != "afpacket" {
+	if cfg.Live.promisc && src.mode != "afpacket" {
 		// AF_PACKET sockets set it themselves.
-		pr, err := fastpath.Promisc(cfg.AFPacket.Iface)
+		pr, err := xdp.Promisc(cfg.Live.iface)
 		if err != nil {
 			return err
 		}
@@ -333,15 +351,15 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "flowdedup run: capturing on %s with %s, %s\n", cfg.AFPacket.Iface, src.what, cfg.describe())
+	fmt.Fprintf(stderr, "flowdedup run: capturing on %s with %s, %s\n", cfg.Live.iface, src.what, cfg.describe())
 	return s.run(ctx, src.sources...)
 }
 
 func (l *liveSetup) openXDP() (*liveSources, error) {
 	cfg := l.cfg
-	x, err := fastpath.OpenXDP(fastpath.XDPConfig{
-		Iface: cfg.AFPacket.Iface, Key: cfg.Key, Seed: fastpath.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
-		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.AFPacket.PollTimeout,
+	x, err := xdp.Open(xdp.Config{
+		Iface: cfg.Live.iface, Key: cfg.Key, Seed: xdp.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
+		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.Live.pollTimeout,
 	})
 	if err != nil {
 		return nil, err
@@ -358,7 +376,7 @@ func (l *liveSetup) openXDP() (*liveSources, error) {
 }
 
 func (l *liveSetup) openAFXDP() (*liveSources, error) {
-	a, err := openAFXDP(l.cfg.AFPacket, l.cfg.XDP, l.cfg.AFXDP)
+	a, err := openAFXDP(l.cfg.Live, l.cfg.XDP, l.cfg.AFXDP)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +389,7 @@ func (l *liveSetup) openAFXDP() (*liveSources, error) {
 
 func (l *liveSetup) openAFPacket() (*liveSources, error) {
 	afp := l.cfg.AFPacket
+	afp.Iface, afp.Promisc, afp.PollTimeout = l.cfg.Live.iface, l.cfg.Live.promisc, l.cfg.Live.pollTimeout
 	// One socket per worker unless told otherwise: each socket is read by
 	// its own goroutine, so reading scales with the workers.
 	if !l.set("afpacket-sockets") {
@@ -394,7 +413,7 @@ func (l *liveSetup) openAuto() (*liveSources, error) {
 	}
 	src, err := l.openXDP()
 	if err != nil {
-		if errors.Is(err, fastpath.ErrNoInterface) {
+		if errors.Is(err, xdp.ErrNoInterface) {
 			return nil, err
 		}
 		fmt.Fprintf(l.stderr, "flowdedup run: mode auto: using afpacket: the XDP fast path is not available: %v\n", err)

@@ -53,7 +53,8 @@
 //	kind      String           the key kind: src, dst, pair or 5tuple
 //	batch     UInt64           report.Batch.ID of the insert that wrote the row
 //
-//	ENGINE = MergeTree PARTITION BY toYYYYMM(window) ORDER BY (window, observer, src, dst)
+//	ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(window)
+//	ORDER BY (window, observer, src, dst, kind, key, ts, ts_ns)
 //
 // A row's observer is its batch's (report.Batch.Observer: the --observer of
 // the run that saw the flow, kept in the spool when a later run sends the
@@ -71,13 +72,22 @@
 //	kind         String   the key kind, as in flows
 //	id           UInt64   FNV-1a hash of the row's other columns (see Idempotency)
 //
-//	ENGINE = MergeTree PARTITION BY toYYYYMM(window_start) ORDER BY (window_start, observer)
+//	ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(window_start) ORDER BY (window_start, observer, id)
 //
 // Section 7's columns are all there, with its names and types (the
 // DateTimes are in UTC, so that they print as the jsonl records do whatever
 // the server's time zone); kind, batch, the other counts, filter, final and
 // id are added. The sort keys serve per-window queries: a window's rows are
 // contiguous, so uniqExact(src) over one window reads that window only.
+// They also say which rows are the same: the sort key of flows is every
+// column that says what was seen (not batch), that of windows ends with id,
+// and ReplacingMergeTree folds rows with equal sort keys into one when it
+// merges parts. An import run twice (the same capture, observer and
+// filter) thus counts each row once in queries with FINAL (SELECT count()
+// FROM DB.flows FINAL), and in every query once the parts are merged;
+// uniqExact needs no FINAL. Tables of the earlier MergeTree design are
+// still written, and double on a re-run; the repository's docs/export.md
+// has the statements that move one to this design.
 // Partitions are months, so that old data goes with
 // ALTER TABLE ... DROP PARTITION 202601 (18.16 has no TTL).
 //
@@ -175,20 +185,28 @@
 //
 // New sends nothing and fails only for a malformed Config: a server that
 // is down is reported by the writes. Errors of Records and Window are of
-// three kinds:
+// four kinds:
 //
 //   - Permanent, wrapping report.ErrRejected (the caller drops the batch
-//     and counts it): records no row can hold (ErrBadRecord: a key of
-//     another kind than Config.Kind, a time outside 1970 to 2106), checked
-//     before anything is sent; a table whose columns do not fit
-//     (*SchemaError, which names the column, the type it has and the type
-//     wanted); and answers of the server that sending again cannot change
-//     (*ServerError with Permanent true): malformed data, a bad statement,
-//     a refused login or a read-only user (the ClickHouse error codes in
-//     permanentCodes), or an HTTP 3xx or 4xx without a ClickHouse code
-//     (the address is not a ClickHouse HTTP interface).
-//   - Transient (retry later, keep the batch): no connection, a timeout,
-//     a broken connection, an answer that is not what was asked for
+//     and counts it): only a rejection of the rows themselves. Records no
+//     row can hold (ErrBadRecord: a key of another kind than Config.Kind,
+//     a time outside 1970 to 2106), checked before anything is sent; and
+//     answers that sending the same rows again cannot change (*ServerError
+//     with Permanent true): malformed data or a bad statement (the
+//     ClickHouse error codes in permanentCodes), or, without a ClickHouse
+//     code, HTTP 400, 413, 415 or 422.
+//   - Transient, waiting for the operator: a refused login (wrong or
+//     missing password, unknown user, a host the user may not log in
+//     from), a user without the right to write (readonly, a database it
+//     may not use), an address that answers but is not a ClickHouse HTTP
+//     interface (3xx, 401, 403, 404 without a code), and a table whose
+//     columns do not fit (*SchemaError, which names the column, the type
+//     it has and the type wanted). The error says what to fix
+//     (ServerError.Fix); a report.Queue says it once when the destination
+//     starts failing, and with --spool the batches wait on disk until the
+//     operator has fixed it, in this run or the next.
+//   - Transient, waiting for the server: no connection, a timeout, a
+//     broken connection, an answer that is not what was asked for
 //     (ErrBadAnswer), and server errors that may pass: a 5xx without a
 //     code, timeouts, memory, too many parts or queries, a locked session,
 //     a server shutting down, codes not listed.
@@ -208,7 +226,8 @@
 // Only what both accept is used: the HTTP interface (POST, the statement
 // in the body or, for INSERT, in the query parameter), RowBinary input and
 // output, JSONEachRow and TabSeparated output, CREATE DATABASE/TABLE IF
-// NOT EXISTS, MergeTree with PARTITION BY and ORDER BY clauses,
+// NOT EXISTS, MergeTree and ReplacingMergeTree with PARTITION BY and ORDER
+// BY clauses, FINAL,
 // DateTime('UTC'), toYYYYMM, system.columns, backquoted identifiers,
 // HTTP basic authentication, and the session_id and wait_end_of_query
 // parameters. Avoided, since 18.16 lacks them or has them only as

@@ -167,9 +167,9 @@ func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 
 // The password of a clickhouse:// destination from a password_file: the
 // records of a run through a Reporter and a Queue land in flows. Without
-// the password (no file, no environment), the server refuses each insert:
-// the Queue drops the batches as rejected and says why with the server's
-// message, and neither the notices, the destination's name (the summaries'
+// the password (no file, no environment), the server refuses the login:
+// that waits for the operator, so the batches stay in the spool, the Queue
+// says why once with the server's message and what to fix, and neither the notices, the destination's name (the summaries'
 // export_dropped key and the metrics' dest label) nor the spool's
 // directory names hold a password.
 func TestClickHousePasswordFile(t *testing.T) {
@@ -226,10 +226,11 @@ func TestClickHousePasswordFile(t *testing.T) {
 				t.Errorf("%s: %s rows in flows, want 300", tc.name, got)
 			}
 		} else {
-			if st.Sent != 0 || st.Dropped[report.DropRejected] != 300 {
-				t.Errorf("%s: stats %+v, want 300 rejected", tc.name, st)
+			if st.Sent != 0 || st.Dropped[report.DropRejected] != 0 || st.Spooled != 300 {
+				t.Errorf("%s: stats %+v, want 300 in the spool, none rejected", tc.name, st)
 			}
-			if !strings.Contains(n, "export "+dest+": rejected") || !strings.Contains(n, "Password required for user "+testutil.ClickHouseUser) {
+			if strings.Count(n, "export "+dest+": unreachable") != 1 || !strings.Contains(n, "Password required for user "+testutil.ClickHouseUser) ||
+				!strings.Contains(n, "password_file") {
 				t.Errorf("%s: notices do not say the server refused the login:\n%s", tc.name, n)
 			}
 		}

@@ -9,8 +9,11 @@
 // the IANA Information Elements sourceIPv4Address (8) or sourceIPv6Address
 // (27), destinationIPv4Address (12) or destinationIPv6Address (28),
 // protocolIdentifier (4), sourceTransportPort (7) and
-// destinationTransportPort (11), and flowStartMilliseconds (152), the
-// record's time truncated to the millisecond. There is one template per key
+// destinationTransportPort (11), flowStartMilliseconds (152), the
+// record's time truncated to the millisecond, and flowEndMilliseconds
+// (153), equal to the start: a record marks a flow's first packet and has
+// no end of its own, and a collector that finds no end shows an invalid
+// one (nfdump: 1970, and a duration of minus 2^31 days). There is one template per key
 // kind and address family, and for 5-tuples one more per family without the
 // ports, for the keys that have none (ICMP, other portless protocols,
 // non-first fragments): a collector can tell "no port" from port 0, and

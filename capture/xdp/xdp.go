@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package xdp
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 )
 
-// Defaults of XDPConfig.
+// Defaults of Config.
 const (
 	DefaultPollTimeout = 100 * time.Millisecond
 	// clockSyncEvery is how often the program's Unix-time offset is
@@ -28,8 +28,8 @@ const (
 	clockSyncEvery = time.Second
 )
 
-// XDPConfig configures OpenXDP.
-type XDPConfig struct {
+// Config configures Open.
+type Config struct {
 	// Iface is the interface to attach to.
 	Iface string
 	// Key is the key kind the kernel builds.
@@ -56,9 +56,9 @@ type XDPConfig struct {
 	PollTimeout time.Duration
 }
 
-// XDP is the XDP fast path attached to an interface: the program of package
+// Capture is the XDP fast path attached to an interface: the program of package
 // bpf, its BPF link and a reader of each CPU's ring buffer.
-type XDP struct {
+type Capture struct {
 	objs    *bpf.Objects
 	link    link.Link
 	mode    AttachMode
@@ -74,7 +74,7 @@ type XDP struct {
 	closeErr  error
 }
 
-// OpenXDP loads the XDP program, opens a reader on each CPU's ring buffer
+// Open loads the XDP program, opens a reader on each CPU's ring buffer
 // and attaches the program to cfg.Iface through a BPF link: when the process
 // exits or is killed, the kernel detaches it. With AttachAuto it uses the
 // driver's hook where the driver has one and the generic hook otherwise;
@@ -83,12 +83,12 @@ type XDP struct {
 // The program never drops or alters a frame: the interface keeps working as
 // before. Errors wrap ErrNoInterface, ErrPermission or ErrUnsupported where
 // one of those is the cause.
-func OpenXDP(cfg XDPConfig) (*XDP, error) {
+func Open(cfg Config) (*Capture, error) {
 	if !cfg.Key.IsValid() {
-		return nil, fmt.Errorf("fastpath: %w", flow.ErrBadKind)
+		return nil, fmt.Errorf("xdp: %w", flow.ErrBadKind)
 	}
 	if cfg.Window < 0 {
-		return nil, fmt.Errorf("fastpath: negative window %v", cfg.Window)
+		return nil, fmt.Errorf("xdp: negative window %v", cfg.Window)
 	}
 	mode, err := ParseAttachMode(string(cfg.Attach))
 	if err != nil {
@@ -97,7 +97,7 @@ func OpenXDP(cfg XDPConfig) (*XDP, error) {
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = DefaultPollTimeout
 	}
-	ifindex, err := interfaceIndex(cfg.Iface)
+	ifindex, err := InterfaceIndex(cfg.Iface)
 	if err != nil {
 		return nil, err
 	}
@@ -113,20 +113,20 @@ func OpenXDP(cfg XDPConfig) (*XDP, error) {
 		RingBytes:      cfg.RingBytes,
 	})
 	if err != nil {
-		return nil, loadError(err)
+		return nil, LoadError(err)
 	}
-	x := &XDP{objs: objs, stop: make(chan struct{})}
+	x := &Capture{objs: objs, stop: make(chan struct{})}
 	for cpu, m := range objs.Rings {
 		rd, err := ringbuf.NewReader(m)
 		if err != nil {
 			x.Close()
-			return nil, fmt.Errorf("fastpath: reading the ring buffer of CPU %d: %w", cpu, err)
+			return nil, fmt.Errorf("xdp: reading the ring buffer of CPU %d: %w", cpu, err)
 		}
 		x.sources = append(x.sources, &ringSource{x: x, cpu: cpu, rd: rd, poll: cfg.PollTimeout})
 	}
 	// Attach last: from here on the program runs, and its keys have
 	// readers.
-	x.link, x.mode, err = attach(objs.Program, ifindex, mode)
+	x.link, x.mode, err = Attach(objs.Program, ifindex, mode)
 	if err != nil {
 		x.Close()
 		return nil, fmt.Errorf("%w (interface %s)", err, cfg.Iface)
@@ -138,14 +138,14 @@ func OpenXDP(cfg XDPConfig) (*XDP, error) {
 
 // Mode returns the hook the program is attached to: AttachNative or
 // AttachGeneric.
-func (x *XDP) Mode() AttachMode { return x.mode }
+func (x *Capture) Mode() AttachMode { return x.mode }
 
 // Sources returns one source per CPU, in CPU order. Each yields the keys its
 // CPU's prefilter had not seen (capture.Packet.Key set, Data empty, TimeNs
 // the kernel's Unix time for the frame) and implements
 // capture.WindowCounter with the CPU's counters (see WindowCounts for when a
 // window's counts are final). Each source is read by one goroutine.
-func (x *XDP) Sources() []capture.Source {
+func (x *Capture) Sources() []capture.Source {
 	out := make([]capture.Source, len(x.sources))
 	for i, s := range x.sources {
 		out[i] = s
@@ -155,16 +155,16 @@ func (x *XDP) Sources() []capture.Source {
 
 // WindowSlots implements capture.WindowCounter: each CPU keeps the counts
 // of its last bpf.WindowSlots windows.
-func (x *XDP) WindowSlots() int { return bpf.WindowSlots }
+func (x *Capture) WindowSlots() int { return bpf.WindowSlots }
 
 // KernelCounts implements capture.KernelCounter with the sum of the CPUs'
 // counters.
-func (x *XDP) KernelCounts(c *capture.KernelCounts) error { return x.kernelCounts(-1, c) }
+func (x *Capture) KernelCounts(c *capture.KernelCounts) error { return x.kernelCounts(-1, c) }
 
 // WindowCounts implements capture.WindowCounter with the sum of the CPUs'
 // counts of window i: the frames the kernel stamped with a time in window
 // i (the time their events carry), with the window length of
-// XDPConfig.Window (with one window, window 0 holds every frame). It
+// Config.Window (with one window, window 0 holds every frame). It
 // returns an error wrapping capture.ErrWindowGone when a CPU's clock has
 // moved bpf.WindowSlots windows past i.
 //
@@ -184,14 +184,14 @@ func (x *XDP) KernelCounts(c *capture.KernelCounts) error { return x.kernelCount
 // sync, under a millisecond): they then arrive after their window's counts
 // and are counted late. A lateness that covers both avoids it. A window
 // that has not begun is not ended, and its counts (none yet) are not final.
-func (x *XDP) WindowCounts(i int64, c *capture.KernelCounts) error {
+func (x *Capture) WindowCounts(i int64, c *capture.KernelCounts) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.wins.read(x.objs, -1, i, c)
 }
 
 // Counters returns each CPU's kernel counters.
-func (x *XDP) Counters() ([]bpf.Counters, error) {
+func (x *Capture) Counters() ([]bpf.Counters, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var err error
@@ -202,7 +202,7 @@ func (x *XDP) Counters() ([]bpf.Counters, error) {
 // Close detaches the program, then closes the readers (a Next blocked in
 // one returns capture.ErrClosed) and the program and maps. It is safe to
 // call more than once.
-func (x *XDP) Close() error {
+func (x *Capture) Close() error {
 	x.closeOnce.Do(func() {
 		var errs []error
 		if x.link != nil {
@@ -221,7 +221,7 @@ func (x *XDP) Close() error {
 }
 
 // syncClock keeps the program's Unix-time offset current until Close.
-func (x *XDP) syncClock() {
+func (x *Capture) syncClock() {
 	defer x.done.Done()
 	t := time.NewTicker(clockSyncEvery)
 	defer t.Stop()
@@ -237,7 +237,7 @@ func (x *XDP) syncClock() {
 
 // kernelCounts fills c with the counters of cpu, or of every CPU when cpu
 // is negative.
-func (x *XDP) kernelCounts(cpu int, c *capture.KernelCounts) error {
+func (x *Capture) kernelCounts(cpu int, c *capture.KernelCounts) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var err error
@@ -245,7 +245,7 @@ func (x *XDP) kernelCounts(cpu int, c *capture.KernelCounts) error {
 		return err
 	}
 	if cpu >= len(x.counters) {
-		return fmt.Errorf("fastpath: no counters for CPU %d", cpu)
+		return fmt.Errorf("xdp: no counters for CPU %d", cpu)
 	}
 	var k bpf.Counters
 	for i := range x.counters {
@@ -273,13 +273,13 @@ func (r *windowReader) read(o *bpf.Objects, cpu int, i int64, c *capture.KernelC
 		return err
 	}
 	if cpu >= len(r.cpus) {
-		return fmt.Errorf("fastpath: no counters for CPU %d", cpu)
+		return fmt.Errorf("xdp: no counters for CPU %d", cpu)
 	}
 	for n, w := range r.cpus {
 		if (cpu < 0 || n == cpu) && w <= i {
 			// This CPU may still count a frame in window i.
 			if err := o.EndWindow(i); err != nil {
-				return fmt.Errorf("fastpath: ending window %d: %w", i, err)
+				return fmt.Errorf("xdp: ending window %d: %w", i, err)
 			}
 			break
 		}
@@ -293,7 +293,7 @@ func (r *windowReader) read(o *bpf.Objects, cpu int, i int64, c *capture.KernelC
 			continue
 		}
 		if r.wins[n].Gone {
-			return fmt.Errorf("fastpath: window %d of CPU %d: %w", i, n, capture.ErrWindowGone)
+			return fmt.Errorf("xdp: window %d of CPU %d: %w", i, n, capture.ErrWindowGone)
 		}
 		addCounters(&k, &r.wins[n].Counters)
 	}
@@ -327,7 +327,7 @@ func fillKernelCounts(c *capture.KernelCounts, k *bpf.Counters) {
 
 // ringSource reads one CPU's ring buffer.
 type ringSource struct {
-	x      *XDP
+	x      *Capture
 	cpu    int
 	rd     *ringbuf.Reader
 	rec    ringbuf.Record
@@ -354,7 +354,7 @@ func (s *ringSource) Next(p *capture.Packet) error {
 		case errors.Is(err, os.ErrClosed), errors.Is(err, ringbuf.ErrClosed), s.closed.Load():
 			return capture.ErrClosed
 		}
-		return fmt.Errorf("fastpath: reading the ring buffer of CPU %d: %w", s.cpu, err)
+		return fmt.Errorf("xdp: reading the ring buffer of CPU %d: %w", s.cpu, err)
 	}
 	key, t, err := bpf.DecodeEvent(s.rec.RawSample)
 	if err != nil {
@@ -386,5 +386,5 @@ func (s *ringSource) Close() error { return s.x.Close() }
 var (
 	_ capture.Source        = (*ringSource)(nil)
 	_ capture.WindowCounter = (*ringSource)(nil)
-	_ capture.WindowCounter = (*XDP)(nil)
+	_ capture.WindowCounter = (*Capture)(nil)
 )

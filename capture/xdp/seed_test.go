@@ -1,4 +1,4 @@
-package fastpath
+package xdp
 
 import "testing"
 

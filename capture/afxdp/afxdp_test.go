@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package afxdp
 
 import (
 	"bufio"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/afpacket"
+	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
@@ -49,7 +50,7 @@ func afxNewSender(t testing.TB, ns *testutil.Namespace, iface string) *afxSender
 			return err
 		}
 		s.fd = fd
-		ifi, err := interfaceIndex(iface)
+		ifi, err := xdp.InterfaceIndex(iface)
 		if err != nil {
 			return err
 		}
@@ -83,18 +84,18 @@ func (s *afxSender) send(t testing.TB, frame []byte) {
 
 // afxOpen opens an AF_XDP capture inside the namespace and closes it with
 // the test.
-func afxOpen(t testing.TB, ns *testutil.Namespace, cfg AFXDPConfig) *AFXDP {
+func afxOpen(t testing.TB, ns *testutil.Namespace, cfg Config) *Capture {
 	t.Helper()
-	var a *AFXDP
+	var a *Capture
 	err := ns.Do(func() (err error) {
-		a, err = OpenAFXDP(cfg)
+		a, err = Open(cfg)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrPermission) {
+		if errors.Is(err, xdp.ErrUnsupported) || errors.Is(err, xdp.ErrPermission) {
 			testutil.SkipOrFail(t, "AF_XDP capture unavailable here: %v", err)
 		}
-		t.Fatalf("OpenAFXDP(%+v): %v", cfg, err)
+		t.Fatalf("Open(%+v): %v", cfg, err)
 	}
 	t.Cleanup(func() { a.Close() })
 	return a
@@ -144,10 +145,10 @@ func afxRead(t testing.TB, src capture.Source, want int, idle time.Duration) [][
 }
 
 func TestAFXDPReceivesFrames(t *testing.T) {
-	for _, mode := range []AttachMode{AttachNative, AttachGeneric} {
+	for _, mode := range []xdp.AttachMode{xdp.AttachNative, xdp.AttachGeneric} {
 		t.Run(string(mode), func(t *testing.T) {
 			ns := testutil.NetNS(t)
-			a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: mode, NumFrames: 512})
+			a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: mode, NumFrames: 512})
 			t.Logf("mode %s", a.Mode())
 			if want := string(mode) + "/copy"; a.Mode() != want { // veth has no zero-copy AF_XDP
 				t.Errorf("Mode() = %q, want %q", a.Mode(), want)
@@ -160,7 +161,7 @@ func TestAFXDPReceivesFrames(t *testing.T) {
 			if x == nil || !x.Attached {
 				t.Fatalf("no XDP program on %s while capturing", ns.Veth[0])
 			}
-			if wantMode := map[AttachMode]uint32{AttachNative: 1, AttachGeneric: 2}[mode]; x.AttachMode != wantMode {
+			if wantMode := map[xdp.AttachMode]uint32{xdp.AttachNative: 1, xdp.AttachGeneric: 2}[mode]; x.AttachMode != wantMode {
 				t.Errorf("%s: XDP attach mode %d, want %d", ns.Veth[0], x.AttachMode, wantMode)
 			}
 
@@ -215,7 +216,7 @@ func TestAFXDPReceivesFrames(t *testing.T) {
 // queue's frames back to the stack while the program stays attached.
 func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 	ns := testutil.NetNS(t)
-	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachGeneric})
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachGeneric})
 	src := a.Sources()[0]
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 
 func TestAFXDPCloseWakesNext(t *testing.T) {
 	ns := testutil.NetNS(t)
-	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], PollTimeout: -1})
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)
 	go func() {
@@ -280,7 +281,7 @@ func TestAFXDPCloseWakesNext(t *testing.T) {
 // readable after Close until the next Next, which returns ErrClosed.
 func TestAFXDPCloseKeepsHeldFrame(t *testing.T) {
 	ns := testutil.NetNS(t)
-	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], PollTimeout: time.Second})
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: time.Second})
 	src := a.Sources()[0]
 	afxNewSender(t, ns, ns.Veth[1]).send(t, afxFrame(7))
 	var p capture.Packet
@@ -303,7 +304,7 @@ func TestAFXDPCloseKeepsHeldFrame(t *testing.T) {
 
 func TestAFXDPNextAllocs(t *testing.T) {
 	ns := testutil.NetNS(t)
-	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachNative, NumFrames: 1024})
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachNative, NumFrames: 1024})
 	src := a.Sources()[0]
 	const runs = 500
 	snd := afxNewSender(t, ns, ns.Veth[1])
@@ -392,7 +393,7 @@ func TestAFXDPHelperProcess(t *testing.T) {
 	if iface == "" {
 		t.Skip("helper process of TestAFXDPDetachedWhenKilled")
 	}
-	a, err := OpenAFXDP(AFXDPConfig{Iface: iface})
+	a, err := Open(Config{Iface: iface})
 	if err != nil {
 		fmt.Printf("afxdp-helper: %v\n", err)
 		os.Exit(1)
@@ -409,24 +410,24 @@ func TestAFXDPHelperProcess(t *testing.T) {
 	os.Exit(2)
 }
 
-func TestOpenAFXDPErrors(t *testing.T) {
+func TestOpenErrors(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		cfg  AFXDPConfig
+		cfg  Config
 		want error
 	}{
-		{"no interface given", AFXDPConfig{}, ErrNoInterface},
-		{"missing interface", AFXDPConfig{Iface: "fdnosuchif0"}, ErrNoInterface},
-		{"zero-copy on the generic hook", AFXDPConfig{Iface: "lo", Attach: AttachGeneric, Bind: XSKBindZeroCopy}, ErrUnsupported},
-		{"frame size", AFXDPConfig{Iface: "lo", FrameSize: 3000}, nil},
-		{"frame count", AFXDPConfig{Iface: "lo", NumFrames: 1000}, nil},
-		{"attach mode", AFXDPConfig{Iface: "lo", Attach: "hardware"}, nil},
-		{"bind mode", AFXDPConfig{Iface: "lo", Bind: "fast"}, nil},
+		{"no interface given", Config{}, xdp.ErrNoInterface},
+		{"missing interface", Config{Iface: "fdnosuchif0"}, xdp.ErrNoInterface},
+		{"zero-copy on the generic hook", Config{Iface: "lo", Attach: xdp.AttachGeneric, Bind: BindZeroCopy}, xdp.ErrUnsupported},
+		{"frame size", Config{Iface: "lo", FrameSize: 3000}, nil},
+		{"frame count", Config{Iface: "lo", NumFrames: 1000}, nil},
+		{"attach mode", Config{Iface: "lo", Attach: "hardware"}, nil},
+		{"bind mode", Config{Iface: "lo", Bind: "fast"}, nil},
 	} {
-		a, err := OpenAFXDP(c.cfg)
+		a, err := Open(c.cfg)
 		if err == nil {
 			a.Close()
-			t.Errorf("%s: OpenAFXDP(%+v) succeeded", c.name, c.cfg)
+			t.Errorf("%s: Open(%+v) succeeded", c.name, c.cfg)
 			continue
 		}
 		if c.want != nil && !errors.Is(err, c.want) {
@@ -438,25 +439,25 @@ func TestOpenAFXDPErrors(t *testing.T) {
 	ns := testutil.NetNS(t)
 	for _, c := range []struct {
 		name string
-		cfg  AFXDPConfig
+		cfg  Config
 		want error
 	}{
-		{"queue out of range", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{1}}, ErrNoQueue},
-		{"negative queue", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{-1}}, ErrNoQueue},
-		{"no queues", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{}}, ErrNoQueue},
-		{"queue twice", AFXDPConfig{Iface: ns.Veth[0], Queues: []int{0, 0}}, nil},
-		{"zero-copy on veth", AFXDPConfig{Iface: ns.Veth[0], Bind: XSKBindZeroCopy}, ErrUnsupported},
-		{"missing interface in the namespace", AFXDPConfig{Iface: "fdnosuchif0"}, ErrNoInterface},
+		{"queue out of range", Config{Iface: ns.Veth[0], Queues: []int{1}}, ErrNoQueue},
+		{"negative queue", Config{Iface: ns.Veth[0], Queues: []int{-1}}, ErrNoQueue},
+		{"no queues", Config{Iface: ns.Veth[0], Queues: []int{}}, ErrNoQueue},
+		{"queue twice", Config{Iface: ns.Veth[0], Queues: []int{0, 0}}, nil},
+		{"zero-copy on veth", Config{Iface: ns.Veth[0], Bind: BindZeroCopy}, xdp.ErrUnsupported},
+		{"missing interface in the namespace", Config{Iface: "fdnosuchif0"}, xdp.ErrNoInterface},
 	} {
 		err := ns.Do(func() error {
-			a, err := OpenAFXDP(c.cfg)
+			a, err := Open(c.cfg)
 			if err == nil {
 				a.Close()
 			}
 			return err
 		})
 		if err == nil {
-			t.Errorf("%s: OpenAFXDP(%+v) succeeded", c.name, c.cfg)
+			t.Errorf("%s: Open(%+v) succeeded", c.name, c.cfg)
 			continue
 		}
 		if c.want != nil && !errors.Is(err, c.want) {
@@ -470,9 +471,9 @@ func TestOpenAFXDPErrors(t *testing.T) {
 
 	// One capture per interface: a second one fails and leaves the
 	// first working.
-	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0]})
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0]})
 	err := ns.Do(func() error {
-		b, err := OpenAFXDP(AFXDPConfig{Iface: ns.Veth[0]})
+		b, err := Open(Config{Iface: ns.Veth[0]})
 		if err == nil {
 			b.Close()
 		}
@@ -509,15 +510,15 @@ func TestParseQueues(t *testing.T) {
 			t.Errorf("ParseQueues(%q) = %v, %v; want %v (ok %v)", c.in, got, err, c.want, c.ok)
 		}
 	}
-	var m XSKBindMode
-	if err := m.Set("zerocopy"); err != nil || m != XSKBindZeroCopy {
+	var m BindMode
+	if err := m.Set("zerocopy"); err != nil || m != BindZeroCopy {
 		t.Errorf("Set(zerocopy): %v, %v", m, err)
 	}
 	if err := m.Set("fast"); err == nil {
 		t.Errorf("Set(fast) succeeded")
 	}
-	if m, err := ParseXSKBindMode(""); err != nil || m != XSKBindAuto {
-		t.Errorf(`ParseXSKBindMode("") = %v, %v`, m, err)
+	if m, err := ParseBindMode(""); err != nil || m != BindAuto {
+		t.Errorf(`ParseBindMode("") = %v, %v`, m, err)
 	}
 }
 
@@ -525,10 +526,10 @@ func TestParseQueues(t *testing.T) {
 // from a veth pair, sent by an AF_PACKET socket on the other end as fast as
 // it goes (-benchtime sets the frames sent; frames lost are reported).
 func BenchmarkAFXDPVeth(b *testing.B) {
-	for _, mode := range []AttachMode{AttachNative, AttachGeneric} {
+	for _, mode := range []xdp.AttachMode{xdp.AttachNative, xdp.AttachGeneric} {
 		b.Run(string(mode), func(b *testing.B) {
 			ns := testutil.NetNS(b)
-			a := afxOpen(b, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: mode})
+			a := afxOpen(b, ns, Config{Iface: ns.Veth[0], Attach: mode})
 			src := a.Sources()[0]
 			snd := afxNewSender(b, ns, ns.Veth[1])
 			frame := afxFrame(1)
@@ -602,10 +603,7 @@ func afxSendFromCPU(t *testing.T, snd *afxSender, cpu int, frames [][]byte) {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // the thread dies with the goroutine: its affinity goes with it
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
+		if err := testutil.LockToCPU(cpu); err != nil { // the thread dies with the goroutine, and its affinity with it
 			errc <- err
 			return
 		}
@@ -639,14 +637,14 @@ func TestAFXDPMultiQueue(t *testing.T) {
 	}
 
 	t.Run("all", func(t *testing.T) {
-		a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachNative})
+		a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachNative})
 		srcs := a.Sources()
 		if len(srcs) != queues {
 			t.Fatalf("%d sources, want one per queue: %d", len(srcs), queues)
 		}
 		snd := afxNewSender(t, ns, ns.Veth[1])
 		for q := range queues {
-			if got := srcs[q].(*AFXDPSource).Queue(); got != q {
+			if got := srcs[q].(*Source).Queue(); got != q {
 				t.Errorf("source %d captures queue %d", q, got)
 			}
 			afxSendFromCPU(t, snd, q, frames(q))
@@ -668,9 +666,9 @@ func TestAFXDPMultiQueue(t *testing.T) {
 	})
 
 	t.Run("one", func(t *testing.T) {
-		a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], Attach: AttachNative, Queues: []int{1}})
+		a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachNative, Queues: []int{1}})
 		srcs := a.Sources()
-		if len(srcs) != 1 || srcs[0].(*AFXDPSource).Queue() != 1 {
+		if len(srcs) != 1 || srcs[0].(*Source).Queue() != 1 {
 			t.Fatalf("sources for queues [1]: %d", len(srcs))
 		}
 		// Queue 0's frames go to the stack: an AF_PACKET socket sees them.
@@ -715,7 +713,7 @@ func TestAFXDPCloseWhileReading(t *testing.T) {
 	})
 	defer func() { close(stop); wg.Wait() }()
 	for round := range 20 {
-		a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], NumFrames: 256})
+		a := afxOpen(t, ns, Config{Iface: ns.Veth[0], NumFrames: 256})
 		src := a.Sources()[0]
 		done := make(chan error, 1)
 		var frames atomic.Int64
@@ -771,7 +769,7 @@ func TestAFXDPCloseWhileReading(t *testing.T) {
 func TestAFXDPCountsDrops(t *testing.T) {
 	ns := testutil.NetNS(t)
 	const frames = 256 // the least NumFrames: the UMEM, fill and RX rings hold that many
-	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], NumFrames: frames, PollTimeout: 50 * time.Millisecond})
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], NumFrames: frames, PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
 	snd := afxNewSender(t, ns, ns.Veth[1])
 	const sent = 1000
@@ -786,7 +784,7 @@ func TestAFXDPCountsDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := src.(*AFXDPSource).Stats()
+	st, _ := src.(*Source).Stats()
 	t.Logf("read %d, dropped %d: %+v", len(got), drops, st)
 	if len(got) != frames || uint64(len(got))+drops != sent {
 		t.Errorf("read %d frames and the kernel dropped %d: want %d read and %d in all", len(got), drops, frames, sent)
@@ -812,7 +810,7 @@ func TestAFXDPCountsDrops(t *testing.T) {
 // reports ENETDOWN, and Close still works.
 func TestAFXDPInterfaceGone(t *testing.T) {
 	ns := testutil.NetNS(t)
-	a := afxOpen(t, ns, AFXDPConfig{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)
 	go func() {

@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package afxdp
 
 import (
 	"errors"
@@ -16,66 +16,67 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/xdp"
 )
 
-// Defaults and limits of AFXDPConfig.
+// Defaults and limits of Config.
 const (
-	// DefaultAFXDPFrameSize is the size of a UMEM frame: one frame holds
+	// DefaultFrameSize is the size of a UMEM frame: one frame holds
 	// one received frame of up to 2048 bytes less the kernel's 256-byte
 	// XDP headroom, so 1792 bytes (an MTU of 1500 with room for tags).
-	DefaultAFXDPFrameSize = 2048
-	// DefaultAFXDPNumFrames is the number of UMEM frames per queue
+	DefaultFrameSize = 2048
+	// DefaultNumFrames is the number of UMEM frames per queue
 	// (8 MiB of UMEM at the default frame size). The fill and RX rings
 	// have as many entries.
-	DefaultAFXDPNumFrames = 4096
-	// DefaultAFXDPPollTimeout is how long Next waits for a frame before
+	DefaultNumFrames = 4096
+	// DefaultPollTimeout is how long Next waits for a frame before
 	// it returns capture.ErrTimeout.
-	DefaultAFXDPPollTimeout = 100 * time.Millisecond
-	// AFXDPMaxNumFrames bounds NumFrames.
-	AFXDPMaxNumFrames = 1 << 20
+	DefaultPollTimeout = 100 * time.Millisecond
+	// MaxNumFrames bounds NumFrames.
+	MaxNumFrames = 1 << 20
 	// afxdpMinNumFrames is the least NumFrames: two reader batches and
 	// room for the kernel.
 	afxdpMinNumFrames = 4 * xskBatch
 )
 
 // ErrNoQueue: the interface has no receive queue with the id asked for.
-var ErrNoQueue = errors.New("fastpath: no such receive queue")
+var ErrNoQueue = errors.New("afxdp: no such receive queue")
 
-// XSKBindMode says whether AF_XDP sockets share the driver's buffers
+// BindMode says whether AF_XDP sockets share the driver's buffers
 // (zero-copy) or get a copy of each frame.
-type XSKBindMode string
+type BindMode string
 
 // Bind modes.
 const (
-	// XSKBindAuto lets the kernel choose: zero-copy where the driver
+	// BindAuto lets the kernel choose: zero-copy where the driver
 	// supports it in native XDP mode, else copy.
-	XSKBindAuto XSKBindMode = "auto"
-	// XSKBindCopy makes the kernel copy each frame into the socket's
+	BindAuto BindMode = "auto"
+	// BindCopy makes the kernel copy each frame into the socket's
 	// UMEM (XDP_COPY): every driver, native and generic XDP.
-	XSKBindCopy XSKBindMode = "copy"
-	// XSKBindZeroCopy has the driver receive straight into the UMEM
+	BindCopy BindMode = "copy"
+	// BindZeroCopy has the driver receive straight into the UMEM
 	// (XDP_ZEROCOPY): it needs driver support and native XDP, and fails
 	// without them.
-	XSKBindZeroCopy XSKBindMode = "zerocopy"
+	BindZeroCopy BindMode = "zerocopy"
 )
 
-// ParseXSKBindMode returns the XSKBindMode named s ("" is XSKBindAuto).
-func ParseXSKBindMode(s string) (XSKBindMode, error) {
-	switch m := XSKBindMode(s); m {
+// ParseBindMode returns the BindMode named s ("" is BindAuto).
+func ParseBindMode(s string) (BindMode, error) {
+	switch m := BindMode(s); m {
 	case "":
-		return XSKBindAuto, nil
-	case XSKBindAuto, XSKBindCopy, XSKBindZeroCopy:
+		return BindAuto, nil
+	case BindAuto, BindCopy, BindZeroCopy:
 		return m, nil
 	}
-	return "", fmt.Errorf("fastpath: unknown AF_XDP bind mode %q: valid modes are auto, copy, zerocopy", s)
+	return "", fmt.Errorf("afxdp: unknown AF_XDP bind mode %q: valid modes are auto, copy, zerocopy", s)
 }
 
 // String returns the mode's name.
-func (m XSKBindMode) String() string { return string(m) }
+func (m BindMode) String() string { return string(m) }
 
 // Set implements flag.Value.
-func (m *XSKBindMode) Set(s string) error {
-	v, err := ParseXSKBindMode(s)
+func (m *BindMode) Set(s string) error {
+	v, err := ParseBindMode(s)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func ParseQueues(s string) ([]int, error) {
 			b, err = strconv.Atoi(hi)
 		}
 		if err != nil || a < 0 || b < a || b-a >= 1<<16 {
-			return nil, fmt.Errorf("fastpath: queue list %q: %q is not a queue id or a range such as 4-7", s, part)
+			return nil, fmt.Errorf("afxdp: queue list %q: %q is not a queue id or a range such as 4-7", s, part)
 		}
 		for q := a; q <= b; q++ {
 			qs = append(qs, q)
@@ -108,75 +109,75 @@ func ParseQueues(s string) ([]int, error) {
 	return qs, nil
 }
 
-// AFXDPConfig describes an AF_XDP capture on one interface.
-type AFXDPConfig struct {
+// Config describes an AF_XDP capture on one interface.
+type Config struct {
 	// Iface is the interface to capture on (required).
 	Iface string
 	// Queues are the receive queues to capture, one AF_XDP socket (one
 	// Source) each; nil means every receive queue of the interface.
 	// Frames arriving on other queues go to the kernel's stack as usual.
 	Queues []int
-	// Attach is the XDP hook of the redirect program (default AttachAuto).
-	Attach AttachMode
-	// Bind chooses copy or zero-copy sockets (default XSKBindAuto).
-	Bind XSKBindMode
+	// Attach is the XDP hook of the redirect program (default xdp.AttachAuto).
+	Attach xdp.AttachMode
+	// Bind chooses copy or zero-copy sockets (default BindAuto).
+	Bind BindMode
 	// FrameSize is the size of a UMEM frame: a power of two from 2048 to
-	// the page size (default DefaultAFXDPFrameSize). A frame holds a
+	// the page size (default DefaultFrameSize). A frame holds a
 	// received frame of up to FrameSize-256 bytes; longer ones are
 	// dropped and counted in KernelDrops.
 	FrameSize int
 	// NumFrames is the number of UMEM frames of each queue's socket, a
-	// power of two (default DefaultAFXDPNumFrames); the fill and RX
+	// power of two (default DefaultNumFrames); the fill and RX
 	// rings have as many entries.
 	NumFrames int
 	// PollTimeout is how long Next waits for a frame before returning
-	// capture.ErrTimeout (default DefaultAFXDPPollTimeout; negative:
+	// capture.ErrTimeout (default DefaultPollTimeout; negative:
 	// forever).
 	PollTimeout time.Duration
 }
 
 // withDefaults fills in zero fields and checks the rest.
-func (c AFXDPConfig) withDefaults() (AFXDPConfig, error) {
+func (c Config) withDefaults() (Config, error) {
 	if c.Attach == "" {
-		c.Attach = AttachAuto
+		c.Attach = xdp.AttachAuto
 	}
 	if c.Bind == "" {
-		c.Bind = XSKBindAuto
+		c.Bind = BindAuto
 	}
 	if c.FrameSize == 0 {
-		c.FrameSize = DefaultAFXDPFrameSize
+		c.FrameSize = DefaultFrameSize
 	}
 	if c.NumFrames == 0 {
-		c.NumFrames = DefaultAFXDPNumFrames
+		c.NumFrames = DefaultNumFrames
 	}
 	if c.PollTimeout == 0 {
-		c.PollTimeout = DefaultAFXDPPollTimeout
+		c.PollTimeout = DefaultPollTimeout
 	}
 	page := os.Getpagesize()
 	isPow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
-	if _, err := ParseAttachMode(string(c.Attach)); err != nil {
+	if _, err := xdp.ParseAttachMode(string(c.Attach)); err != nil {
 		return c, err
 	}
-	if _, err := ParseXSKBindMode(string(c.Bind)); err != nil {
+	if _, err := ParseBindMode(string(c.Bind)); err != nil {
 		return c, err
 	}
 	switch {
-	case c.Attach == AttachGeneric && c.Bind == XSKBindZeroCopy:
-		return c, fmt.Errorf("%w: zero-copy AF_XDP needs the native XDP hook, not generic", ErrUnsupported)
+	case c.Attach == xdp.AttachGeneric && c.Bind == BindZeroCopy:
+		return c, fmt.Errorf("%w: zero-copy AF_XDP needs the native XDP hook, not generic", xdp.ErrUnsupported)
 	case !isPow2(c.FrameSize) || c.FrameSize < 2048 || c.FrameSize > page:
-		return c, fmt.Errorf("fastpath: afxdp: frame size %d: want a power of two from 2048 to the page size %d", c.FrameSize, page)
-	case !isPow2(c.NumFrames) || c.NumFrames < afxdpMinNumFrames || c.NumFrames > AFXDPMaxNumFrames:
-		return c, fmt.Errorf("fastpath: afxdp: %d frames: want a power of two from %d to %d", c.NumFrames, afxdpMinNumFrames, AFXDPMaxNumFrames)
+		return c, fmt.Errorf("afxdp: afxdp: frame size %d: want a power of two from 2048 to the page size %d", c.FrameSize, page)
+	case !isPow2(c.NumFrames) || c.NumFrames < afxdpMinNumFrames || c.NumFrames > MaxNumFrames:
+		return c, fmt.Errorf("afxdp: afxdp: %d frames: want a power of two from %d to %d", c.NumFrames, afxdpMinNumFrames, MaxNumFrames)
 	}
 	return c, nil
 }
 
-// AFXDP is an AF_XDP capture: the redirect program attached to an
+// Capture is an AF_XDP capture: the redirect program attached to an
 // interface and one socket per captured receive queue.
-type AFXDP struct {
+type Capture struct {
 	iface   string
 	mode    string
-	srcs    []*AFXDPSource
+	srcs    []*Source
 	closing sync.Once
 
 	mu   sync.Mutex // guards objs and lnk against the sources' Close
@@ -184,7 +185,7 @@ type AFXDP struct {
 	lnk  link.Link
 }
 
-// OpenAFXDP opens an AF_XDP capture of cfg.Iface, for mirror and SPAN
+// Open opens an AF_XDP capture of cfg.Iface, for mirror and SPAN
 // ports: it attaches an XDP program (through a BPF link) that redirects
 // every frame of each captured receive queue into an AF_XDP socket bound to
 // that queue. Those frames are taken away from the kernel's network stack:
@@ -198,18 +199,18 @@ type AFXDP struct {
 // dies first, the kernel detaches the program when the link's last file
 // descriptor goes, and nothing is left on the interface.
 //
-// Errors wrap ErrNoInterface (no such interface in the caller's network
+// Errors wrap xdp.ErrNoInterface (no such interface in the caller's network
 // namespace), ErrNoQueue (a queue the interface does not have),
-// ErrPermission (it needs CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW, or root)
-// or ErrUnsupported (a kernel without AF_XDP sockets or XDP links, a driver
-// without native XDP when Attach is AttachNative, or without zero-copy when
-// Bind is XSKBindZeroCopy).
-func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
+// xdp.ErrPermission (it needs CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW, or root)
+// or xdp.ErrUnsupported (a kernel without AF_XDP sockets or XDP links, a driver
+// without native XDP when Attach is xdp.AttachNative, or without zero-copy when
+// Bind is BindZeroCopy).
+func Open(cfg Config) (*Capture, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	ifindex, err := interfaceIndex(cfg.Iface)
+	ifindex, err := xdp.InterfaceIndex(cfg.Iface)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +237,7 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 			return nil, fmt.Errorf("%w: afxdp %s: queue %d: the interface's receive queues are 0 to %d", ErrNoQueue, cfg.Iface, q, nq-1)
 		}
 		if seen[q] {
-			return nil, fmt.Errorf("fastpath: afxdp %s: queue %d is listed twice", cfg.Iface, q)
+			return nil, fmt.Errorf("afxdp: afxdp %s: queue %d is listed twice", cfg.Iface, q)
 		}
 		seen[q] = true
 	}
@@ -244,29 +245,29 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 
 	objs, err := bpf.LoadXSK(nq)
 	if err != nil {
-		return nil, loadError(err)
+		return nil, xdp.LoadError(err)
 	}
-	a := &AFXDP{iface: cfg.Iface, objs: objs}
-	fail := func(err error) (*AFXDP, error) {
+	a := &Capture{iface: cfg.Iface, objs: objs}
+	fail := func(err error) (*Capture, error) {
 		a.Close()
 		return nil, err
 	}
 	// Zero-copy sockets need the native hook: with auto, insist on it.
 	attachMode := cfg.Attach
-	if cfg.Bind == XSKBindZeroCopy && attachMode == AttachAuto {
-		attachMode = AttachNative
+	if cfg.Bind == BindZeroCopy && attachMode == xdp.AttachAuto {
+		attachMode = xdp.AttachNative
 	}
 	// Until a queue's socket is in the map, the program passes its frames
 	// to the stack: attaching first loses nothing and tells which hook
 	// the sockets get.
-	lnk, hook, err := attach(objs.Program, ifindex, attachMode)
+	lnk, hook, err := xdp.Attach(objs.Program, ifindex, attachMode)
 	if err != nil {
 		return fail(err)
 	}
 	a.lnk = lnk
 	bind := cfg.Bind
-	if hook == AttachGeneric && bind == XSKBindAuto {
-		bind = XSKBindCopy // the generic hook copies anyway
+	if hook == xdp.AttachGeneric && bind == BindAuto {
+		bind = BindCopy // the generic hook copies anyway
 	}
 	for _, q := range queues {
 		s, err := openXSK(cfg, ifindex, q, bind)
@@ -276,7 +277,7 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 		s.detach = a.deleteSocket
 		a.srcs = append(a.srcs, s)
 		if err := objs.SetSocket(q, s.res.fd); err != nil {
-			return fail(fmt.Errorf("fastpath: afxdp %s: adding queue %d's socket to the XSKMAP: %w", cfg.Iface, q, err))
+			return fail(fmt.Errorf("afxdp: afxdp %s: adding queue %d's socket to the XSKMAP: %w", cfg.Iface, q, err))
 		}
 	}
 	zc := 0
@@ -298,7 +299,7 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 
 // deleteSocket takes queue's socket out of the XSKMAP, so that the
 // program passes the queue's frames to the stack again.
-func (a *AFXDP) deleteSocket(queue int) {
+func (a *Capture) deleteSocket(queue int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.objs != nil {
@@ -307,9 +308,9 @@ func (a *AFXDP) deleteSocket(queue int) {
 }
 
 // Sources returns the capture's sources, one per queue in the order of
-// AFXDPConfig.Queues (or of the queue ids): each is an *AFXDPSource, which
+// Config.Queues (or of the queue ids): each is an *Source, which
 // also implements capture.DropCounter, for one reader goroutine.
-func (a *AFXDP) Sources() []capture.Source {
+func (a *Capture) Sources() []capture.Source {
 	srcs := make([]capture.Source, len(a.srcs))
 	for i, s := range a.srcs {
 		srcs[i] = s
@@ -318,16 +319,16 @@ func (a *AFXDP) Sources() []capture.Source {
 }
 
 // Iface returns the interface captured on.
-func (a *AFXDP) Iface() string { return a.iface }
+func (a *Capture) Iface() string { return a.iface }
 
 // Mode says how the capture runs: the XDP hook and whether the sockets
 // copy frames, e.g. "native/copy", "generic/copy", "native/zerocopy".
-func (a *AFXDP) Mode() string { return a.mode }
+func (a *Capture) Mode() string { return a.mode }
 
 // Close detaches the program, closes every source (a Next waiting in the
 // kernel returns capture.ErrClosed at once) and releases the program. It
 // may be called from any goroutine and more than once.
-func (a *AFXDP) Close() error {
+func (a *Capture) Close() error {
 	var errs []error
 	a.closing.Do(func() {
 		a.mu.Lock()
@@ -336,7 +337,7 @@ func (a *AFXDP) Close() error {
 		a.mu.Unlock()
 		if lnk != nil {
 			if err := lnk.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("fastpath: afxdp %s: detaching: %w", a.iface, err))
+				errs = append(errs, fmt.Errorf("afxdp: afxdp %s: detaching: %w", a.iface, err))
 			}
 		}
 		for _, s := range a.srcs {

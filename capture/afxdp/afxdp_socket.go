@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package afxdp
 
 // AF_XDP sockets written on golang.org/x/sys/unix, after the kernel's
 // Documentation/networking/af_xdp.rst. Each socket has a UMEM of its own
@@ -46,8 +46,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/sockwait"
+	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 )
 
 const (
@@ -60,9 +61,9 @@ const (
 	xskDescSize = int(unsafe.Sizeof(unix.XDPDesc{}))
 )
 
-// AFXDPSource is the AF_XDP socket of one receive queue, read by one
+// Source is the AF_XDP socket of one receive queue, read by one
 // goroutine. It implements capture.Source and capture.DropCounter.
-type AFXDPSource struct {
+type Source struct {
 	iface       string
 	queue       int
 	zeroCopy    bool
@@ -104,8 +105,8 @@ type AFXDPSource struct {
 }
 
 var (
-	_ capture.Source      = (*AFXDPSource)(nil)
-	_ capture.DropCounter = (*AFXDPSource)(nil)
+	_ capture.Source      = (*Source)(nil)
+	_ capture.DropCounter = (*Source)(nil)
 )
 
 // xskResources are the kernel objects of a source, apart from it so that a
@@ -153,24 +154,24 @@ func (r *xskResources) release() {
 
 // openXSK makes the socket of one queue, with its UMEM and rings, every
 // frame in the fill ring, and binds it to the queue.
-func openXSK(cfg AFXDPConfig, ifindex, queue int, bind XSKBindMode) (*AFXDPSource, error) {
+func openXSK(cfg Config, ifindex, queue int, bind BindMode) (*Source, error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		switch {
 		case errors.Is(err, unix.EAFNOSUPPORT):
-			return nil, fmt.Errorf("%w: the kernel has no AF_XDP sockets (Linux 4.18+ built with CONFIG_XDP_SOCKETS): %v", ErrUnsupported, err)
-		case isPermission(err):
-			return nil, fmt.Errorf("%w: opening an AF_XDP socket needs CAP_NET_RAW: %v", ErrPermission, err)
+			return nil, fmt.Errorf("%w: the kernel has no AF_XDP sockets (Linux 4.18+ built with CONFIG_XDP_SOCKETS): %v", xdp.ErrUnsupported, err)
+		case xdp.IsPermission(err):
+			return nil, fmt.Errorf("%w: opening an AF_XDP socket needs CAP_NET_RAW: %v", xdp.ErrPermission, err)
 		}
-		return nil, fmt.Errorf("fastpath: afxdp: opening an AF_XDP socket: %w", err)
+		return nil, fmt.Errorf("afxdp: afxdp: opening an AF_XDP socket: %w", err)
 	}
 	res := &xskResources{fd: fd}
-	fail := func(format string, args ...any) (*AFXDPSource, error) {
+	fail := func(format string, args ...any) (*Source, error) {
 		res.release()
-		return nil, fmt.Errorf("fastpath: afxdp %s queue %d: "+format, append([]any{cfg.Iface, queue}, args...)...)
+		return nil, fmt.Errorf("afxdp: afxdp %s queue %d: "+format, append([]any{cfg.Iface, queue}, args...)...)
 	}
 	n := cfg.NumFrames
-	s := &AFXDPSource{
+	s := &Source{
 		iface:       cfg.Iface,
 		queue:       queue,
 		pollTimeout: cfg.PollTimeout,
@@ -217,7 +218,7 @@ func openXSK(cfg AFXDPConfig, ifindex, queue int, bind XSKBindMode) (*AFXDPSourc
 		// Before Linux 5.4 the offsets have no flags field: those kernels
 		// have no need_wakeup and no XDP links either.
 		res.release()
-		return nil, fmt.Errorf("%w: AF_XDP of this kernel is too old (need Linux 5.4+)", ErrUnsupported)
+		return nil, fmt.Errorf("%w: AF_XDP of this kernel is too old (need Linux 5.4+)", xdp.ErrUnsupported)
 	}
 	pageOpts := unix.MAP_SHARED | unix.MAP_POPULATE
 	if res.fill, err = unix.Mmap(fd, unix.XDP_UMEM_PGOFF_FILL_RING, int(off.Fr.Desc)+n*8, unix.PROT_READ|unix.PROT_WRITE, pageOpts); err != nil {
@@ -249,9 +250,9 @@ func openXSK(cfg AFXDPConfig, ifindex, queue int, bind XSKBindMode) (*AFXDPSourc
 	}
 	flags := uint16(unix.XDP_USE_NEED_WAKEUP)
 	switch bind {
-	case XSKBindCopy:
+	case BindCopy:
 		flags |= unix.XDP_COPY
-	case XSKBindZeroCopy:
+	case BindZeroCopy:
 		flags |= unix.XDP_ZEROCOPY
 	}
 	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(ifindex), QueueID: uint32(queue)}
@@ -259,9 +260,9 @@ func openXSK(cfg AFXDPConfig, ifindex, queue int, bind XSKBindMode) (*AFXDPSourc
 		switch {
 		case errors.Is(err, unix.EBUSY):
 			return fail("the queue already has an AF_XDP socket (another capture on it?): %w", err)
-		case bind == XSKBindZeroCopy && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)):
+		case bind == BindZeroCopy && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)):
 			res.release()
-			return nil, fmt.Errorf("%w: afxdp %s queue %d: the driver has no zero-copy AF_XDP (use copy or auto): %v", ErrUnsupported, cfg.Iface, queue, err)
+			return nil, fmt.Errorf("%w: afxdp %s queue %d: the driver has no zero-copy AF_XDP (use copy or auto): %v", xdp.ErrUnsupported, cfg.Iface, queue, err)
 		case errors.Is(err, unix.EINVAL):
 			return fail("binding (a queue the interface does not have?): %w", err)
 		}
@@ -272,7 +273,7 @@ func openXSK(cfg AFXDPConfig, ifindex, queue int, bind XSKBindMode) (*AFXDPSourc
 	if err := xskGetsockopt(fd, unix.XDP_OPTIONS, unsafe.Pointer(&opts), &optsLen); err == nil {
 		s.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	} else {
-		s.zeroCopy = bind == XSKBindZeroCopy // before Linux 5.3 no XDP_OPTIONS: the kernel did as told
+		s.zeroCopy = bind == BindZeroCopy // before Linux 5.3 no XDP_OPTIONS: the kernel did as told
 	}
 	runtime.AddCleanup(s, (*xskResources).release, res)
 	return s, nil
@@ -312,14 +313,14 @@ func xskGetsockopt(fd, opt int, p unsafe.Pointer, n *uint32) error {
 }
 
 // Iface returns the interface the source captures on.
-func (s *AFXDPSource) Iface() string { return s.iface }
+func (s *Source) Iface() string { return s.iface }
 
 // Queue returns the receive queue the source captures.
-func (s *AFXDPSource) Queue() int { return s.queue }
+func (s *Source) Queue() int { return s.queue }
 
 // ZeroCopy says whether the driver receives straight into the socket's
 // UMEM (else the kernel copies each frame into it).
-func (s *AFXDPSource) ZeroCopy() bool { return s.zeroCopy }
+func (s *Source) ZeroCopy() bool { return s.zeroCopy }
 
 // Next reads the next frame into p, waiting up to the poll timeout. p.Data
 // points into the socket's UMEM and is valid until the next call to Next,
@@ -329,7 +330,7 @@ func (s *AFXDPSource) ZeroCopy() bool { return s.zeroCopy }
 // without a frame, capture.ErrClosed after Close (a Next waiting in the
 // kernel returns at once), and an error wrapping the socket's error when
 // the kernel reports one (ENETDOWN when the interface goes away).
-func (s *AFXDPSource) Next(p *capture.Packet) error {
+func (s *Source) Next(p *capture.Packet) error {
 	if s.hasCur {
 		s.free = append(s.free, s.cur) // never grows: there are len(rxDescs) frames in all
 		s.hasCur = false
@@ -354,7 +355,7 @@ func (s *AFXDPSource) Next(p *capture.Packet) error {
 }
 
 // refill gives the kernel as many free frames as the fill ring takes.
-func (s *AFXDPSource) refill() {
+func (s *Source) refill() {
 	n := uint32(len(s.free))
 	if n == 0 {
 		return
@@ -376,14 +377,14 @@ func (s *AFXDPSource) refill() {
 
 // wakeup kicks a driver that stopped receiving for want of fill ring
 // entries (need_wakeup: only zero-copy drivers ask; poll does it too).
-func (s *AFXDPSource) wakeup() {
+func (s *Source) wakeup() {
 	if atomic.LoadUint32(s.fillFlags)&unix.XDP_RING_NEED_WAKEUP != 0 {
 		unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.res.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	}
 }
 
 // nextBatch hands the entries read back to the kernel and waits for more.
-func (s *AFXDPSource) nextBatch() error {
+func (s *Source) nextBatch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held = false // holding mu: the UMEM is not used outside it
@@ -413,7 +414,7 @@ func (s *AFXDPSource) nextBatch() error {
 		r, err := s.res.wait.Wait(deadline)
 		switch {
 		case err != nil:
-			return fmt.Errorf("fastpath: afxdp %s queue %d: %w", s.iface, s.queue, err)
+			return fmt.Errorf("afxdp: afxdp %s queue %d: %w", s.iface, s.queue, err)
 		case r == sockwait.Woken || s.closed.Load():
 			s.res.unmapUMEM() // holding nothing: Close (waiting for mu) leaves this to us or does it again
 			return capture.ErrClosed
@@ -425,9 +426,9 @@ func (s *AFXDPSource) nextBatch() error {
 
 // timeout returns the socket's pending error, or capture.ErrTimeout: an
 // idle queue is the moment to notice that the interface went away.
-func (s *AFXDPSource) timeout() error {
+func (s *Source) timeout() error {
 	if err := sockwait.SockError(s.res.fd); err != nil {
-		return fmt.Errorf("fastpath: afxdp %s queue %d: %w", s.iface, s.queue, err)
+		return fmt.Errorf("afxdp: afxdp %s queue %d: %w", s.iface, s.queue, err)
 	}
 	return capture.ErrTimeout
 }
@@ -436,7 +437,7 @@ func (s *AFXDPSource) timeout() error {
 // frames go to the stack again) and closes it. A Next waiting in the kernel
 // returns capture.ErrClosed at once; Close is safe to call from any
 // goroutine and more than once.
-func (s *AFXDPSource) Close() error {
+func (s *Source) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -459,11 +460,11 @@ func (s *AFXDPSource) Close() error {
 
 // Stats returns the socket's XDP_STATISTICS counters, cumulative since it
 // opened (the last ones read after Close).
-func (s *AFXDPSource) Stats() (unix.XDPStatistics, error) {
+func (s *Source) Stats() (unix.XDPStatistics, error) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	if err := s.readStats(); err != nil {
-		return s.stats, fmt.Errorf("fastpath: afxdp %s queue %d: statistics: %w", s.iface, s.queue, err)
+		return s.stats, fmt.Errorf("afxdp: afxdp %s queue %d: statistics: %w", s.iface, s.queue, err)
 	}
 	return s.stats, nil
 }
@@ -476,13 +477,13 @@ func (s *AFXDPSource) Stats() (unix.XDPStatistics, error) {
 // rx_dropped already has, and in zero-copy mode allocation attempts of the
 // driver, whose lost frames only the driver's own counters (ethtool -S) see.
 // It may be called from any goroutine, also after Close.
-func (s *AFXDPSource) KernelDrops() (uint64, error) {
+func (s *Source) KernelDrops() (uint64, error) {
 	st, err := s.Stats()
 	return st.Rx_dropped + st.Rx_ring_full, err
 }
 
 // readStats refreshes stats. statsMu must be held.
-func (s *AFXDPSource) readStats() error {
+func (s *Source) readStats() error {
 	if s.res.fd < 0 {
 		return nil
 	}
@@ -516,7 +517,7 @@ func rxQueueCount(name string, ifindex int) (int, error) {
 		}
 		err = errors.New("no rx or combined channels")
 	}
-	return 0, fmt.Errorf("fastpath: afxdp %s: cannot count the receive queues (%s belongs to another network namespace; ethtool channels: %v): list them in Queues", name, dir, err)
+	return 0, fmt.Errorf("afxdp: afxdp %s: cannot count the receive queues (%s belongs to another network namespace; ethtool channels: %v): list them in Queues", name, dir, err)
 }
 
 // sysfsIsOurs says whether dir, /sys/class/net/NAME, shows the interface of

@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package xdp
 
 import (
 	"fmt"
@@ -16,21 +16,21 @@ import (
 // hook sees what the NIC accepts, so a mirror port needs this to see frames
 // addressed to other hosts.
 func Promisc(iface string) (*os.File, error) {
-	ifindex, err := interfaceIndex(iface)
+	ifindex, err := InterfaceIndex(iface)
 	if err != nil {
 		return nil, err
 	}
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		if isPermission(err) {
+		if IsPermission(err) {
 			return nil, fmt.Errorf("%w: promiscuous mode needs CAP_NET_RAW: %v", ErrPermission, err)
 		}
-		return nil, fmt.Errorf("fastpath: promiscuous mode: %w", err)
+		return nil, fmt.Errorf("xdp: promiscuous mode: %w", err)
 	}
 	mreq := unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_PROMISC}
 	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("fastpath: promiscuous mode on %s: %w", iface, err)
+		return nil, fmt.Errorf("xdp: promiscuous mode on %s: %w", iface, err)
 	}
 	return os.NewFile(uintptr(fd), "promisc:"+iface), nil
 }

@@ -1,10 +1,9 @@
 // Package affinity binds goroutines to CPUs, for the pipeline's Config.Pin.
 //
 // It makes its system call (sched_setaffinity) through golang.org/x/sys/unix,
-// as the other packages that talk to the kernel do: capture/afpacket,
-// fastpath, bpf and internal/sockwait. CPU affinity belongs to neither the
-// packet sources nor the XDP fast path, and the pipeline, which pins, makes
-// no system call itself. The package is two functions, small and auditable.
+// so that the pipeline, which pins, makes no system call itself. The package
+// is two functions, small and auditable, and internal to the pipeline, its
+// only user.
 //
 // Pin locks the calling goroutine to its OS thread and never unlocks it: a
 // pinned goroutine that returns takes its thread with it (the runtime ends a

@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package xdp
 
 import (
 	"errors"
@@ -65,20 +65,20 @@ func (in *injector) send(t *testing.T, frames ...[]byte) {
 }
 
 // openXDP opens the fast path on the namespace's first veth end.
-func openXDP(t *testing.T, ns *testutil.Namespace, cfg XDPConfig) *XDP {
+func openXDP(t *testing.T, ns *testutil.Namespace, cfg Config) *Capture {
 	t.Helper()
 	cfg.Iface = ns.Veth[0]
-	var x *XDP
+	var x *Capture
 	err := ns.Do(func() error {
 		var err error
-		x, err = OpenXDP(cfg)
+		x, err = Open(cfg)
 		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrUnsupported) {
 			testutil.SkipOrFail(t, "XDP fast path unsupported here: %v", err)
 		}
-		t.Fatalf("OpenXDP: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { x.Close() })
 	return x
@@ -86,7 +86,7 @@ func openXDP(t *testing.T, ns *testutil.Namespace, cfg XDPConfig) *XDP {
 
 // readKeys reads every source until each has been idle for one poll
 // interval, and returns the keys.
-func readKeys(t *testing.T, x *XDP) []capture.Packet {
+func readKeys(t *testing.T, x *Capture) []capture.Packet {
 	t.Helper()
 	var out []capture.Packet
 	for _, s := range x.Sources() {
@@ -108,7 +108,7 @@ func readKeys(t *testing.T, x *XDP) []capture.Packet {
 // processed returns how many frames the program has finished with, over
 // all CPUs: each ends as a prefilter hit, an emitted key, a ring-full drop
 // or an error (emitted is counted once the event is in the ring).
-func processed(t *testing.T, x *XDP) uint64 {
+func processed(t *testing.T, x *Capture) uint64 {
 	t.Helper()
 	cs, err := x.Counters()
 	if err != nil {
@@ -128,7 +128,7 @@ func processed(t *testing.T, x *XDP) uint64 {
 // frames (veth hands frames to XDP in a softirq after the send returns),
 // or fails the test after a deadline. When it returns, the events of those
 // frames are in the rings.
-func waitProcessed(t *testing.T, x *XDP, n uint64) {
+func waitProcessed(t *testing.T, x *Capture, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -144,7 +144,7 @@ func waitProcessed(t *testing.T, x *XDP, n uint64) {
 }
 
 // total sums the counters of all CPUs.
-func total(t *testing.T, x *XDP) capture.KernelCounts {
+func total(t *testing.T, x *Capture) capture.KernelCounts {
 	t.Helper()
 	sum := capture.KernelCounts{Errors: map[string]uint64{}}
 	for _, s := range x.Sources() {
@@ -168,7 +168,7 @@ func total(t *testing.T, x *XDP) capture.KernelCounts {
 // frames are counted, not keyed; Close detaches the program.
 func TestXDPKeysFrames(t *testing.T) {
 	ns := testutil.NetNS(t)
-	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 1, PollTimeout: 50 * time.Millisecond})
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 1, PollTimeout: 50 * time.Millisecond})
 	if x.Mode() != AttachNative {
 		t.Errorf("mode %v on veth, want native (veth has a driver hook)", x.Mode())
 	}
@@ -226,7 +226,7 @@ func TestXDPKeysFrames(t *testing.T) {
 // of the same flow gets through.
 func TestXDPBurstCountsDrops(t *testing.T) {
 	ns := testutil.NetNS(t)
-	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 2, RingBytes: 4096, PollTimeout: 50 * time.Millisecond})
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 2, RingBytes: 4096, PollTimeout: 50 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	const burst = 2000 // a 4 KiB ring holds about 70 events
 	var frames [][]byte
@@ -261,14 +261,14 @@ func TestXDPBurstCountsDrops(t *testing.T) {
 	}
 }
 
-func TestOpenXDPErrors(t *testing.T) {
-	if _, err := OpenXDP(XDPConfig{Iface: "no-such-if0", Key: flow.KeySrc}); !errors.Is(err, ErrNoInterface) {
+func TestOpenErrors(t *testing.T) {
+	if _, err := Open(Config{Iface: "no-such-if0", Key: flow.KeySrc}); !errors.Is(err, ErrNoInterface) {
 		t.Errorf("missing interface: %v, want ErrNoInterface", err)
 	}
-	if _, err := OpenXDP(XDPConfig{Iface: "lo"}); !errors.Is(err, flow.ErrBadKind) {
+	if _, err := Open(Config{Iface: "lo"}); !errors.Is(err, flow.ErrBadKind) {
 		t.Errorf("no key kind: %v, want ErrBadKind", err)
 	}
-	if _, err := OpenXDP(XDPConfig{Iface: "lo", Key: flow.KeySrc, Attach: "fast"}); err == nil {
+	if _, err := Open(Config{Iface: "lo", Key: flow.KeySrc, Attach: "fast"}); err == nil {
 		t.Error("unknown attach mode accepted")
 	}
 	if _, err := ParseAttachMode("generic"); err != nil {

@@ -1,8 +1,8 @@
-package fastpath
+package xdp
 
-import "github.com/flowdedup/flowdedup/internal/mix"
+import "github.com/flowdedup/flowdedup/mix"
 
-// PrefilterSeed derives the in-kernel prefilter's hash key (XDPConfig.Seed)
+// PrefilterSeed derives the in-kernel prefilter's hash key (Config.Seed)
 // from a run's seed, the one that keys the user-space flow hash: the first
 // output of splitmix64 seeded with it, mix.Mix64(seed + mix.Golden). So
 // --seed reproduces a run's prefilter as well as its filters, while the two

@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package xdp
 
 import (
 	"errors"
@@ -38,7 +38,7 @@ func ParseAttachMode(s string) (AttachMode, error) {
 	case AttachAuto, AttachNative, AttachGeneric:
 		return m, nil
 	}
-	return "", fmt.Errorf("fastpath: unknown XDP attach mode %q: valid modes are auto, native, generic", s)
+	return "", fmt.Errorf("xdp: unknown XDP attach mode %q: valid modes are auto, native, generic", s)
 }
 
 // String returns the mode's name.
@@ -57,17 +57,17 @@ func (m *AttachMode) Set(s string) error {
 // Errors.
 var (
 	// ErrNoInterface: the interface does not exist (in this namespace).
-	ErrNoInterface = errors.New("fastpath: no such interface")
+	ErrNoInterface = errors.New("xdp: no such interface")
 	// ErrPermission: the process may not load BPF programs or attach them
 	// (it needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, or root).
-	ErrPermission = errors.New("fastpath: permission denied: loading and attaching XDP programs needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)")
+	ErrPermission = errors.New("xdp: permission denied: loading and attaching XDP programs needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)")
 	// ErrUnsupported: the kernel or the interface's driver lacks a feature
 	// the mode needs (the error says which).
-	ErrUnsupported = errors.New("fastpath: not supported")
+	ErrUnsupported = errors.New("xdp: not supported")
 )
 
-// interfaceIndex returns the index of the interface called name.
-func interfaceIndex(name string) (int, error) {
+// InterfaceIndex returns the index of the interface called name.
+func InterfaceIndex(name string) (int, error) {
 	if name == "" {
 		return 0, fmt.Errorf("%w: no interface given (--iface)", ErrNoInterface)
 	}
@@ -78,12 +78,12 @@ func interfaceIndex(name string) (int, error) {
 	return ifi.Index, nil
 }
 
-// attach attaches prog to the interface with index ifindex through a BPF
+// Attach attaches prog to the interface with index ifindex through a BPF
 // link, so that the kernel detaches it when the last reference to the link
 // goes, including when the process is killed. It returns the link and the
 // mode it used: with AttachAuto, native when the driver takes it, else
 // generic.
-func attach(prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, AttachMode, error) {
+func Attach(prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, AttachMode, error) {
 	try := func(m AttachMode) (link.Link, error) {
 		flags := link.XDPDriverMode
 		if m == AttachGeneric {
@@ -103,7 +103,7 @@ func attach(prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, Attach
 	if err == nil {
 		return l, AttachNative, nil
 	}
-	if isPermission(err) {
+	if IsPermission(err) {
 		return nil, "", attachError(err, AttachNative)
 	}
 	l, gerr := try(AttachGeneric)
@@ -113,25 +113,26 @@ func attach(prog *ebpf.Program, ifindex int, mode AttachMode) (link.Link, Attach
 	return l, AttachGeneric, nil
 }
 
-func isPermission(err error) bool {
+// IsPermission reports whether err is the kernel refusing for want of a capability.
+func IsPermission(err error) bool {
 	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
 }
 
 // attachError explains an attach failure.
 func attachError(err error, mode AttachMode) error {
 	switch {
-	case isPermission(err):
+	case IsPermission(err):
 		return fmt.Errorf("%w: %v", ErrPermission, err)
 	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.EEXIST):
-		return fmt.Errorf("fastpath: another XDP program is already attached to the interface (%s mode): %w", mode, err)
+		return fmt.Errorf("xdp: another XDP program is already attached to the interface (%s mode): %w", mode, err)
 	case errors.Is(err, ebpf.ErrNotSupported), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EINVAL):
 		return fmt.Errorf("%w: attaching XDP in %s mode (kernel 5.9+ for XDP links; native mode needs driver support): %v", ErrUnsupported, mode, err)
 	}
-	return fmt.Errorf("fastpath: attaching XDP in %s mode: %w", mode, err)
+	return fmt.Errorf("xdp: attaching XDP in %s mode: %w", mode, err)
 }
 
-// loadError explains a failure to load a BPF program or create its maps.
-func loadError(err error) error {
+// LoadError explains a failure to load a BPF program or create its maps.
+func LoadError(err error) error {
 	// A verifier rejection also matches os.ErrPermission (EACCES): tell
 	// it apart first. It means a kernel whose verifier is older or
 	// stricter than the one the program was written for.
@@ -147,15 +148,15 @@ func loadError(err error) error {
 		return fmt.Errorf("%w: the kernel's verifier rejected the XDP program (kernel too old? 5.8+ is needed): %v", ErrUnsupported, ve)
 	}
 	switch {
-	case isPermission(err):
+	case IsPermission(err):
 		// The library's advice about RLIMIT_MEMLOCK does not apply:
 		// kernels with BPF ring buffers account BPF memory to the
-		// cgroup, and OpenXDP lifts the limit for older ones anyway.
+		// cgroup, and Open lifts the limit for older ones anyway.
 		return ErrPermission
 	case errors.Is(err, ebpf.ErrNotSupported):
 		return fmt.Errorf("%w: the kernel is too old (BPF ring buffers need 5.8, XDP links 5.9): %v", ErrUnsupported, err)
 	}
-	return fmt.Errorf("fastpath: loading the XDP program: %w", err)
+	return fmt.Errorf("xdp: loading the XDP program: %w", err)
 }
 
 // perfmonCapable reports whether the calling thread holds CAP_PERFMON or

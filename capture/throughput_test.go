@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package capture_test
 
 // End-to-end throughput of the three live capture modes on the same
 // traffic: a kernel traffic generator (bpf.TrafficGen, BPF_PROG_TEST_RUN in
@@ -9,7 +9,7 @@ package fastpath
 // with the default filter counts them. docs/throughput.md has the numbers
 // and what they mean.
 //
-//	go test -run '^$' -bench Throughput -benchtime 5000000x ./fastpath/
+//	go test -run '^$' -bench Throughput -benchtime 5000000x ./capture/
 //
 // One benchmark op is one frame: ns/op is the wall time per frame, from
 // the first frame sent to the moment the pipeline has accounted for the
@@ -53,6 +53,8 @@ import (
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/afpacket"
+	"github.com/flowdedup/flowdedup/capture/afxdp"
+	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -145,14 +147,14 @@ func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mo
 	err := ns.Do(func() error {
 		switch mode {
 		case tputXDP:
-			x, err := OpenXDP(XDPConfig{Iface: iface, Key: flow.KeySrc, Seed: 1, PollTimeout: tputPoll})
+			x, err := xdp.Open(xdp.Config{Iface: iface, Key: flow.KeySrc, Seed: 1, PollTimeout: tputPoll})
 			if err != nil {
 				return err
 			}
 			tb.Cleanup(func() { x.Close() })
 			srcs, desc = x.Sources(), fmt.Sprintf("xdp (%s, %d ring sources)", x.Mode(), len(x.Sources()))
 		case tputAFXDP:
-			a, err := OpenAFXDP(AFXDPConfig{Iface: iface, PollTimeout: tputPoll})
+			a, err := afxdp.Open(afxdp.Config{Iface: iface, PollTimeout: tputPoll})
 			if err != nil {
 				return err
 			}
@@ -161,19 +163,19 @@ func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mo
 		case tputBaseline, tputAFPacket, tputAFPacketGRO:
 			how := "pass-through XDP program"
 			if mode != tputAFPacketGRO {
-				ifi, err := interfaceIndex(iface)
+				ifi, err := xdp.InterfaceIndex(iface)
 				if err != nil {
 					return err
 				}
 				l, err := link.AttachXDP(link.XDPOptions{Program: gen.Pass(), Interface: ifi, Flags: link.XDPDriverMode})
 				if err != nil {
-					return fmt.Errorf("%w: attaching the pass-through XDP program: %v", ErrUnsupported, err)
+					return fmt.Errorf("%w: attaching the pass-through XDP program: %v", xdp.ErrUnsupported, err)
 				}
 				tb.Cleanup(func() { l.Close() })
 			} else {
 				was, err := tputSetGRO(iface, true)
 				if err != nil {
-					return fmt.Errorf("%w: turning GRO on: %v", ErrUnsupported, err)
+					return fmt.Errorf("%w: turning GRO on: %v", xdp.ErrUnsupported, err)
 				}
 				how = fmt.Sprintf("GRO on (was %v)", was)
 			}
@@ -198,7 +200,7 @@ func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mo
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrPermission) {
+		if errors.Is(err, xdp.ErrUnsupported) || errors.Is(err, xdp.ErrPermission) {
 			testutil.SkipOrFail(tb, "mode %s unavailable here: %v", mode, err)
 		}
 		tb.Fatalf("opening mode %s: %v", mode, err)

@@ -1,6 +1,6 @@
 //go:build linux && !(mips || mips64 || ppc64 || s390x)
 
-package fastpath
+package xdp
 
 import (
 	"context"
@@ -8,12 +8,9 @@ import (
 	"maps"
 	"math"
 	"net/netip"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
@@ -26,35 +23,6 @@ import (
 // The sender is pinned to one CPU: veth runs the receiving XDP program in
 // the sender's CPU's softirq, so every frame is handled by that CPU, in the
 // order sent.
-
-// pinThread keeps the test goroutine on its thread and the thread on one
-// CPU until the test ends, and returns the CPU.
-func pinThread(t *testing.T) int {
-	t.Helper()
-	runtime.LockOSThread()
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	cpu := -1
-	for i := range 1 << 10 {
-		if old.IsSet(i) {
-			cpu = i
-			break
-		}
-	}
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		unix.SchedSetaffinity(0, &old)
-		runtime.UnlockOSThread()
-	})
-	return cpu
-}
 
 // Frames without a key, one per error class of the program.
 func truncFrame() []byte { return udp4Frame(srcAddr(0), srcAddr(1), 1, 2)[:14+10] }
@@ -88,7 +56,7 @@ func srcKey(j int) flow.Key { return flow.MakeKey(flow.KeySrc, srcAddr(j), netip
 // readByCPU reads every source until it is idle for one poll interval (call
 // it after waitProcessed, when every event is in the rings) and returns
 // the packets by CPU.
-func readByCPU(t *testing.T, x *XDP) [][]capture.Packet {
+func readByCPU(t *testing.T, x *Capture) [][]capture.Packet {
 	t.Helper()
 	out := make([][]capture.Packet, len(x.Sources()))
 	for cpu, s := range x.Sources() {
@@ -145,9 +113,9 @@ func errCounts(truncated, notIP, badHeader, tooMany uint64) map[string]uint64 {
 func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 	const window = 100 * time.Millisecond
 	ns := testutil.NetNS(t)
-	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 3, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 3, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
-	cpu := pinThread(t)
+	cpu := testutil.PinThread(t)
 
 	const trunc, notIP = -1, -2 // error frames in seq; keyed frames are their index j >= 0
 	var seq []int
@@ -270,9 +238,9 @@ func TestXDPWindowCountsEnded(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // at most 10 s: until the hour has passed
 	}
 	ns := testutil.NetNS(t)
-	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 4, Window: window, PollTimeout: 20 * time.Millisecond})
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 4, Window: window, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
-	cpu := pinThread(t)
+	cpu := testutil.PinThread(t)
 	src := x.Sources()[cpu].(capture.WindowCounter)
 	if x.WindowSlots() != bpf.WindowSlots || src.WindowSlots() != bpf.WindowSlots {
 		t.Errorf("WindowSlots %d, %d; want %d", x.WindowSlots(), src.WindowSlots(), bpf.WindowSlots)
@@ -327,9 +295,9 @@ func TestXDPWindowCountsEnded(t *testing.T) {
 func TestXDPWindowGone(t *testing.T) {
 	const window = time.Millisecond
 	ns := testutil.NetNS(t)
-	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 5, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 5, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
-	cpu := pinThread(t)
+	cpu := testutil.PinThread(t)
 
 	in.send(t, keyFrame(0))
 	waitProcessed(t, x, 1)
@@ -402,7 +370,7 @@ func (s *windowSink) Close() error { return nil }
 func TestXDPPipelineWindows(t *testing.T) {
 	const window = 300 * time.Millisecond
 	ns := testutil.NetNS(t)
-	x := openXDP(t, ns, XDPConfig{Key: flow.KeySrc, Seed: 6, Window: window, PollTimeout: 20 * time.Millisecond})
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 6, Window: window, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	sink := new(windowSink)
 	pl, err := pipeline.New(pipeline.Config{
@@ -416,7 +384,7 @@ func TestXDPPipelineWindows(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(ctx, x.Sources()...) }()
 	defer cancel()
-	cpu := pinThread(t)
+	cpu := testutil.PinThread(t)
 
 	// Each key twice in a row (a prefilter hit, or the first sight in the
 	// next window when a boundary falls between), an error frame after
