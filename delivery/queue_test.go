@@ -1,4 +1,4 @@
-package report
+package delivery
 
 import (
 	"errors"
@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/report"
+
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
@@ -23,17 +26,17 @@ import (
 // destination's behaviour is scripted: slow, failing, rejecting, hanging.
 type fakeSink struct {
 	mu      sync.Mutex
-	batches []Batch   // delivered batches, with copies of their records
-	order   []string  // "b<id>" and "w<start>" in delivery order
-	windows []Summary // delivered summaries
-	tries   []Batch   // every Records call: ID, Retry, Observer and Domain (no records)
+	batches []report.Batch   // delivered batches, with copies of their records
+	order   []string         // "b<id>" and "w<start>" in delivery order
+	windows []report.Summary // delivered summaries
+	tries   []report.Batch   // every Records call: ID, Retry, Observer and report.Domain (no records)
 	calls   []time.Time
 	flushes int
 	closes  int
 
 	// fail, when set, decides the outcome of each call: op is "records",
 	// "window" or "flush"; b is nil for window and flush.
-	fail func(op string, b *Batch) error
+	fail func(op string, b *report.Batch) error
 	// gate, when set, makes every call wait until it is closed.
 	gate chan struct{}
 	// delay makes every call take that long.
@@ -42,7 +45,7 @@ type fakeSink struct {
 
 var errDown = fmt.Errorf("fake: connection refused: %w", syscall.ECONNREFUSED)
 
-func (s *fakeSink) enter(op string, b *Batch) error {
+func (s *fakeSink) enter(op string, b *report.Batch) error {
 	if s.gate != nil {
 		<-s.gate
 	}
@@ -52,7 +55,7 @@ func (s *fakeSink) enter(op string, b *Batch) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, time.Now())
 	if b != nil {
-		s.tries = append(s.tries, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain})
+		s.tries = append(s.tries, report.Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain})
 	}
 	fail := s.fail
 	s.mu.Unlock()
@@ -62,18 +65,18 @@ func (s *fakeSink) enter(op string, b *Batch) error {
 	return nil
 }
 
-func (s *fakeSink) Records(b *Batch) error {
+func (s *fakeSink) Records(b *report.Batch) error {
 	if err := s.enter("records", b); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batches = append(s.batches, Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain, Records: slices.Clone(b.Records)})
+	s.batches = append(s.batches, report.Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain, Records: slices.Clone(b.Records)})
 	s.order = append(s.order, fmt.Sprintf("b%d", b.ID))
 	return nil
 }
 
-func (s *fakeSink) Window(w *Summary) error {
+func (s *fakeSink) Window(w *report.Summary) error {
 	if err := s.enter("window", nil); err != nil {
 		return err
 	}
@@ -112,10 +115,19 @@ func (s *fakeSink) records() []pipeline.Record {
 	return all
 }
 
-func (s *fakeSink) snapshot() (batches []Batch, windows []Summary, order []string) {
+func (s *fakeSink) snapshot() (batches []report.Batch, windows []report.Summary, order []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.batches), slices.Clone(s.windows), slices.Clone(s.order)
+}
+
+// at is the Unix ns of an RFC 3339 time.
+func at(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixNano()
 }
 
 // genRecords returns n distinct 5-tuple records, numbered by their source
@@ -148,7 +160,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func newTestQueue(t *testing.T, sink Sink, cfg QueueConfig) *Queue {
+func newTestQueue(t *testing.T, sink report.Destination, cfg QueueConfig) *Queue {
 	t.Helper()
 	q, err := NewQueue("fake://dest", sink, cfg)
 	if err != nil {
@@ -159,12 +171,12 @@ func newTestQueue(t *testing.T, sink Sink, cfg QueueConfig) *Queue {
 
 func put(t *testing.T, q *Queue, recs []pipeline.Record) {
 	t.Helper()
-	if err := q.Records(&Batch{Records: recs}); err != nil {
+	if err := q.Records(&report.Batch{Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func dropped(st QueueStats) (all uint64) {
+func dropped(st report.ExportStats) (all uint64) {
 	for _, n := range st.Dropped {
 		all += n
 	}
@@ -173,7 +185,7 @@ func dropped(st QueueStats) (all uint64) {
 
 // TestQueueDelivers: records arrive once each, in order, in batches of at
 // most BatchSize with consecutive IDs, each followed by a Flush; a summary
-// arrives after the records given before it; Close closes the Sink once.
+// arrives after the records given before it; Close closes the report.Destination once.
 func TestQueueDelivers(t *testing.T) {
 	sink := &fakeSink{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 100, BatchAge: time.Hour})
@@ -181,10 +193,10 @@ func TestQueueDelivers(t *testing.T) {
 	for i := 0; i < len(all); i += 37 { // pieces that do not divide batches
 		put(t, q, all[i:min(i+37, len(all))])
 		if i == 37*10 {
-			q.Window(&Summary{WindowSummary: pipeline.WindowSummary{StartNs: 1}})
+			q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 1}})
 		}
 	}
-	q.Window(&Summary{WindowSummary: pipeline.WindowSummary{StartNs: 2, Final: true}})
+	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 2, Final: true}})
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +235,7 @@ func TestQueueDelivers(t *testing.T) {
 	if st.Sent != 1000 || st.SentWindows != 2 || dropped(st) != 0 || st.Queued != 0 {
 		t.Errorf("stats %+v", st)
 	}
-	if err := q.Records(&Batch{Records: all[:1]}); !errors.Is(err, ErrQueueClosed) {
+	if err := q.Records(&report.Batch{Records: all[:1]}); !errors.Is(err, ErrQueueClosed) {
 		t.Errorf("Records after Close: %v", err)
 	}
 	if err := q.Close(); !errors.Is(err, ErrQueueClosed) {
@@ -242,7 +254,7 @@ func TestQueueManyWindowsFewRecords(t *testing.T) {
 	all := genRecords(0, 250)
 	for w := range 50 {
 		put(t, q, all[w*5:w*5+5])
-		if err := q.Window(&Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(w)}}); err != nil {
+		if err := q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(w)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,7 +272,7 @@ func TestQueueManyWindowsFewRecords(t *testing.T) {
 	if len(batches) != 3 || len(windows) != 50 {
 		t.Errorf("%d batches and %d summaries, want 3 and 50", len(batches), len(windows))
 	}
-	// Summary w follows the batch holding record 5w+4, its window's last.
+	// report.Summary w follows the batch holding record 5w+4, its window's last.
 	seen := 0
 	for _, o := range order {
 		var n int
@@ -298,15 +310,15 @@ func TestQueueBatchAge(t *testing.T) {
 func TestQueueNeverBlocks(t *testing.T) {
 	sink := &fakeSink{gate: make(chan struct{})}
 	defer close(sink.gate) // lets the abandoned call return
-	notices := &syncBuffer{}
+	notices := &testutil.SyncBuffer{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 40, BatchAge: time.Hour, DrainTimeout: 50 * time.Millisecond, Notices: notices})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 100 {
-			q.Records(&Batch{Records: genRecords(i*10, 10)})
+			q.Records(&report.Batch{Records: genRecords(i*10, 10)})
 			if i%10 == 0 {
-				q.Window(&Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(i)}})
+				q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(i)}})
 			}
 		}
 	}()
@@ -339,7 +351,7 @@ func TestQueueNeverBlocks(t *testing.T) {
 	closes := sink.closes
 	sink.mu.Unlock()
 	if closes != 0 {
-		t.Errorf("a Sink stuck in a call was closed under it")
+		t.Errorf("a report.Destination stuck in a call was closed under it")
 	}
 }
 
@@ -369,7 +381,7 @@ func TestQueueSlow(t *testing.T) {
 func TestQueueRetries(t *testing.T) {
 	sink := &fakeSink{}
 	failures := 0
-	sink.fail = func(op string, b *Batch) error {
+	sink.fail = func(op string, b *report.Batch) error {
 		// Fail the 2nd batch's Records 3 times, then a Flush once.
 		switch {
 		case op == "records" && b.ID%1000 == 1 && failures < 3:
@@ -381,7 +393,7 @@ func TestQueueRetries(t *testing.T) {
 		}
 		return nil
 	}
-	notices := &syncBuffer{}
+	notices := &testutil.SyncBuffer{}
 	q, err := NewQueue("fake://dest", sink, QueueConfig{BatchSize: 50, BatchAge: time.Hour, RetryMin: time.Millisecond, RetryMax: 4 * time.Millisecond, Notices: notices})
 	if err != nil {
 		t.Fatal(err)
@@ -396,9 +408,9 @@ func TestQueueRetries(t *testing.T) {
 	sink.mu.Lock()
 	tries := slices.Clone(sink.tries)
 	sink.mu.Unlock()
-	want := []Batch{{ID: 1000}, {ID: 1001}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true},
+	want := []report.Batch{{ID: 1000}, {ID: 1001}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true},
 		{ID: 1002}, {ID: 1003}, {ID: 1004}, {ID: 1005}}
-	if !slices.EqualFunc(tries, want, func(a, b Batch) bool { return a.ID == b.ID && a.Retry == b.Retry }) {
+	if !slices.EqualFunc(tries, want, func(a, b report.Batch) bool { return a.ID == b.ID && a.Retry == b.Retry }) {
 		t.Errorf("Records calls %+v\nwant %+v (a failed Flush retries the Flush, not the batch)", tries, want)
 	}
 	n := notices.String()
@@ -414,16 +426,16 @@ func TestQueueRetries(t *testing.T) {
 // the rest goes on; the first rejection is said with its error.
 func TestQueueRejected(t *testing.T) {
 	sink := &fakeSink{}
-	sink.fail = func(op string, b *Batch) error {
+	sink.fail = func(op string, b *report.Batch) error {
 		if op == "records" && b.Records[0].Worker == 1 {
-			return fmt.Errorf("fake: no column worker: %w", ErrRejected)
+			return fmt.Errorf("fake: no column worker: %w", report.ErrRejected)
 		}
 		if op == "window" {
-			return fmt.Errorf("fake: no table windows: %w", ErrRejected)
+			return fmt.Errorf("fake: no table windows: %w", report.ErrRejected)
 		}
 		return nil
 	}
-	notices := &syncBuffer{}
+	notices := &testutil.SyncBuffer{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Notices: notices})
 	all := genRecords(0, 100)
 	var want []pipeline.Record
@@ -433,7 +445,7 @@ func TestQueueRejected(t *testing.T) {
 			want = append(want, all[i:i+10]...)
 		}
 	}
-	q.Window(&Summary{})
+	q.Window(&report.Summary{})
 	q.Close()
 	if got := sink.records(); !slices.Equal(got, want) {
 		t.Errorf("delivered %d records, want the %d not rejected", len(got), len(want))
@@ -467,7 +479,7 @@ func TestBackoff(t *testing.T) {
 	}
 	// And in a Queue: each wait is at least half its nominal one (timers
 	// never fire early); no retry storm.
-	sink := &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	sink := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 1, RetryMin: 2 * time.Millisecond, RetryMax: 16 * time.Millisecond, DrainTimeout: time.Millisecond})
 	put(t, q, genRecords(0, 1))
 	waitFor(t, "8 attempts", func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return len(sink.calls) >= 8 })
@@ -508,14 +520,14 @@ func spoolFiles(t *testing.T, dir string) []string {
 // anything new, and deletes them once delivered.
 func TestSpoolRestart(t *testing.T) {
 	dir := t.TempDir()
-	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
-	notices := &syncBuffer{}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	notices := &testutil.SyncBuffer{}
 	spool := openSpool(t, dir, 1<<30)
 	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: time.Hour, Notices: notices}
 	q := newTestQueue(t, down, cfg)
 	first := genRecords(0, 230)
 	put(t, q, first[:100])
-	q.Window(&Summary{WindowSummary: pipeline.WindowSummary{StartNs: 1, EndNs: 2, Packets: 7}, Observer: "r1"})
+	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 1, EndNs: 2, Packets: 7}, Observer: "r1"})
 	put(t, q, first[100:])
 	start := time.Now()
 	q.Close()
@@ -570,10 +582,10 @@ func TestSpoolRestart(t *testing.T) {
 func TestSpoolFull(t *testing.T) {
 	dir := t.TempDir()
 	const batch = 10
-	fileSize := len(appendSpoolFile(nil, "fake://dest", &Batch{Records: genRecords(0, batch)}, nil, false))
+	fileSize := len(appendSpoolFile(nil, "fake://dest", &report.Batch{Records: genRecords(0, batch)}, nil, false))
 	spool := openSpool(t, dir, int64(3*fileSize)) // three batch files
-	notices := &syncBuffer{}
-	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	notices := &testutil.SyncBuffer{}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: batch, MaxQueued: 4 * batch, BatchAge: time.Hour, Spool: spool,
 		RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Notices: notices})
 	next := 0
@@ -623,7 +635,7 @@ func TestSpoolFull(t *testing.T) {
 func TestSpoolCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	spool := openSpool(t, dir, 1<<30)
-	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	all := genRecords(0, 60)
 	put(t, q, all)
@@ -661,7 +673,7 @@ func TestSpoolCorrupt(t *testing.T) {
 
 	spool = openSpool(t, dir, 1<<30)
 	defer spool.Close()
-	notices := &syncBuffer{}
+	notices := &testutil.SyncBuffer{}
 	up := &fakeSink{}
 	q = newTestQueue(t, up, QueueConfig{Spool: spool, Notices: notices})
 	q.Close()
@@ -695,7 +707,7 @@ func TestSpoolExclusive(t *testing.T) {
 	q := newTestQueue(t, &fakeSink{}, QueueConfig{Spool: s})
 	defer q.Close()
 	// A destination of an earlier run, not of this one.
-	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	old, err := NewQueue("ipfix://old:4739", down, QueueConfig{BatchSize: 5, Spool: s, RetryMin: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -764,7 +776,7 @@ func TestQueueWait(t *testing.T) {
 	}
 
 	// A failing destination: Records returns, and counts what it drops.
-	sink = &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	sink = &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	q = newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Wait: true})
 	put(t, q, genRecords(0, 10))
 	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
@@ -772,7 +784,7 @@ func TestQueueWait(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 100 {
-			q.Records(&Batch{Records: genRecords(10+i*10, 10)})
+			q.Records(&report.Batch{Records: genRecords(10+i*10, 10)})
 		}
 	}()
 	select {
@@ -787,7 +799,7 @@ func TestQueueWait(t *testing.T) {
 }
 
 // TestQueueBatchPerObserver: a batch holds the records of one observer
-// (Batch.Observer): records of another begin a batch, and a batch takes
+// (report.Batch.Observer): records of another begin a batch, and a batch takes
 // the observer of the records it holds.
 func TestQueueBatchPerObserver(t *testing.T) {
 	sink := &fakeSink{}
@@ -797,7 +809,7 @@ func TestQueueBatchPerObserver(t *testing.T) {
 		from, to int
 		observer string
 	}{{0, 10, "a"}, {10, 20, "a"}, {20, 30, "b"}, {30, 60, ""}} {
-		if err := q.Records(&Batch{Records: all[part.from:part.to], Observer: part.observer}); err != nil {
+		if err := q.Records(&report.Batch{Records: all[part.from:part.to], Observer: part.observer}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -816,24 +828,24 @@ func TestQueueBatchPerObserver(t *testing.T) {
 }
 
 // TestQueueBatchPerDomain: a batch holds the records of one observation
-// domain: a batch given with one (Batch.Domain) keeps it, one without
+// domain: a batch given with one (report.Batch.Domain) keeps it, one without
 // takes QueueConfig.Domain, domain 0 is a domain (not "none"), and
 // records of another domain begin a batch. Without QueueConfig.Domain,
 // batches without one stay without.
 func TestQueueBatchPerDomain(t *testing.T) {
 	sink := &fakeSink{}
-	q := newTestQueue(t, sink, QueueConfig{BatchSize: 25, BatchAge: time.Hour, Domain: Domain{ID: 9, Valid: true}})
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 25, BatchAge: time.Hour, Domain: report.Domain{ID: 9, Valid: true}})
 	all := genRecords(0, 70)
 	for _, part := range []struct {
 		from, to int
-		domain   Domain
+		domain   report.Domain
 	}{
-		{0, 10, Domain{}}, {10, 20, Domain{ID: 9, Valid: true}}, // the Queue's, both
-		{20, 30, Domain{ID: 7, Valid: true}},
-		{30, 40, Domain{ID: 0, Valid: true}},
-		{40, 70, Domain{}},
+		{0, 10, report.Domain{}}, {10, 20, report.Domain{ID: 9, Valid: true}}, // the Queue's, both
+		{20, 30, report.Domain{ID: 7, Valid: true}},
+		{30, 40, report.Domain{ID: 0, Valid: true}},
+		{40, 70, report.Domain{}},
 	} {
-		if err := q.Records(&Batch{Records: all[part.from:part.to], Domain: part.domain}); err != nil {
+		if err := q.Records(&report.Batch{Records: all[part.from:part.to], Domain: part.domain}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -852,14 +864,14 @@ func TestQueueBatchPerDomain(t *testing.T) {
 
 	none := &fakeSink{}
 	q = newTestQueue(t, none, QueueConfig{BatchSize: 25, BatchAge: time.Hour})
-	for _, d := range []Domain{{}, {ID: 0, Valid: true}} {
-		if err := q.Records(&Batch{Records: genRecords(0, 5), Domain: d}); err != nil {
+	for _, d := range []report.Domain{{}, {ID: 0, Valid: true}} {
+		if err := q.Records(&report.Batch{Records: genRecords(0, 5), Domain: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	q.Close()
 	batches, _, _ = none.snapshot()
-	if len(batches) != 2 || batches[0].Domain != (Domain{}) || batches[1].Domain != (Domain{ID: 0, Valid: true}) {
+	if len(batches) != 2 || batches[0].Domain != (report.Domain{}) || batches[1].Domain != (report.Domain{ID: 0, Valid: true}) {
 		t.Errorf("without QueueConfig.Domain: batches %+v, want one without a domain, then one of domain 0", batches)
 	}
 }
@@ -873,14 +885,14 @@ func TestQueueBatchPerDomain(t *testing.T) {
 // written first, without an observer or domain: the destination's own.
 func TestSpoolKeepsObserver(t *testing.T) {
 	dir := t.TempDir()
-	down := &fakeSink{fail: func(string, *Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	spool := openSpool(t, dir, 1<<30)
 	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
 	run := func(sink *fakeSink, observer string, domain uint32, recs []pipeline.Record) {
 		t.Helper()
-		cfg.Domain = Domain{ID: domain, Valid: true}
+		cfg.Domain = report.Domain{ID: domain, Valid: true}
 		q := newTestQueue(t, sink, cfg)
-		r, err := New(Config{Kind: flow.Key5Tuple, Observer: observer, Exports: []*Queue{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Exports: []report.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -900,14 +912,14 @@ func TestSpoolKeepsObserver(t *testing.T) {
 	}
 	down.mu.Lock()
 	for _, b := range down.tries {
-		if b.Observer != "edge-fra1" || b.Domain != (Domain{ID: 7, Valid: true}) {
+		if b.Observer != "edge-fra1" || b.Domain != (report.Domain{ID: 7, Valid: true}) {
 			t.Errorf("first run tried batch %d with observer %q, domain %+v; want edge-fra1, 7", b.ID, b.Observer, b.Domain)
 		}
 	}
 	down.mu.Unlock()
 	spool.Close()
 	old := genRecords(500, 5)
-	v1 := appendSpoolFileV1(nil, "fake://dest", &Batch{ID: 42, Records: old}, nil, false)
+	v1 := appendSpoolFileV1(nil, "fake://dest", &report.Batch{ID: 42, Records: old}, nil, false)
 	if err := os.WriteFile(filepath.Join(dir, destDirName("fake://dest"), fmt.Sprintf("%016x%s", uint64(firstSeq-1), spoolExt)), v1, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -922,15 +934,15 @@ func TestSpoolKeepsObserver(t *testing.T) {
 
 	type obsRec struct {
 		observer string
-		domain   Domain
+		domain   report.Domain
 		rec      pipeline.Record
 	}
 	var want, got []obsRec
 	for _, part := range []struct {
 		observer string
-		domain   Domain
+		domain   report.Domain
 		recs     []pipeline.Record
-	}{{"", Domain{}, old}, {"edge-fra1", Domain{ID: 7, Valid: true}, first}, {"edge-fra2", Domain{ID: 9, Valid: true}, second}} {
+	}{{"", report.Domain{}, old}, {"edge-fra1", report.Domain{ID: 7, Valid: true}, first}, {"edge-fra2", report.Domain{ID: 9, Valid: true}, second}} {
 		for _, r := range part.recs {
 			want = append(want, obsRec{part.observer, part.domain, r})
 		}
@@ -959,7 +971,7 @@ func TestSpoolKeepsObserver(t *testing.T) {
 }
 
 // A batch whose observer a spool file cannot hold is not spooled: an error
-// (ErrObserver), no file, nothing taken from the bound. The Reporter never
+// (report.ErrObserver), no file, nothing taken from the bound. The Reporter never
 // makes one (New refuses such an observer).
 func TestSpoolObserverBound(t *testing.T) {
 	dir := t.TempDir()
@@ -969,9 +981,9 @@ func TestSpoolObserverBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := &Batch{ID: 1, Records: genRecords(0, 2), Observer: strings.Repeat("r", MaxObserverLen+1)}
-	if err := d.put(long, nil, false, false); !errors.Is(err, ErrObserver) {
-		t.Errorf("put of a batch with an observer of %d bytes: %v, want ErrObserver", len(long.Observer), err)
+	long := &report.Batch{ID: 1, Records: genRecords(0, 2), Observer: strings.Repeat("r", report.MaxObserverLen+1)}
+	if err := d.put(long, nil, false, false); !errors.Is(err, report.ErrObserver) {
+		t.Errorf("put of a batch with an observer of %d bytes: %v, want report.ErrObserver", len(long.Observer), err)
 	}
 	if files := spoolFiles(t, dir); len(files) != 0 || spool.Used() != 0 || len(d.entries) != 0 {
 		t.Errorf("after the refused put: files %v, %d bytes used, %d entries", files, spool.Used(), len(d.entries))

@@ -1,8 +1,9 @@
-package report
+package delivery
 
 import (
 	"errors"
 	"fmt"
+	"github.com/flowdedup/flowdedup/report"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -59,7 +60,7 @@ const (
 	// DropSpoolFull: memory and the spool (--spool-max) were both full:
 	// the newest records were dropped.
 	DropSpoolFull = "spool_full"
-	// DropRejected: the destination refused them for good (ErrRejected).
+	// DropRejected: the destination refused them for good (report.ErrRejected).
 	DropRejected = "rejected"
 	// DropShutdown: still undelivered when Close's drain time ran out,
 	// without a spool to keep them (or with a full one).
@@ -82,7 +83,7 @@ const (
 )
 
 // ErrQueueClosed is returned by a Queue's methods after Close.
-var ErrQueueClosed = errors.New("report: export queue closed")
+var ErrQueueClosed = errors.New("delivery: export queue closed")
 
 // QueueConfig says how a Queue batches, holds and retries. Zero fields take
 // the defaults above.
@@ -98,11 +99,11 @@ type QueueConfig struct {
 	// Spool, when not nil, keeps batches on disk while the destination
 	// fails, across restarts (--spool).
 	Spool *Spool
-	// Domain is the observation domain of the run (--observation-domain)
+	// report.Domain is the observation domain of the run (--observation-domain)
 	// that the Queue gives the records of a batch without one
-	// (Batch.Domain), so that they keep it through the spool into a later
-	// run. The zero Domain leaves such batches without one.
-	Domain Domain
+	// (report.Batch.Domain), so that they keep it through the spool into a later
+	// run. The zero report.Domain leaves such batches without one.
+	Domain report.Domain
 	// DrainTimeout bounds how long Close tries to deliver what is queued.
 	DrainTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between attempts.
@@ -124,42 +125,29 @@ type QueueConfig struct {
 	Notices io.Writer
 }
 
-// QueueStats are a Queue's counts since NewQueue.
-type QueueStats struct {
-	Dest        string
-	Sent        uint64 // records the destination took
-	SentWindows uint64 // window summaries the destination took
-	Queued      int    // records in memory now
-	Spooled     int    // records in the spool now, for the next run when the Queue is closed
-	SpooledWins int    // window summaries in the spool now
-	Up          bool   // the last attempt succeeded (true until one fails)
-	// Dropped counts what was lost, by reason (DropReasons).
-	Dropped map[string]uint64
-}
-
 // A Queue takes batches and window summaries for one export destination
-// and delivers them to its Sink from goroutines of its own, so that a slow
+// and delivers them to its report.Destination from goroutines of its own, so that a slow
 // or dead destination never slows the caller: Records and Window copy
 // what they are given into memory bounded by MaxQueued and return at once.
 // Records are gathered into batches of BatchSize, each given to the
 // destination when it is full or BatchAge old, followed by a Flush; a
 // summary goes after the records before it. Batches carry IDs, a random
 // base per Queue plus a sequence, and the observer and observation domain
-// of their records (Batch.Observer, Batch.Domain), which stay the same on
+// of their records (report.Batch.Observer, report.Batch.Domain), which stay the same on
 // every retry and through the spool, into a later run.
 //
 // A transient error is retried, after a backoff from RetryMin doubling to
-// RetryMax, with Batch.Retry set; a batch the destination rejects
-// (ErrRejected) is dropped and counted. While the destination fails, and
+// RetryMax, with report.Batch.Retry set; a batch the destination rejects
+// (report.ErrRejected) is dropped and counted. While the destination fails, and
 // whenever memory is half full, batches go to the Spool, if there is one,
 // oldest first, and come back from it in order. What cannot be held is
 // dropped, newest first, and counted by reason (see DropReasons).
 //
-// A Queue is a Sink: Records, Window and Flush may be called from one
+// A Queue is a report.Destination: Records, Window and Flush may be called from one
 // goroutine (the Reporter's), Stats from any. Close drains and stops it.
 type Queue struct {
 	dest string
-	sink Sink
+	sink report.Destination
 	cfg  QueueConfig
 	base uint64
 
@@ -167,10 +155,10 @@ type Queue struct {
 	room        sync.Cond         // on mu: a buffer was freed, or the destination failed (Wait)
 	fill        []pipeline.Record // the batch being filled, nil when none
 	fillSince   time.Time
-	fillObs     string  // the observer of fill's records (Batch.Observer)
-	fillDom     Domain  // the observation domain of fill's records (Batch.Domain)
-	after       []*item // summaries given while fill was being filled: they follow its batch
-	ready       []*item // sealed, oldest first (ready[readyHead:])
+	fillObs     string        // the observer of fill's records (report.Batch.Observer)
+	fillDom     report.Domain // the observation domain of fill's records (report.Batch.Domain)
+	after       []*item       // summaries given while fill was being filled: they follow its batch
+	ready       []*item       // sealed, oldest first (ready[readyHead:])
 	readyHead   int
 	free        [][]pipeline.Record
 	freeItems   []*item
@@ -219,16 +207,16 @@ type Queue struct {
 	reported [numReasons]uint64
 }
 
-var _ Sink = (*Queue)(nil)
+var _ report.Destination = (*Queue)(nil)
 
 // item is a batch or a summary on its way.
 type item struct {
-	batch     Batch
-	sum       *Summary // a summary, when not nil
-	pooled    bool     // batch.Records is a buffer of the pool
-	onDisk    bool     // it is the oldest file of the spool
-	flushing  bool     // Records (Window) succeeded; Flush is due
-	attempted bool     // given before with an unknown outcome
+	batch     report.Batch
+	sum       *report.Summary // a summary, when not nil
+	pooled    bool            // batch.Records is a buffer of the pool
+	onDisk    bool            // it is the oldest file of the spool
+	flushing  bool            // Records (Window) succeeded; Flush is due
+	attempted bool            // given before with an unknown outcome
 }
 
 func (it *item) weight() int {
@@ -238,7 +226,7 @@ func (it *item) weight() int {
 	return len(it.batch.Records)
 }
 
-// call is one call of the Sink, made by the caller goroutine.
+// call is one call of the report.Destination, made by the caller goroutine.
 type call struct {
 	op  uint8
 	it  *item
@@ -260,15 +248,15 @@ var noticeMu sync.Mutex
 // (it calls Close on it), under the name dest: the destination's URL
 // without credentials, as summaries and metrics show it. With a spool, it
 // first sends what an earlier run left there for dest.
-func NewQueue(dest string, sink Sink, cfg QueueConfig) (*Queue, error) {
+func NewQueue(dest string, sink report.Destination, cfg QueueConfig) (*Queue, error) {
 	if dest == "" || len(dest) > maxDestLen {
-		return nil, fmt.Errorf("report: export queue: destination name of %d bytes, want 1 to %d", len(dest), maxDestLen)
+		return nil, fmt.Errorf("delivery: export queue: destination name of %d bytes, want 1 to %d", len(dest), maxDestLen)
 	}
 	if cfg.BatchSize < 0 || cfg.BatchAge < 0 || cfg.MaxQueued < 0 || cfg.DrainTimeout < 0 || cfg.RetryMin < 0 || cfg.RetryMax < 0 {
-		return nil, fmt.Errorf("report: export queue %s: negative size or time in %+v", dest, cfg)
+		return nil, fmt.Errorf("delivery: export queue %s: negative size or time in %+v", dest, cfg)
 	}
 	if cfg.BatchSize > maxSpoolRecords {
-		return nil, fmt.Errorf("report: export queue %s: batch size %d, want at most %d", dest, cfg.BatchSize, maxSpoolRecords)
+		return nil, fmt.Errorf("delivery: export queue %s: batch size %d, want at most %d", dest, cfg.BatchSize, maxSpoolRecords)
 	}
 	cfg.BatchSize = orDefault(cfg.BatchSize, DefaultBatchSize)
 	cfg.BatchAge = orDefault(cfg.BatchAge, DefaultBatchAge)
@@ -318,8 +306,8 @@ func orDefault[T int | time.Duration](v, def T) T {
 func (q *Queue) Dest() string { return q.dest }
 
 // Stats returns the Queue's counts. Safe from any goroutine.
-func (q *Queue) Stats() QueueStats {
-	st := QueueStats{
+func (q *Queue) Stats() report.ExportStats {
+	st := report.ExportStats{
 		Dest:        q.dest,
 		Sent:        q.sent.Load(),
 		SentWindows: q.sentWindows.Load(),
@@ -344,7 +332,7 @@ func (q *Queue) Stats() QueueStats {
 // go with the records into the Queue's batches, and through the spool:
 // records of another observer or domain than the batch being filled
 // begin a new batch.
-func (q *Queue) Records(b *Batch) error {
+func (q *Queue) Records(b *report.Batch) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing {
@@ -360,7 +348,7 @@ func (q *Queue) Records(b *Batch) error {
 
 // put copies recs, of the observer obs and the domain dom, into the
 // batches being filled; q.mu is held.
-func (q *Queue) put(recs []pipeline.Record, obs string, dom Domain) {
+func (q *Queue) put(recs []pipeline.Record, obs string, dom report.Domain) {
 	if q.fill != nil && len(recs) > 0 && (obs != q.fillObs || dom != q.fillDom) {
 		q.seal()
 	}
@@ -425,7 +413,7 @@ func (q *Queue) seal() {
 		return
 	}
 	it := q.newItem()
-	it.batch = Batch{ID: q.base + q.seq, Records: q.fill, Observer: q.fillObs, Domain: q.fillDom}
+	it.batch = report.Batch{ID: q.base + q.seq, Records: q.fill, Observer: q.fillObs, Domain: q.fillDom}
 	it.pooled = true
 	q.seq++
 	q.fill = nil
@@ -475,7 +463,7 @@ func (q *Queue) signal() {
 // closes windows many times a second, filled the memory bound with
 // nearly empty batches and dropped records (queue_full) to a destination
 // that was keeping up.
-func (q *Queue) Window(s *Summary) error {
+func (q *Queue) Window(s *report.Summary) error {
 	c := cloneSummary(s)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -498,7 +486,7 @@ func (q *Queue) Window(s *Summary) error {
 	return nil
 }
 
-func cloneSummary(s *Summary) *Summary {
+func cloneSummary(s *report.Summary) *report.Summary {
 	c := *s
 	c.MalformedBy = cloneMap(s.MalformedBy)
 	c.SkippedBy = cloneMap(s.SkippedBy)
@@ -540,12 +528,12 @@ func (q *Queue) Flush() error {
 }
 
 // Close stops the Queue: it goes on delivering what is queued, memory and
-// spool, for up to DrainTimeout, then closes the Sink. When the destination
+// spool, for up to DrainTimeout, then closes the report.Destination. When the destination
 // is failing and a spool can hold the rest, it does not wait: what is left
 // goes to the spool at once, for the next run. What neither the
-// destination nor the spool took is counted as shutdown. A Sink call that
+// destination nor the spool took is counted as shutdown. A report.Destination call that
 // does not return by the deadline is abandoned (its goroutine stays until
-// it returns; the Sink is then not closed). Close returns nil, or
+// it returns; the report.Destination is then not closed). Close returns nil, or
 // ErrQueueClosed when called again: losses are counted, not errors.
 func (q *Queue) Close() error {
 	q.mu.Lock()
@@ -561,7 +549,7 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// caller makes the Sink calls the manager asks for, one at a time, so that
+// caller makes the report.Destination calls the manager asks for, one at a time, so that
 // the manager stays free to take new batches and spool while a call
 // blocks.
 func (q *Queue) caller() {
@@ -668,7 +656,7 @@ func (q *Queue) next() *item {
 				it.sum = &s
 			} else {
 				q.spoolBuf = f.records[:0]
-				it.batch = Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer, Domain: f.domain}
+				it.batch = report.Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer, Domain: f.domain}
 			}
 			return it
 		}
@@ -747,7 +735,7 @@ func (q *Queue) handle(c *call) {
 			q.sent.Add(uint64(len(it.batch.Records)))
 		}
 		q.finish(it)
-	case errors.Is(c.err, ErrRejected):
+	case errors.Is(c.err, report.ErrRejected):
 		q.markUp() // it answered
 		q.drop(reasonRejected, it.weight())
 		if !q.rejectSaid {
@@ -914,7 +902,7 @@ func (q *Queue) spoolGauges() {
 }
 
 // finishing runs once Close began: it reports whether the Queue is done,
-// closing the Sink and counting what is left when it is.
+// closing the report.Destination and counting what is left when it is.
 func (q *Queue) finishing(now time.Time) bool {
 	q.mu.Lock()
 	empty := q.readyHead == len(q.ready) && q.fill == nil
@@ -924,7 +912,7 @@ func (q *Queue) finishing(now time.Time) bool {
 	case q.busy && now.Before(q.deadline):
 		return false // a call is on its way
 	case q.busy:
-		// The call is stuck past the deadline: give up on the Sink.
+		// The call is stuck past the deadline: give up on the report.Destination.
 		q.abandon("a call to it had not returned when the drain time (%s) ran out", true)
 		return true
 	case empty && q.inflight == nil && !spooled:
@@ -949,7 +937,7 @@ func (q *Queue) abandon(why string, stuck bool) {
 	if q.spool != nil {
 		// What fits goes to disk, the item in flight first. A stuck call
 		// may still deliver it: it goes as attempted, so that the next run
-		// sends it with Batch.Retry set.
+		// sends it with report.Batch.Retry set.
 		if q.inflight != nil && !q.inflight.onDisk {
 			q.spillItem(q.inflight, true, q.inflight.attempted || stuck)
 		}
@@ -978,8 +966,8 @@ func (q *Queue) abandon(why string, stuck bool) {
 	q.inflight = nil
 }
 
-// closeSink closes the Sink, waiting for it until the drain deadline (and
-// at least a second, so that a Sink whose data are all delivered closes
+// closeSink closes the report.Destination, waiting for it until the drain deadline (and
+// at least a second, so that a report.Destination whose data are all delivered closes
 // cleanly even when draining took the whole time).
 func (q *Queue) closeSink() {
 	q.busy = true
@@ -1010,9 +998,9 @@ func (q *Queue) notice(format string, args ...any) {
 	noticeMu.Unlock()
 }
 
-// takeDropped adds what the Queue dropped since the last call, by reason,
+// TakeDropped adds what the Queue dropped since the last call, by reason,
 // to m[q.dest], creating the maps as needed. Reporter goroutine only.
-func (q *Queue) takeDropped(m *map[string]map[string]uint64) {
+func (q *Queue) TakeDropped(m *map[string]map[string]uint64) {
 	for i := range q.dropped {
 		n := q.dropped[i].Load()
 		if d := n - q.reported[i]; d > 0 {
