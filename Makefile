@@ -78,6 +78,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSplitRows$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalBinary$$' -fuzztime $(FUZZTIME) ./sketch/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseObjective$$' -fuzztime $(FUZZTIME) ./tune/
+	$(GO) test -run '^$$' -fuzz '^FuzzMessages$$' -fuzztime $(FUZZTIME) ./collect/netflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzDatagrams$$' -fuzztime $(FUZZTIME) ./collect/sflow/
 
 # staticcheck is pinned as a tool in go.mod (go get -tool ...@version), so
 # it comes through the module proxy at the version the tree was checked with.
