@@ -1,4 +1,4 @@
-package report
+package delivery
 
 import (
 	"crypto/sha256"
@@ -16,15 +16,16 @@ import (
 	"syscall"
 
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/report"
 )
 
 // ErrSpoolFull is wrapped by the error of a spool write that would take the
 // spool past its bound (--spool-max), or that the file system refused for
 // want of room (ENOSPC, EDQUOT).
-var ErrSpoolFull = errors.New("report: spool full")
+var ErrSpoolFull = errors.New("delivery: spool full")
 
 // ErrSpoolInUse: another process holds the spool directory.
-var ErrSpoolInUse = errors.New("report: spool directory in use")
+var ErrSpoolInUse = errors.New("delivery: spool directory in use")
 
 // Spool names and extensions of the files in a destination's directory.
 const (
@@ -61,20 +62,20 @@ type Spool struct {
 // their destinations send first.
 func OpenSpool(dir string, max int64) (*Spool, error) {
 	if max <= 0 {
-		return nil, fmt.Errorf("report: spool %s: the bound must be positive, not %d bytes", dir, max)
+		return nil, fmt.Errorf("delivery: spool %s: the bound must be positive, not %d bytes", dir, max)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("report: spool: %w", err)
+		return nil, fmt.Errorf("delivery: spool: %w", err)
 	}
 	lock, err := lockDir(filepath.Join(dir, spoolLock))
 	if err != nil {
-		return nil, fmt.Errorf("report: spool %s: %w", dir, err)
+		return nil, fmt.Errorf("delivery: spool %s: %w", dir, err)
 	}
 	s := &Spool{dir: dir, max: max, lock: lock, claimed: make(map[string]bool)}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("report: spool: %w", err)
+		return nil, fmt.Errorf("delivery: spool: %w", err)
 	}
 	for _, e := range ents {
 		if !e.IsDir() {
@@ -83,7 +84,7 @@ func OpenSpool(dir string, max int64) (*Spool, error) {
 		files, err := os.ReadDir(filepath.Join(dir, e.Name()))
 		if err != nil {
 			lock.Close()
-			return nil, fmt.Errorf("report: spool: %w", err)
+			return nil, fmt.Errorf("delivery: spool: %w", err)
 		}
 		for _, f := range files {
 			path := filepath.Join(dir, e.Name(), f.Name())
@@ -213,15 +214,15 @@ func (s *Spool) claim(dest string) (*destSpool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.claimed[dest] {
-		return nil, fmt.Errorf("report: spool: destination %s is exported to twice", dest)
+		return nil, fmt.Errorf("delivery: spool: destination %s is exported to twice", dest)
 	}
 	d := &destSpool{s: s, dest: dest, dir: filepath.Join(s.dir, destDirName(dest)), nextSeq: firstSeq}
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("report: spool: %w", err)
+		return nil, fmt.Errorf("delivery: spool: %w", err)
 	}
 	files, err := os.ReadDir(d.dir)
 	if err != nil {
-		return nil, fmt.Errorf("report: spool: %w", err)
+		return nil, fmt.Errorf("delivery: spool: %w", err)
 	}
 	for _, f := range files {
 		name, ok := strings.CutSuffix(f.Name(), spoolExt)
@@ -283,9 +284,9 @@ func (d *destSpool) path(seq uint64) string {
 
 // put writes the batch b (or the summary s) as the newest file of the
 // spool, or as the oldest when head is set.
-func (d *destSpool) put(b *Batch, s *Summary, attempted, head bool) error {
-	if s == nil && len(b.Observer) > MaxObserverLen {
-		return fmt.Errorf("report: spool: batch %d: %w: %d bytes, want at most %d", b.ID, ErrObserver, len(b.Observer), MaxObserverLen)
+func (d *destSpool) put(b *report.Batch, s *report.Summary, attempted, head bool) error {
+	if s == nil && len(b.Observer) > report.MaxObserverLen {
+		return fmt.Errorf("delivery: spool: batch %d: %w: %d bytes, want at most %d", b.ID, report.ErrObserver, len(b.Observer), report.MaxObserverLen)
 	}
 	d.buf = appendSpoolFile(d.buf[:0], d.dest, b, s, attempted)
 	size := int64(len(d.buf))
@@ -324,7 +325,7 @@ func (d *destSpool) write(seq uint64, data []byte) error {
 	tmp := filepath.Join(d.dir, fmt.Sprintf("%s%016x", spoolTmp, seq))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("report: spool: %w", err)
+		return fmt.Errorf("delivery: spool: %w", err)
 	}
 	_, err = f.Write(data)
 	if err == nil {
@@ -338,7 +339,7 @@ func (d *destSpool) write(seq uint64, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("report: spool: %w", err)
+		return fmt.Errorf("delivery: spool: %w", err)
 	}
 	return syncDir(d.dir)
 }
@@ -346,12 +347,12 @@ func (d *destSpool) write(seq uint64, data []byte) error {
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("report: spool: %w", err)
+		return fmt.Errorf("delivery: spool: %w", err)
 	}
 	err = f.Sync()
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("report: spool: %w", err)
+		return fmt.Errorf("delivery: spool: %w", err)
 	}
 	return nil
 }
@@ -367,14 +368,14 @@ func (d *destSpool) load(recs []pipeline.Record, f *spoolFile) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: %v", ErrSpoolCorrupt, err) // removed under us
 		}
-		return fmt.Errorf("report: spool: %w", err)
+		return fmt.Errorf("delivery: spool: %w", err)
 	}
 	if fi.Size() > maxSpoolFile {
 		return fmt.Errorf("%w: %d bytes, more than any spool file", ErrSpoolCorrupt, fi.Size())
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("report: spool: %w", err)
+		return fmt.Errorf("delivery: spool: %w", err)
 	}
 	return decodeSpoolFile(data, d.dest, recs, f)
 }
@@ -400,12 +401,12 @@ func (d *destSpool) moveAside() (string, error) {
 	aside := filepath.Join(d.dir, spoolCorrupt)
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		os.Remove(d.path(e.seq))
-		return "", fmt.Errorf("report: spool: %w (the file was removed)", err)
+		return "", fmt.Errorf("delivery: spool: %w (the file was removed)", err)
 	}
 	to := filepath.Join(aside, filepath.Base(d.path(e.seq)))
 	if err := os.Rename(d.path(e.seq), to); err != nil {
 		os.Remove(d.path(e.seq))
-		return "", fmt.Errorf("report: spool: %w (the file was removed)", err)
+		return "", fmt.Errorf("delivery: spool: %w (the file was removed)", err)
 	}
 	return to, nil
 }

@@ -1,4 +1,4 @@
-package report
+package delivery
 
 import (
 	"encoding/binary"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/report"
 )
 
 // The spool file format, version 2. A spool file holds one batch of
@@ -19,26 +20,26 @@ import (
 //	8          2     version, 2
 //	10         1     type: 1 a batch of records, 2 a window summary
 //	11         1     flags: bit 0 "attempted": given to the destination
-//	                 before with an unknown outcome (Batch.Retry); bit 1
+//	                 before with an unknown outcome (report.Batch.Retry); bit 1
 //	                 "domain": the observation domain follows the
 //	                 observer (never set for a summary); other bits zero
-//	12         8     batch ID (Batch.ID); 0 for a summary
+//	12         8     batch ID (report.Batch.ID); 0 for a summary
 //	20         4     records in the batch; 0 for a summary
 //	24         4     payload length L
 //	28         2     destination length D
 //	30         D     destination: the --export URL without credentials
-//	30+D       1     observer length O, at most MaxObserverLen; 0 for a
+//	30+D       1     observer length O, at most report.MaxObserverLen; 0 for a
 //	                 summary, whose payload holds its observer
-//	31+D       O     observer (Batch.Observer): the --observer of the run
+//	31+D       O     observer (report.Batch.Observer): the --observer of the run
 //	                 that produced the batch; empty for the sender's own
 //	31+D+O     P     P = 4 with flag bit 1, else 0: the IPFIX observation
-//	                 domain ID (Batch.Domain.ID) of the run that produced
+//	                 domain ID (report.Batch.Domain.ID) of the run that produced
 //	                 the batch; without it, the sender's own
 //	31+D+O+P   L     payload
 //	31+D+O+P+L 4     CRC-32C (Castagnoli) of bytes [0, 31+D+O+P+L)
 //
 // A flag says whether the domain is there because every uint32 is a
-// domain, 0 included: a batch without one (Batch.Domain not Valid) and one
+// domain, 0 included: a batch without one (report.Batch.Domain not Valid) and one
 // of domain 0 are different files.
 //
 // Version 1, written before batches carried their observer, is the same
@@ -51,7 +52,7 @@ import (
 // (flow.KeySize, 40 bytes, flow.Key.AppendBinary), then TimeNs, WindowNs
 // and WindowEndNs (8 bytes each, two's complement) and Worker (4 bytes). A
 // summary's payload is its --summary JSON line without the newline
-// (SummaryWriter), which holds every field of a Summary.
+// (SummaryWriter), which holds every field of a report.Summary.
 const (
 	spoolMagic      = "FDDSPOOL"
 	spoolVersion    = 2 // written; version 1 is read too
@@ -70,20 +71,20 @@ const (
 	// are far smaller (QueueConfig.BatchSize).
 	maxSpoolRecords = 1 << 22
 	// maxSpoolFile bounds a spool file's size likewise.
-	maxSpoolFile = spoolHeaderLen + 1<<16 + 1 + MaxObserverLen + spoolDomainLen + maxSpoolRecords*spoolRecordLen + spoolCRCLen
+	maxSpoolFile = spoolHeaderLen + 1<<16 + 1 + report.MaxObserverLen + spoolDomainLen + maxSpoolRecords*spoolRecordLen + spoolCRCLen
 )
 
 // ErrSpoolCorrupt is wrapped by the error of a spool file that cannot be
 // read back: truncated, a bad checksum, an unknown version, a record that
 // is not a valid key. Such a file is moved aside and counted, never sent.
-var ErrSpoolCorrupt = errors.New("report: corrupt spool file")
+var ErrSpoolCorrupt = errors.New("delivery: corrupt spool file")
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // appendSpoolFile appends the spool file of the batch b (when s is nil) or
 // of the summary s, for the destination dest. A batch's observer must be
-// at most MaxObserverLen bytes (destSpool.put checks).
-func appendSpoolFile(buf []byte, dest string, b *Batch, s *Summary, attempted bool) []byte {
+// at most report.MaxObserverLen bytes (destSpool.put checks).
+func appendSpoolFile(buf []byte, dest string, b *report.Batch, s *report.Summary, attempted bool) []byte {
 	start := len(buf)
 	buf = append(buf, spoolMagic...)
 	buf = binary.BigEndian.AppendUint16(buf, spoolVersion)
@@ -130,7 +131,7 @@ func appendSpoolFile(buf []byte, dest string, b *Batch, s *Summary, attempted bo
 			buf = binary.BigEndian.AppendUint32(buf, uint32(r.Worker))
 		}
 	} else {
-		buf = appendSummary(buf, s)
+		buf = report.AppendSummary(buf, s)
 		buf = buf[:len(buf)-1] // no newline
 	}
 	binary.BigEndian.PutUint32(buf[lenAt:], uint32(len(buf)-payload))
@@ -143,9 +144,9 @@ type spoolFile struct {
 	attempted bool
 	id        uint64
 	observer  string            // a batch's; empty for the sender's own (and in version 1)
-	domain    Domain            // a batch's; not Valid for the sender's own (and in version 1)
+	domain    report.Domain     // a batch's; not Valid for the sender's own (and in version 1)
 	records   []pipeline.Record // a batch's, in the buffer given to decodeSpoolFile
-	sum       Summary           // a summary's
+	sum       report.Summary    // a summary's
 }
 
 // spoolHeader reads the fixed header of a spool file: its type and record
@@ -221,7 +222,7 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 		if count != 0 || id != 0 || obsLen != 0 || domLen != 0 {
 			return corrupt("a summary with a record count, batch ID, observer or domain")
 		}
-		if err := parseSummary(payload, &f.sum); err != nil {
+		if err := report.ParseSummary(payload, &f.sum); err != nil {
 			return corrupt("summary: %v", err)
 		}
 		return nil
@@ -233,7 +234,7 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 		f.observer = string(data[obsAt : obsAt+obsLen])
 	}
 	if domLen > 0 {
-		f.domain = Domain{ID: binary.BigEndian.Uint32(data[obsAt+obsLen:]), Valid: true}
+		f.domain = report.Domain{ID: binary.BigEndian.Uint32(data[obsAt+obsLen:]), Valid: true}
 	}
 	recs = recs[:0]
 	for p := payload; len(p) > 0; p = p[spoolRecordLen:] {

@@ -7,31 +7,24 @@ import (
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
-// ErrRejected is wrapped by a Sink's error when the destination refused the
-// batch or summary for good (a schema mismatch, a malformed request): a
-// Queue counts it under reason "rejected" and does not retry it. Any other
-// error is taken as transient (an unreachable server, a closed connection,
-// a timeout): the Queue retries with backoff and, with a spool, keeps the
-// batch on disk meanwhile.
+// ErrRejected is wrapped by a Destination's error when the destination
+// refused the batch or summary for good (a schema mismatch, a malformed
+// request). The export queues of package delivery count it under reason
+// "rejected" and do not retry it; any other error is taken as transient (an
+// unreachable server, a closed connection, a timeout) and retried.
 var ErrRejected = errors.New("report: rejected by the destination")
 
-// Sink is one destination of a run's output: the record and summary files
-// of --out and --summary, and each --export destination (IPFIX, ClickHouse).
-// The Reporter feeds every Sink the same stream, from its one goroutine:
-// the records of a window in batches, then that window's summary once all
-// of its records have been given; Flush when the pipeline is idle; Close
-// once at the end.
+// Destination is one destination of a run's output: the record and summary
+// files of --out and --summary, and each --export destination (IPFIX,
+// ClickHouse). The Reporter feeds every Destination the same stream, from
+// its one goroutine: the records of a window in batches, then that window's
+// summary once all of its records have been given; Flush when the pipeline
+// is idle; Close once at the end.
 //
-// A Sink is called from one goroutine at a time and need not be safe for
-// concurrent use. Pointers it is given (a Batch, its Records, a Summary)
-// are valid only for the call: a Sink that keeps one copies it.
-//
-// The files of --out and --summary are synchronous Sinks: their first error
-// stops the run (a full disk must not lose records silently). Exporters are
-// wrapped in a Queue, which calls them from a goroutine of its own, so that
-// a slow or dead destination never slows the pipeline; what a Queue cannot
-// deliver it counts by reason (ExportDropped) rather than fail the run.
-type Sink interface {
+// A Destination is called from one goroutine at a time and need not be safe
+// for concurrent use. Pointers it is given (a Batch, its Records, a Summary)
+// are valid only for the call: a Destination that keeps one copies it.
+type Destination interface {
 	// Records writes a batch of distinct-flow records.
 	Records(b *Batch) error
 	// Window writes the summary of a closed window. Every record of that
@@ -43,7 +36,34 @@ type Sink interface {
 	Close() error
 }
 
-// A Batch is a run of distinct-flow records on its way to a Sink.
+// An Export is a Destination that delivers from goroutines of its own and
+// counts what it could not deliver rather than fail the run: an --export
+// destination in its queue (delivery.Queue). The Reporter never waits for
+// one and ignores its errors; it reads its losses into each summary and its
+// counts into the run totals.
+type Export interface {
+	Destination
+	// TakeDropped adds to *m (made when nil) what was lost since the
+	// previous call, under the export's name, by reason.
+	TakeDropped(m *map[string]map[string]uint64)
+	// Stats are the export's counts since it was opened.
+	Stats() ExportStats
+}
+
+// ExportStats are an Export's counts since it was opened.
+type ExportStats struct {
+	Dest        string
+	Sent        uint64 // records the destination took
+	SentWindows uint64 // window summaries the destination took
+	Queued      int    // records in memory now
+	Spooled     int    // records in the spool now, for the next run once the export is closed
+	SpooledWins int    // window summaries in the spool now
+	Up          bool   // the last attempt succeeded (true until one fails)
+	// Dropped counts what was lost, by reason (delivery.DropReasons).
+	Dropped map[string]uint64
+}
+
+// A Batch is a run of distinct-flow records on its way to a Destination.
 type Batch struct {
 	// ID names the batch for its destination: unique within a run and
 	// across runs (a random base per run, then a sequence), and the same

@@ -1,5 +1,5 @@
 //go:build !race
 
-package report
+package delivery
 
 const raceEnabled = false

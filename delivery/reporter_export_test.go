@@ -1,19 +1,17 @@
-package report
+package delivery
 
 import (
 	"bytes"
 	"errors"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/report"
 )
 
 // TestReporterExports: the Reporter gives an export Queue the records and
@@ -24,8 +22,8 @@ func TestReporterExports(t *testing.T) {
 	sink := &fakeSink{gate: make(chan struct{})} // hangs until the end
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Hour})
 	var out, summary, totals bytes.Buffer
-	r, err := New(Config{Out: &out, Format: "jsonl", Kind: flow.Key5Tuple, Summary: &summary, Totals: &totals,
-		Observer: "r1", Filter: "exact", Exports: []*Queue{q}})
+	r, err := report.New(report.Config{Out: &out, Format: "jsonl", Kind: flow.Key5Tuple, Summary: &summary, Totals: &totals,
+		Observer: "r1", Filter: "exact", Exports: []report.Export{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +50,7 @@ func TestReporterExports(t *testing.T) {
 	}
 	// The Queue held 20 records (two batches of 10); the other 280 of the
 	// first window and the 100 of the second were dropped.
-	sums, err := ReadSummaries(&summary)
+	sums, err := report.ReadSummaries(&summary)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +85,11 @@ func TestReporterExports(t *testing.T) {
 func TestReporterExportSurvivesFileError(t *testing.T) {
 	sink := &fakeSink{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 100, BatchAge: time.Hour})
-	r, err := New(Config{Out: &fullWriter{limit: 0}, Kind: flow.Key5Tuple, Exports: []*Queue{q}})
+	r, err := report.New(report.Config{Out: enospcWriter{}, Kind: flow.Key5Tuple, Exports: []report.Export{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := genRecords(0, stageSize)
+	recs := genRecords(0, 256) // the Reporter hands records on 256 at a time
 	var first error
 	for i := range recs {
 		if first = r.Record(&recs[i]); first != nil {
@@ -107,42 +105,12 @@ func TestReporterExportSurvivesFileError(t *testing.T) {
 	if err := r.Close(); err != first {
 		t.Errorf("Close: %v, want the first error", err)
 	}
-	if got := sink.records(); len(got) != stageSize || sink.closes != 1 {
-		t.Errorf("export got %d records and %d closes; want the %d handed on before the error, and closed", len(got), sink.closes, stageSize)
+	if got := sink.records(); len(got) != 256 || sink.closes != 1 {
+		t.Errorf("export got %d records and %d closes; want the %d handed on before the error, and closed", len(got), sink.closes, 256)
 	}
 }
 
-// TestTotalsAfterWriteError (issue 10): when --out fails, the run stops
-// with the error, and the totals line counts every packet read and every
-// window closed, not "packets 0".
-func TestTotalsAfterWriteError(t *testing.T) {
-	src, err := pcapfile.Open("../testdata/pcaps/windows.pcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	var totals bytes.Buffer
-	r, err := New(Config{Out: &fullWriter{limit: 1000}, Kind: flow.Key5Tuple, Totals: &totals})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pipeline.New(pipeline.Config{Workers: 2, Filter: "exact", Key: flow.Key5Tuple, Window: time.Minute}, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Run(t.Context(), src); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("Run: %v, want ENOSPC", err)
-	}
-	st := p.Stats()
-	if st.Packets == 0 || st.Windows == 0 {
-		t.Fatalf("the pipeline read %d packets in %d windows", st.Packets, st.Windows)
-	}
-	line := totals.String()
-	m := regexp.MustCompile(`^totals: packets (\d+), .*, windows (\d+)\n$`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("totals %q: not the totals line", line)
-	}
-	if m[1] != strconv.FormatUint(st.Packets, 10) || m[2] != strconv.FormatUint(st.Windows, 10) {
-		t.Errorf("totals %q: want packets %d, windows %d (the pipeline's)", line, st.Packets, st.Windows)
-	}
-}
+// enospcWriter fails every write as a full disk does.
+type enospcWriter struct{}
+
+func (enospcWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }

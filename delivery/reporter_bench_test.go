@@ -1,4 +1,4 @@
-package report
+package delivery
 
 import (
 	"io"
@@ -6,18 +6,21 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/report"
 )
 
 // discardSink takes everything at once: the Queue's own cost, not a
 // destination's, is what the benchmarks and the allocation test measure.
 type discardSink struct{}
 
-func (discardSink) Records(*Batch) error  { return nil }
-func (discardSink) Window(*Summary) error { return nil }
-func (discardSink) Flush() error          { return nil }
-func (discardSink) Close() error          { return nil }
+func (discardSink) Records(*report.Batch) error  { return nil }
+func (discardSink) Window(*report.Summary) error { return nil }
+func (discardSink) Flush() error                 { return nil }
+func (discardSink) Close() error                 { return nil }
 
-func newBenchReporter(tb testing.TB, out io.Writer, exports int) *Reporter {
+// newBenchReporter returns a Reporter with exports discarding Queues, and
+// the Queues.
+func newBenchReporter(tb testing.TB, out io.Writer, exports int) (*report.Reporter, []*Queue) {
 	tb.Helper()
 	var qs []*Queue
 	for range exports {
@@ -27,12 +30,16 @@ func newBenchReporter(tb testing.TB, out io.Writer, exports int) *Reporter {
 		}
 		qs = append(qs, q)
 	}
-	r, err := New(Config{Out: out, Kind: flow.Key5Tuple, Exports: qs})
+	var ex []report.Export
+	for _, q := range qs {
+		ex = append(ex, q)
+	}
+	r, err := report.New(report.Config{Out: out, Kind: flow.Key5Tuple, Exports: ex})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { r.Close() })
-	return r
+	return r, qs
 }
 
 // TestReporterRecordNoAllocs: in steady state Reporter.Record allocates
@@ -50,7 +57,7 @@ func TestReporterRecordNoAllocs(t *testing.T) {
 	}
 	recs := genRecords(0, 4096)
 	for _, exports := range []int{0, 1} {
-		r := newBenchReporter(t, nil, exports)
+		r, qs := newBenchReporter(t, nil, exports)
 		i := 0
 		record := func() {
 			if err := r.Record(&recs[i%len(recs)]); err != nil {
@@ -61,14 +68,14 @@ func TestReporterRecordNoAllocs(t *testing.T) {
 		for j := range 1 << 16 { // warm up: the buffers and items made
 			record()
 			if j%4096 == 0 {
-				for exports > 0 && r.exports[0].queuedNow.Load() > 0 {
+				for exports > 0 && qs[0].queuedNow.Load() > 0 {
 					runtime.Gosched()
 				}
 			}
 		}
 		if exports > 0 {
 			waitFor(t, "the warm-up delivered", func() bool {
-				st := r.exports[0].Stats()
+				st := qs[0].Stats()
 				return st.Sent+uint64(st.Queued) == 1<<16
 			})
 		}
@@ -81,7 +88,7 @@ func TestReporterRecordNoAllocs(t *testing.T) {
 		const n = 1 << 18
 		const maxStrayAllocs = 8
 		drained := func() {
-			for exports > 0 && r.exports[0].queuedNow.Load() > 0 {
+			for exports > 0 && qs[0].queuedNow.Load() > 0 {
 				runtime.Gosched()
 			}
 		}
@@ -96,7 +103,7 @@ func TestReporterRecordNoAllocs(t *testing.T) {
 			t.Errorf("%d exports: %v allocations in %d records", exports, allocs, n)
 		}
 		if exports > 0 {
-			if st := r.exports[0].Stats(); dropped(st) != 0 {
+			if st := qs[0].Stats(); dropped(st) != 0 {
 				t.Errorf("the Queue dropped %v: the measure is of a path that drops", st.Dropped)
 			}
 		}
@@ -119,7 +126,7 @@ func BenchmarkReporterRecord(b *testing.B) {
 		{"out+export", io.Discard, 1},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			r := newBenchReporter(b, bc.out, bc.exports)
+			r, qs := newBenchReporter(b, bc.out, bc.exports)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -130,7 +137,7 @@ func BenchmarkReporterRecord(b *testing.B) {
 			if bc.exports > 0 {
 				// Records the Queue could not keep (it is slower than
 				// the loop) were dropped: say so, it changes the cost.
-				st := r.exports[0].Stats()
+				st := qs[0].Stats()
 				b.ReportMetric(float64(dropped(st))/float64(b.N), "dropped/op")
 			}
 		})
