@@ -236,7 +236,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Network != "udp" && cfg.Network != "tcp" {
 		return nil, fmt.Errorf("%w: network %q: want udp or tcp", ErrConfig, cfg.Network)
 	}
-	if err := checkAddress(cfg.Address); err != nil {
+	if err := report.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if !cfg.Kind.IsValid() {
