@@ -348,3 +348,21 @@ func TestPackedGetSet(t *testing.T) {
 		}
 	}
 }
+
+func TestSpecVariant(t *testing.T) {
+	for spec, want := range map[string]string{
+		"sbf":                        "sbf",
+		"sbf:mem=1MiB,blocked=1,k=3": "sbf:blocked=1",
+		"BLOOM:blocked=1":            "bloom:blocked=1",
+		"bloom:mem=64KiB,blocked=0":  "bloom",
+		"qht:mem=64KiB,buckets=4":    "qht",
+	} {
+		sp, err := ParseSpec(spec)
+		if err != nil {
+			t.Fatalf("ParseSpec(%q): %v", spec, err)
+		}
+		if got := sp.Variant(); got != want {
+			t.Errorf("ParseSpec(%q).Variant() = %q, want %q", spec, got, want)
+		}
+	}
+}

@@ -16,6 +16,17 @@ type Spec struct {
 	Params map[string]string
 }
 
+// Variant is the spec's family name, followed by ":blocked=1" when it asks
+// for the blocked layout: what tells filters of one family apart by
+// structure rather than by setting. Reports draw a line, or keep a group,
+// per variant.
+func (s Spec) Variant() string {
+	if s.Params["blocked"] == "1" {
+		return s.Name + ":blocked=1"
+	}
+	return s.Name
+}
+
 // ParseSpec parses the spec grammar without checking names or parameters
 // against the registry; New does that.
 func ParseSpec(s string) (Spec, error) {

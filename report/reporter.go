@@ -13,7 +13,7 @@ import (
 )
 
 // Config says where a Reporter writes. The Reporter does not close any of
-// the writers; it closes the Sinks and Queues it is given.
+// the writers; it closes the Destinations and Exports it is given.
 type Config struct {
 	Out     io.Writer    // distinct-flow records; nil writes none
 	Format  string       // record format, one of Formats; "" is jsonl
@@ -27,14 +27,16 @@ type Config struct {
 	Observer string
 	// Filter is the effective filter spec, in every summary.
 	Filter string
-	// Sinks are more synchronous sinks, fed after Out and Summary: their
-	// first error stops the run, as a file's does.
-	Sinks []Sink
-	// Exports are the --export destinations, each in its Queue (see
-	// package report/export): they are fed every record and summary
-	// without ever making the Reporter wait, and what they cannot deliver
-	// is counted (Summary.ExportDropped), never an error.
-	Exports []*Queue
+	// Destinations are more synchronous destinations (per-window files),
+	// fed after Out and Summary: their first error stops the run, as a
+	// file's does.
+	Destinations []Destination
+	// Exports are the --export destinations, each in its queue (package
+	// delivery; opened by URL with package report/export): they are fed
+	// every record and summary without ever making the Reporter wait, and
+	// what they cannot deliver is counted (Summary.ExportDropped), never an
+	// error.
+	Exports []Export
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -46,7 +48,7 @@ const stageSize = 256
 // summaries to report.Sinks, and on Close writes the run totals.
 //
 // The synchronous sinks are the record file (--out, a RecordWriter), the
-// summary file (--summary, a SummaryWriter) and Config.Sinks; the first
+// summary file (--summary, a SummaryWriter) and Config.Destinations; the first
 // error of any of them stops the Reporter: it is returned by that call and
 // by every later one, Close included. The records of a window reach every
 // sink before its summary does, so a summary on disk implies its records
@@ -65,8 +67,8 @@ const stageSize = 256
 //
 // A Reporter is used from one goroutine, as pipeline.Sink says.
 type Reporter struct {
-	sinks   []Sink
-	exports []*Queue
+	sinks   []Destination
+	exports []Export
 	stage   Batch
 	sum     Summary
 	out     io.Writer // for totals
@@ -102,7 +104,7 @@ func New(cfg Config) (*Reporter, error) {
 	if cfg.Summary != nil {
 		r.sinks = append(r.sinks, NewSummaryWriter(cfg.Summary))
 	}
-	r.sinks = append(r.sinks, cfg.Sinks...)
+	r.sinks = append(r.sinks, cfg.Destinations...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
 	r.stage.Observer = cfg.Observer
 	r.sum.Observer, r.sum.Filter, r.sum.Key = cfg.Observer, cfg.Filter, cfg.Kind
@@ -157,7 +159,7 @@ func (r *Reporter) Window(s *pipeline.WindowSummary) error {
 	sum.WindowSummary = *s
 	sum.ExportDropped = nil
 	for _, q := range r.exports {
-		q.takeDropped(&sum.ExportDropped)
+		q.TakeDropped(&sum.ExportDropped)
 	}
 	for _, q := range r.exports {
 		q.Window(sum)
@@ -282,7 +284,7 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 //	export ipfix://127.0.0.1:4739: sent 1200 records and 2 window summaries, dropped 5 (queue_full 5), 0 records and 0 summaries left in the spool
 //
 // The spool part is there only with a spool.
-func appendExportTotals(b []byte, st QueueStats) []byte {
+func appendExportTotals(b []byte, st ExportStats) []byte {
 	var dropped uint64
 	for _, n := range st.Dropped {
 		dropped += n

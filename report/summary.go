@@ -39,13 +39,13 @@ import (
 // there is no fsync) when Window returns. The first write error is returned
 // by every later call. [SummaryReader] reads the lines back.
 //
-// A SummaryWriter is a synchronous [Sink]: its Records, Flush and Close do
+// A SummaryWriter is a synchronous [Destination]: its Records, Flush and Close do
 // nothing (it does not close its destination).
 type SummaryWriter struct {
 	out wholeWriter
 }
 
-var _ Sink = (*SummaryWriter)(nil)
+var _ Destination = (*SummaryWriter)(nil)
 
 // NewSummaryWriter returns a SummaryWriter writing to w. It does not close w.
 func NewSummaryWriter(w io.Writer) *SummaryWriter {
@@ -95,8 +95,9 @@ func keyName(k flow.KeyKind) string {
 	return k.String()
 }
 
-// appendSummary appends the JSON line of s, newline included.
-func appendSummary(b []byte, s *Summary) []byte {
+// AppendSummary appends the JSON line of s, newline included: the line
+// --summary writes, which delivery's spool files hold too.
+func AppendSummary(b []byte, s *Summary) []byte {
 	dropped := s.ExportDropped
 	if dropped == nil {
 		dropped = map[string]map[string]uint64{}
@@ -139,7 +140,7 @@ func (sw *SummaryWriter) Window(s *Summary) error {
 	if sw.out.err != nil {
 		return sw.out.err
 	}
-	return sw.out.write(appendSummary(nil, s), 1)
+	return sw.out.write(AppendSummary(nil, s), 1)
 }
 
 // Records does nothing: a summary file holds no records.
@@ -215,7 +216,7 @@ func (sr *SummaryReader) Read(s *Summary) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if err := parseSummary(line, s); err != nil {
+		if err := ParseSummary(line, s); err != nil {
 			sr.err = &SummaryError{Line: sr.line, Err: err}
 			return sr.err
 		}
@@ -279,8 +280,8 @@ type summaryIn struct {
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
 }
 
-// parseSummary reads one summary line (without its newline) into s.
-func parseSummary(line []byte, s *Summary) error {
+// ParseSummary reads one summary line (without its newline) into s.
+func ParseSummary(line []byte, s *Summary) error {
 	if t := bytes.TrimLeft(line, " \t\r"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("%w: not a JSON object", ErrSummary)
 	}

@@ -28,7 +28,10 @@
 // # Search
 //
 // The grid (Grid) spans each family's parameters that move its error
-// rates; the values and their reasons are beside them in grid.go. A
+// rates, and the blocked layouts of bloom and sbf (bloom:blocked=1,
+// sbf:blocked=1: one cache line per key), which count as families of their
+// own from here on; the values and their reasons are beside them in
+// grid.go. A
 // bounded objective adds its bound to the parameters that are FP targets
 // (sbf fps, a2 fpr, fpbuffer q).
 //

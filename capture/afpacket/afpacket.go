@@ -39,9 +39,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 	"github.com/flowdedup/flowdedup/capture/pcapfilter"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 )
 
 // Defaults of Config.

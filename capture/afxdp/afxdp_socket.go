@@ -46,9 +46,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 )
 
 const (

@@ -217,8 +217,8 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		s.close()
 		return nil, err
 	}
-	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Sinks: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: exports})
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
+		Observer: cfg.Export.Observer, Exports: asExports(exports)})
 	if err != nil {
 		closeQueues(exports)
 		s.close()

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowdedup/flowdedup/delivery"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
@@ -48,7 +50,7 @@ type ExportConfig struct {
 func newExportConfig() ExportConfig {
 	return ExportConfig{
 		SpoolMax:   DefaultSpoolMax,
-		Drain:      report.DefaultDrainTimeout,
+		Drain:      delivery.DefaultDrainTimeout,
 		SketchSeed: sketchSeed(sketch.DefaultSeed),
 		env:        clickhouse.OSEnv(),
 	}
@@ -112,7 +114,7 @@ func (c *ExportConfig) check() error {
 // closed the Queues. A replay (not live) waits for a destination that is
 // up but slower than it (export.Options.Wait): it loses nothing by
 // waiting, as a live capture would.
-func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) ([]*report.Queue, error) {
+func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) ([]*delivery.Queue, error) {
 	c := &cfg.Export
 	if len(c.URLs) == 0 && c.Spool == "" {
 		return nil, nil
@@ -122,7 +124,7 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 		DrainTimeout: c.Drain, Notices: stderr, Wait: !live, Env: c.env,
 	}
 	if c.Spool != "" {
-		sp, err := report.OpenSpool(c.Spool, c.SpoolMax)
+		sp, err := delivery.OpenSpool(c.Spool, c.SpoolMax)
 		if err != nil {
 			return nil, fmt.Errorf("--spool: %w", err)
 		}
@@ -148,14 +150,23 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 
 // registerExports adds the export Queues' metrics to reg, labelled with the
 // filter as the pipeline's are.
-func registerExports(reg *prometheus.Registry, filter string, qs []*report.Queue) {
+func registerExports(reg *prometheus.Registry, filter string, qs []*delivery.Queue) {
 	if len(qs) > 0 {
-		prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(report.NewExportCollector(qs))
+		prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(delivery.NewCollector(qs))
 	}
 }
 
+// asExports gives the Reporter the export Queues.
+func asExports(qs []*delivery.Queue) []report.Export {
+	ex := make([]report.Export, len(qs))
+	for i, q := range qs {
+		ex[i] = q
+	}
+	return ex
+}
+
 // closeQueues closes export Queues the Reporter never took charge of.
-func closeQueues(qs []*report.Queue) {
+func closeQueues(qs []*delivery.Queue) {
 	for _, q := range qs {
 		q.Close()
 	}

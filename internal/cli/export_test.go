@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowdedup/flowdedup/delivery"
+
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -154,7 +156,7 @@ func TestExportSpoolLeftForNextRun(t *testing.T) {
 	}
 	// The spool is locked while a run uses it: two at once is an error
 	// of the run (exit 1), not a usage error.
-	sp, err := report.OpenSpool(spool, 1<<20)
+	sp, err := delivery.OpenSpool(spool, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

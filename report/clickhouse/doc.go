@@ -3,7 +3,7 @@
 // --export clickhouse://HOST:PORT/DB destination of DESIGN.md section 7.
 // [ParseURL] reads such a URL, [URL.Config] makes its Config (finding the
 // password, see Passwords), [New] makes an [Exporter], which is a
-// report.Sink. It works with Debian's clickhouse-server 18.16 (the tests
+// report.Destination. It works with Debian's clickhouse-server 18.16 (the tests
 // run it) and is written to the SQL and HTTP interface that current
 // releases accept too (see "ClickHouse 18.16 and current releases").
 //
@@ -128,7 +128,7 @@
 //
 // Records inserts each report.Batch in one request (INSERT ... FORMAT
 // RowBinary, the rows in the body): batching policy, sizes and ages are
-// the caller's (report.Queue), and batches are never joined. RowBinary is
+// the caller's (delivery.Queue), and batches are never joined. RowBinary is
 // the leanest format both releases read: fixed-width little-endian numbers
 // and length-prefixed strings, no escaping, no time zone; encoding a batch
 // reuses one buffer and allocates nothing. Window inserts one row.
@@ -202,7 +202,7 @@
 //     interface (3xx, 401, 403, 404 without a code), and a table whose
 //     columns do not fit (*SchemaError, which names the column, the type
 //     it has and the type wanted). The error says what to fix
-//     (ServerError.Fix); a report.Queue says it once when the destination
+//     (ServerError.Fix); a delivery.Queue says it once when the destination
 //     starts failing, and with --spool the batches wait on disk until the
 //     operator has fixed it, in this run or the next.
 //   - Transient, waiting for the server: no connection, a timeout, a
@@ -254,7 +254,7 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (report.Sink's rule)
+// An Exporter is used from one goroutine at a time (report.Destination's rule)
 // and starts no goroutines. Records and Window write before they return,
 // so Flush has nothing to do; Close releases the idle connection, and
 // later calls return ErrClosed.

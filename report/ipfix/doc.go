@@ -1,7 +1,7 @@
 // Package ipfix exports distinct-flow records to an IPFIX collector (RFC
 // 7011) over UDP or TCP: the --export ipfix://HOST:PORT and
 // ipfix+tcp://HOST:PORT destinations of DESIGN.md section 7. [ParseURL]
-// reads such a URL, [New] makes an [Exporter], which is a report.Sink.
+// reads such a URL, [New] makes an [Exporter], which is a report.Destination.
 //
 // # Records and templates
 //
@@ -65,7 +65,7 @@
 // New fails only for a malformed Config: a collector that is down, or a
 // name that does not resolve yet, is reported by the sends. A send that
 // fails keeps its message whole and returns an error that does not wrap
-// report.ErrRejected, so that a report.Queue retries: the message goes out
+// report.ErrRejected, so that a delivery.Queue retries: the message goes out
 // again with the next send, with the header, sequence number and template
 // of the session it then goes on. A batch that failed part way and is given
 // again (same Batch.ID) resumes after the records already taken, so a retry
@@ -115,7 +115,7 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (report.Sink's rule) and
+// An Exporter is used from one goroutine at a time (report.Destination's rule) and
 // starts none of its own: template refresh and reconnection happen in the
 // calls. In steady state, Records and Flush allocate nothing. Close flushes
 // and closes the connection; later calls return ErrClosed.

@@ -136,7 +136,7 @@ type Stats struct {
 }
 
 // An Exporter sends distinct-flow records to one IPFIX collector: it is
-// the report.Sink of an ipfix:// or ipfix+tcp:// --export destination.
+// the report.Destination of an ipfix:// or ipfix+tcp:// --export destination.
 //
 // Records are gathered into one message per template, so each message
 // holds one data set. Each message keeps room at its head for its
@@ -156,7 +156,7 @@ type Stats struct {
 // domain's first message on a session carries its templates, whatever
 // other domains sent before.
 //
-// An Exporter is not safe for concurrent use (report.Sink's rule: one
+// An Exporter is not safe for concurrent use (report.Destination's rule: one
 // goroutine at a time). It starts no goroutines.
 type Exporter struct {
 	cfg    Config
@@ -206,7 +206,7 @@ type Exporter struct {
 	closed bool
 }
 
-var _ report.Sink = (*Exporter)(nil)
+var _ report.Destination = (*Exporter)(nil)
 
 // domain is what RFC 7011 scopes to an observation domain in a transport
 // session: the sequence number, and the templates (a message per
@@ -249,7 +249,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Network != "udp" && cfg.Network != "tcp" {
 		return nil, fmt.Errorf("%w: network %q: want udp or tcp", ErrConfig, cfg.Network)
 	}
-	if err := checkAddress(cfg.Address); err != nil {
+	if err := report.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if !cfg.Kind.IsValid() {
