@@ -56,8 +56,8 @@ const DefaultLateness = 5 * time.Second
 // agree).
 const maxOpenWindows = 64
 
-// CaptureConfig holds the flags replay and run share (DESIGN.md section
-// 5). Flags both will gain (exports, per-window files) belong here.
+// CaptureConfig holds the flags replay and run share (the common flags of
+// docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
 	Key      flow.KeyKind
 	Filter   string

@@ -29,7 +29,7 @@ import (
 const DefaultSpoolMax = 1 << 30
 
 // ExportConfig holds the export and network-wide count flags replay and
-// run share (DESIGN.md section 7).
+// run share (docs/architecture.md#export).
 type ExportConfig struct {
 	URLs              []string      // --export, repeatable
 	Observer          string        // --observer; "" until check: the host name
