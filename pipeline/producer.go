@@ -48,6 +48,7 @@ type producer struct {
 	id    int
 	src   capture.Source
 	kind  flow.KeyKind
+	mask  flow.Mask
 	seed  uint64
 	live  bool
 	wall  bool // WallClockWindows
@@ -136,6 +137,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		id:    id,
 		src:   src,
 		kind:  cfg.Key,
+		mask:  cfg.Prefix,
 		seed:  cfg.Seed,
 		live:  cfg.Live,
 		wall:  cfg.WallClockWindows,
@@ -339,6 +341,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 			return
 		}
 	}
+	p.mask.Apply(&key) // one branch when off; a kernel-masked key stays as it is
 	h := flow.HashKey(&key, p.seed)
 	s := flow.ShardOf(h, len(p.rings))
 	if w != p.hi {
