@@ -20,6 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // DefaultFilter is the filter replay and run use unless told otherwise:
@@ -55,8 +56,8 @@ const DefaultLateness = 5 * time.Second
 // agree).
 const maxOpenWindows = 64
 
-// CaptureConfig holds the flags replay and run share (DESIGN.md section
-// 5). Flags both will gain (exports, per-window files) belong here.
+// CaptureConfig holds the flags replay and run share (the common flags of
+// docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
 	Key      flow.KeyKind
 	Prefix   flow.Mask // --prefix: keys by network; zero for hosts
@@ -73,6 +74,7 @@ type CaptureConfig struct {
 	Pin      bool
 	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
 	Export   ExportConfig
+	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
 
 	latenessSet bool
 
@@ -112,6 +114,7 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
 	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
 	c.Export.bind(fs)
+	c.Profile.BindFlags(fs)
 }
 
 // prefixUsage is the help of --prefix, shared by every command that keys
@@ -198,24 +201,32 @@ func (c *CaptureConfig) describe() string {
 		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
 	}
 	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
-		s += ", up to " + formatBytes(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
+		s += ", up to " + units.Approx(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
 	}
 	return s
 }
 
-// session is one replay or run: outputs opened, pipeline built.
+// session is one replay, run or collect: profiles started, outputs opened,
+// pipeline built.
 type session struct {
-	cfg      *CaptureConfig
-	pipe     *pipeline.Pipeline
-	reporter *report.Reporter
-	closers  []io.Closer
-	stderr   io.Writer
+	cfg         *CaptureConfig
+	pipe        *pipeline.Pipeline
+	reporter    *report.Reporter
+	closers     []io.Closer
+	stderr      io.Writer
+	stopProfile func() error // nil once stopped
 }
 
-// openSession opens the outputs and builds the pipeline. live selects the
-// live backpressure policy (drop and count) and wall-clock windows.
+// openSession starts the profiles cfg asks for, opens the outputs and
+// builds the pipeline. live selects the live backpressure policy (drop and
+// count) and wall-clock windows. The profiles run until the session is
+// closed (session.run closes it).
 func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
 	s := &session{cfg: cfg, stderr: stderr}
+	var err error
+	if s.stopProfile, err = cfg.Profile.start(); err != nil {
+		return nil, err
+	}
 	sinks, err := s.outputs(stdout, stderr)
 	if err != nil {
 		s.close()
@@ -269,10 +280,15 @@ func metricsRegistry(stats func() pipeline.Stats, filter string) *prometheus.Reg
 	return reg
 }
 
+// close closes the outputs and stops the profiles.
 func (s *session) close() error {
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
+	}
+	if s.stopProfile != nil {
+		errs = append(errs, s.stopProfile())
+		s.stopProfile = nil
 	}
 	return errors.Join(errs...)
 }
