@@ -18,9 +18,11 @@ type Packet struct {
 	LinkType flow.LinkType // how to parse Data
 
 	// Key, when valid, is the frame's flow key, already extracted by a
-	// source that parses in the kernel (the XDP fast path). Data is then
-	// empty and the frame is counted by the source's KernelCounter, not
-	// per Packet. Sources of frames leave it zero.
+	// source that parses in the kernel (the XDP fast path) or that reads
+	// keys rather than frames (collect's flow records). Data is then
+	// empty. A source that implements KernelCounter counts the frames
+	// behind its keys there, not per Packet; any other source's keyed
+	// Packet counts as one packet. Sources of frames leave it zero.
 	//
 	// Such a source says so in its type: it implements KernelCounter,
 	// whose counts stand for the frames behind its keys. The key itself
@@ -31,6 +33,15 @@ type Packet struct {
 	// serve both kinds; a second method would need a second copy of that
 	// per-packet path, or a type switch on it, to save one branch.
 	Key flow.Key
+
+	// Observer, when not 0, says which of several observation points a
+	// source gathers the frame or key came from (collect's exporters: a
+	// router and its observation domain, numbered by the source). The
+	// pipeline deduplicates the keys of each observer apart, so that a
+	// key two observers saw is reported for each, and hands the number on
+	// in its records (pipeline.Record.Observer). Sources of one
+	// observation point leave it 0.
+	Observer uint32
 }
 
 // Source yields frames in capture order. A Source is used by one goroutine.

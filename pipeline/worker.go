@@ -238,7 +238,7 @@ func (w *worker) observe(b *batch) {
 	filters.ObserveAll(sl.filter, hashes, dup) // the batch path, when the filter has one
 	for i, d := range dup {
 		if !d {
-			w.emit(sl, &b.keys[i], b.times[i])
+			w.emit(sl, &b.keys[i], b.times[i], b.obs[i])
 		}
 	}
 	sl.sketch.add(b.keys[:b.n], hashes) // every key, not only the unseen: the estimate must not inherit the filter's errors
@@ -255,11 +255,11 @@ func (w *worker) observe(b *batch) {
 }
 
 // emit appends a record of an unseen key of slot sl's window.
-func (w *worker) emit(sl *wslot, k *flow.Key, t int64) {
+func (w *worker) emit(sl *wslot, k *flow.Key, t int64, obs uint32) {
 	if len(w.ob.recs) == cap(w.ob.recs) {
 		w.send()
 	}
-	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id})
+	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, Observer: obs})
 	sl.distinct++
 	w.distinct++
 }

@@ -2,6 +2,9 @@ package report
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -138,4 +141,20 @@ type Summary struct {
 	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing
 	// was lost.
 	ExportDropped map[string]map[string]uint64
+}
+
+// CheckAddress checks that addr, a destination's address, is HOST:PORT with
+// a non-empty host and a port from 1 to 65535.
+func CheckAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: want HOST:PORT (%v)", addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("address %q has no host", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("address %q: port %q is not a number from 1 to 65535", addr, port)
+	}
+	return nil
 }

@@ -72,6 +72,7 @@ type CaptureConfig struct {
 	Pin      bool
 	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
 	Export   ExportConfig
+	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
 
 	latenessSet bool
 
@@ -114,6 +115,7 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
 	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
 	c.Export.bind(fs)
+	c.Profile.BindFlags(fs)
 }
 
 // completeCaptureFlags registers the shell completions of the shared flags.
@@ -198,19 +200,27 @@ func (c *CaptureConfig) describe() string {
 	return s
 }
 
-// session is one replay or run: outputs opened, pipeline built.
+// session is one replay, run or collect: profiles started, outputs opened,
+// pipeline built.
 type session struct {
-	cfg      *CaptureConfig
-	pipe     *pipeline.Pipeline
-	reporter *report.Reporter
-	closers  []io.Closer
-	stderr   io.Writer
+	cfg         *CaptureConfig
+	pipe        *pipeline.Pipeline
+	reporter    *report.Reporter
+	closers     []io.Closer
+	stderr      io.Writer
+	stopProfile func() error // nil once stopped
 }
 
-// openSession opens the outputs and builds the pipeline. live selects the
-// live backpressure policy (drop and count) and wall-clock windows.
+// openSession starts the profiles cfg asks for, opens the outputs and
+// builds the pipeline. live selects the live backpressure policy (drop and
+// count) and wall-clock windows. The profiles run until the session is
+// closed (session.run closes it).
 func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
 	s := &session{cfg: cfg, stderr: stderr}
+	var err error
+	if s.stopProfile, err = cfg.Profile.start(); err != nil {
+		return nil, err
+	}
 	sinks, err := s.outputs(stdout, stderr)
 	if err != nil {
 		s.close()
@@ -264,10 +274,15 @@ func metricsRegistry(stats func() pipeline.Stats, filter string) *prometheus.Reg
 	return reg
 }
 
+// close closes the outputs and stops the profiles.
 func (s *session) close() error {
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
+	}
+	if s.stopProfile != nil {
+		errs = append(errs, s.stopProfile())
+		s.stopProfile = nil
 	}
 	return errors.Join(errs...)
 }

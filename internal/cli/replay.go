@@ -20,16 +20,14 @@ import (
 // ReplayConfig holds the flags of `flowdedup replay`.
 type ReplayConfig struct {
 	CaptureConfig
-	Profile ProfileConfig
-	Stats   bool
-	Strict  bool     // exit 1 when a capture file was damaged
-	Read    []string // -r FILE, as tcpdump takes it
+	Stats  bool
+	Strict bool     // exit 1 when a capture file was damaged
+	Read   []string // -r FILE, as tcpdump takes it
 }
 
 // BindFlags registers the replay flags on fs.
 func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
 	c.CaptureConfig.BindFlags(fs)
-	c.Profile.BindFlags(fs)
 	fs.BoolVar(&c.Stats, "stats", c.Stats, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
 	fs.BoolVar(&c.Strict, "strict", c.Strict, "exit 1 when a capture file was truncated or damaged, once everything readable has been replayed (records, summaries and totals written); without it such a file gets a warning and the exit status is 0")
 	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
@@ -112,15 +110,6 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	src := &warnSource{Reader: reader, warn: stderr, erase: isTerminal(stderr)}
 	cfg.damagedFiles = src.damagedBy
 	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
-	stopProfile, err := cfg.Profile.start()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if perr := stopProfile(); perr != nil {
-			err = errors.Join(err, perr)
-		}
-	}()
 	s, err := openSession(ctx, &cfg.CaptureConfig, false, stdout, stderr)
 	if err != nil {
 		return err

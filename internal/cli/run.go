@@ -51,7 +51,6 @@ type LiveConfig struct {
 	XDP      xdpFlags
 	AFXDP    afxdpFlags
 	Mode     string
-	Profile  ProfileConfig
 }
 
 // newLiveConfig returns run's defaults: a live capture runs for hours, so
@@ -90,7 +89,6 @@ func (c *LiveConfig) BindFlags(fs *pflag.FlagSet) {
 	c.XDP.bind(fs)
 	c.AFXDP.bind(fs)
 	fs.StringVar(&c.Mode, "mode", c.Mode, "capture path: "+strings.Join(liveModeNames(), " | ")+" (see Modes above)")
-	c.Profile.BindFlags(fs)
 }
 
 // A flagGroup is a set of flags that only some modes take.
@@ -338,15 +336,6 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 		}
 		defer pr.Close()
 	}
-	stopProfile, err := cfg.Profile.start()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if perr := stopProfile(); perr != nil {
-			err = errors.Join(err, perr)
-		}
-	}()
 	s, err := openSession(ctx, &cfg.CaptureConfig, true, stdout, stderr)
 	if err != nil {
 		return err

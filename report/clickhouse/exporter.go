@@ -105,7 +105,7 @@ const maxUnsure = 4096
 // is down, or a name that does not resolve yet, is reported by those calls
 // as a transient error. Only a malformed Config is an error (ErrConfig).
 func New(cfg Config) (*Exporter, error) {
-	if err := checkAddress(cfg.Address); err != nil {
+	if err := report.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := checkDatabase(cfg.Database); err != nil || cfg.Database == "" {

@@ -71,6 +71,19 @@
 // again (same Batch.ID) resumes after the records already taken, so a retry
 // does not duplicate them. Failures by transport:
 //
+//   - TCP, what counts as sent: a message written is only in the local
+//     kernel's buffer. On Linux a message's records count as sent
+//     (Stats.Records) once the collector's host has acknowledged its last
+//     byte (TCP_INFO tcpi_bytes_acked), and Flush waits, up to
+//     Config.Timeout, until everything written is acknowledged, so that a
+//     report.Queue counts a batch as delivered only then. When the
+//     connection breaks, the messages not acknowledged are kept and go
+//     again, first, on the next connection; Close counts them as not sent.
+//     An acknowledgement is the host's: bytes the collector's kernel took
+//     and the collector never read (it closed with data unread) are lost
+//     without a sign, which IPFIX over TCP cannot tell (it has no
+//     acknowledgement of its own). Elsewhere a message counts as sent when
+//     written. Flush costs one round trip to the collector.
 //   - TCP, collector closed the connection: found before writing (a
 //     collector never sends, so a readable socket means end of stream), so
 //     the message is not written into a dead connection. The send returns

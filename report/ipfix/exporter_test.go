@@ -14,6 +14,7 @@ import (
 	"github.com/netsampler/goflow2/v2/decoders/netflow"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/report/ipfix"
@@ -586,7 +587,7 @@ func TestWindowFlushes(t *testing.T) {
 func TestPathMTULoopback(t *testing.T) {
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
-		t.Skipf("no lo interface: %v", err)
+		testutil.SkipOrFail(t, "no lo interface: %v", err)
 	}
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeySrc})
