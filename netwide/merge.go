@@ -52,7 +52,7 @@ var (
 )
 
 // Summary is one router's summary of one window, as the merge needs it: the
-// fields of a flowdedup summary line (DESIGN.md section 6 and 7).
+// fields of a flowdedup summary line (docs/architecture.md#records-and-summaries).
 type Summary struct {
 	Observer         string // the router (--observer)
 	StartNs, EndNs   int64  // the window, [StartNs, EndNs), Unix ns

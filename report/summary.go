@@ -15,7 +15,8 @@ import (
 )
 
 // A SummaryWriter writes one JSON line per closed window (the --summary
-// file of DESIGN.md section 6):
+// file; docs/architecture.md#records-and-summaries says what a user may
+// rely on):
 //
 //	{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":2,"keys":995,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":2},"dropped_by":{},"final":false,"observer":"r1","filter":"qht:mem=64MiB,buckets=4,fpbits=12","key":"src","late":0,"late_by":{},"distinct_estimate":121,"export_dropped":{}}
 //

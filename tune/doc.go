@@ -21,7 +21,7 @@
 // and a seed are exactly the errors `flowdedup replay --seed S` makes with
 // it (a test checks this against the pipeline's records). FPR is false
 // positives over distinct keys, FNR false negatives over duplicates, over
-// all shards, windows and samples (DESIGN.md section 6). Stream specs
+// all shards, windows and samples, as eval counts them. Stream specs
 // (uniform:, zipf:, distinct:, file:) are one window each, materialised by
 // package eval; a new seed is a new random stream.
 //

@@ -166,7 +166,7 @@ func (c *Config) fill() error {
 // Result is what Run found. Rates are over the samples' keys as replay
 // counts them: FPR = false positives / distinct (first occurrences of a key
 // in its window), FNR = false negatives / duplicates, both summed over the
-// shards and samples of one seed (DESIGN.md section 6).
+// shards and samples of one seed, as eval counts them.
 type Result struct {
 	Samples   []SampleInfo `json:"samples"`
 	Key       string       `json:"key"`

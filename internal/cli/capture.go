@@ -20,6 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // DefaultFilter is the filter replay and run use unless told otherwise:
@@ -55,8 +56,8 @@ const DefaultLateness = 5 * time.Second
 // agree).
 const maxOpenWindows = 64
 
-// CaptureConfig holds the flags replay and run share (DESIGN.md section
-// 5). Flags both will gain (exports, per-window files) belong here.
+// CaptureConfig holds the flags replay and run share (the common flags of
+// docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
 	Key      flow.KeyKind
 	Filter   string
@@ -195,7 +196,7 @@ func (c *CaptureConfig) describe() string {
 		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
 	}
 	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
-		s += ", up to " + formatBytes(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
+		s += ", up to " + units.Approx(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
 	}
 	return s
 }
