@@ -20,6 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // DefaultFilter is the filter replay and run use unless told otherwise:
@@ -191,7 +192,7 @@ func (c *CaptureConfig) describe() string {
 		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
 	}
 	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
-		s += ", up to " + formatBytes(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
+		s += ", up to " + units.Approx(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
 	}
 	return s
 }
