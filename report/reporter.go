@@ -37,6 +37,11 @@ type Config struct {
 	// what they cannot deliver is counted (Summary.ExportDropped), never an
 	// error.
 	Exports []Export
+	// DamagedFiles, when not nil, is called once, by Close, for the input
+	// files the run found damaged, by reason (replay's: "empty",
+	// "truncated", "damaged"), which the run totals show apart from the
+	// packets: an empty file held no frame, so it is no packet.
+	DamagedFiles func() map[string]uint64
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -72,6 +77,7 @@ type Reporter struct {
 	stage   Batch
 	sum     Summary
 	out     io.Writer // for totals
+	damaged func() map[string]uint64
 	totals  pipeline.WindowSummary
 	windows uint64
 	err     error
@@ -93,7 +99,7 @@ func New(cfg Config) (*Reporter, error) {
 	if len(cfg.Observer) > MaxObserverLen {
 		return nil, fmt.Errorf("%w: %d bytes, want at most %d", ErrObserver, len(cfg.Observer), MaxObserverLen)
 	}
-	r := &Reporter{out: cfg.Totals, exports: cfg.Exports}
+	r := &Reporter{out: cfg.Totals, exports: cfg.Exports, damaged: cfg.DamagedFiles}
 	if cfg.Out != nil {
 		records, err := NewRecordWriter(cfg.Out, cfg.Format, cfg.Kind)
 		if err != nil {
@@ -212,7 +218,11 @@ func (r *Reporter) Close() error {
 	}
 	wg.Wait()
 	if r.out != nil {
-		line := appendTotals(nil, &r.totals, r.windows)
+		var damaged map[string]uint64
+		if r.damaged != nil {
+			damaged = r.damaged()
+		}
+		line := appendTotals(nil, &r.totals, r.windows, damaged)
 		for _, q := range r.exports {
 			line = appendExportTotals(line, q.Stats())
 		}
@@ -252,7 +262,9 @@ func (r *Reporter) add(s *pipeline.WindowSummary) {
 // appendTotals appends the one-line run totals:
 //
 //	totals: packets 1000, malformed 3 (bad_header 1, truncated 2), skipped 2 (not_ip 2), keys 995, distinct 120, dropped 0, windows 2
-func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
+//
+// and, when files were damaged, ", damaged files 2 (empty 1, truncated 1)".
+func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64, damaged map[string]uint64) []byte {
 	b = append(b, "totals: packets "...)
 	b = strconv.AppendUint(b, t.Packets, 10)
 	b = append(b, ", malformed "...)
@@ -276,6 +288,14 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 	}
 	b = append(b, ", windows "...)
 	b = strconv.AppendUint(b, windows, 10)
+	var files uint64
+	for _, n := range damaged {
+		files += n
+	}
+	if files != 0 {
+		b = append(b, ", damaged files "...)
+		b = appendCountBy(b, files, damaged)
+	}
 	return append(b, '\n')
 }
 

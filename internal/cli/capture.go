@@ -81,6 +81,10 @@ type CaptureConfig struct {
 	spec         string // the filter spec in effect: canonical, product defaults in
 	open         int    // windows open at once, each with a filter per worker
 	out, summary output // --out and --summary parsed
+
+	// damagedFiles, set by replay, counts the capture files found
+	// damaged, for the run totals (report.Config.DamagedFiles).
+	damagedFiles func() map[string]uint64
 }
 
 // newCaptureConfig returns the defaults of replay and run.
@@ -229,7 +233,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		return nil, err
 	}
 	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: asExports(exports)})
+		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles})
 	if err != nil {
 		closeQueues(exports)
 		s.close()
