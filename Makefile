@@ -165,8 +165,12 @@ release-check:
 	@[ -n "$(SOURCE_DATE_EPOCH)" ] || { echo "no time for the files: run make $(MAKECMDGOALS) SOURCE_DATE_EPOCH=..."; exit 1; }
 	@mkdir -p $(DIST)
 
+# The packaging tools, -trimpath so that a build in another directory finds
+# them in the build cache; nfpm is the version go.mod pins as a tool.
 $(PKGBUILD)/mkpkg: FORCE
-	$(GO) build -o $@ ./packaging/mkpkg
+	$(GO) build -trimpath -o $@ ./packaging/mkpkg
+$(PKGBUILD)/nfpm: FORCE
+	$(GO) build -trimpath -o $@ github.com/goreleaser/nfpm/v2/cmd/nfpm
 
 $(PKGBUILD)/linux_%/flowdedup: FORCE
 	CGO_ENABLED=0 GOOS=linux $(goenv.$*) $(GO) build -trimpath -buildvcs=false -ldflags '-s -w $(LDFLAGS)' -o $@ ./cmd/flowdedup
@@ -178,11 +182,11 @@ $(PKGBUILD)/share/.done: $(PKGBUILD)/mkpkg
 	touch $@
 
 .SECONDEXPANSION:
-$(DIST)/flowdedup_$(VERSION)_%.deb: $(PKGBUILD)/linux_$$(binarch.$$*)/flowdedup $(PKGBUILD)/share/.done $(PKGBUILD)/mkpkg
+$(DIST)/flowdedup_$(VERSION)_%.deb: $(PKGBUILD)/linux_$$(binarch.$$*)/flowdedup $(PKGBUILD)/share/.done $(PKGBUILD)/mkpkg $(PKGBUILD)/nfpm
 	$(PKGBUILD)/mkpkg notices -bin $< -out $(<D)/THIRD-PARTY-NOTICES.gz
 	VERSION='$(VERSION)' DEB_ARCH=$* MAINTAINER='$(MAINTAINER)' SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
 	PKG_BIN=$< PKG_SHARE=$(PKGBUILD)/share PKG_NOTICES=$(<D)/THIRD-PARTY-NOTICES.gz \
-		$(GO) tool nfpm package --config packaging/nfpm.yaml --packager deb --target $@
+		$(PKGBUILD)/nfpm package --config packaging/nfpm.yaml --packager deb --target $@
 
 # An archive holds what the package installs, to be put in place by hand
 # (docs/install.md), under one directory named as the archive.

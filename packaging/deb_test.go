@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -173,12 +174,13 @@ printf '%s\n' "${COMPREPLY[@]}"`
 func checkManPage(t *testing.T, page string) {
 	t.Helper()
 	cmd := exec.Command("man", "--warnings", "--local-file", page)
-	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MAN_KEEP_FORMATTING=0", "LC_ALL=C.UTF-8", "MANPAGER=cat", "PAGER=cat")
+	cmd.Env = append(os.Environ(), "MANWIDTH=80", "LC_ALL=C.UTF-8", "MANPAGER=cat", "PAGER=cat")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	name := strings.TrimSuffix(filepath.Base(page), ".1.gz")
-	if err != nil || stderr.Len() > 0 || !strings.Contains(stdout.String(), "NAME") || !strings.Contains(stdout.String(), name+" - ") {
+	nameLine := regexp.MustCompile(`(?m)^NAME\n\s+` + regexp.QuoteMeta(name) + `\s+-\s+\S`)
+	if err != nil || stderr.Len() > 0 || !nameLine.MatchString(stdout.String()) {
 		t.Errorf("man -l %s: %v\n%s\n%.600s", page, err, stderr.String(), stdout.String())
 	}
 }

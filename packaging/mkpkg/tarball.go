@@ -33,7 +33,9 @@ func tarMain(args []string) error {
 	root := fset.Arg(0)
 
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	// The default level: the highest takes three times as long on a
+	// 27 MB binary for 0.2% less.
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return err
 	}
