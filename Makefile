@@ -72,11 +72,11 @@ cross: $(foreach a,$(DIST_ARCHES),$(PKGBUILD)/linux_$(a)/flowdedup)
 # routers): they found overflows that made fpbits=32 and 32-bit BDBF
 # counters fail on 32-bit platforms.
 test-32bit:
-	GOARCH=386 $(GO) test -count=1 ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./internal/outfile/ ./internal/mix/ ./capture/pcapfile/ ./tune/ ./internal/cli/
+	GOARCH=386 $(GO) test -count=1 ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./delivery/ ./report/outfile/ ./mix/ ./units/ ./capture/pcapfile/ ./tune/ ./internal/cli/
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:
-	$(GO) test -count=1 -race ./pipeline/ ./report/... ./capture/...
+	$(GO) test -count=1 -race ./pipeline/ ./report/... ./delivery/ ./capture/...
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
 # one hash at a time and batched (ObserveBatch: one and batch run back to
@@ -103,14 +103,16 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHash$$' -fuzztime $(FUZZTIME) ./flow/
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./capture/pcapfile/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./capture/pcapfilter/
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePattern$$' -fuzztime $(FUZZTIME) ./internal/outfile/
-	$(GO) test -run '^$$' -fuzz '^FuzzSpoolFile$$' -fuzztime $(FUZZTIME) ./report/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePattern$$' -fuzztime $(FUZZTIME) ./report/outfile/
+	$(GO) test -run '^$$' -fuzz '^FuzzSpoolFile$$' -fuzztime $(FUZZTIME) ./delivery/
 	$(GO) test -run '^$$' -fuzz '^FuzzSummaryReader$$' -fuzztime $(FUZZTIME) ./report/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseServerError$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
 	$(GO) test -run '^$$' -fuzz '^FuzzSplitRows$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalBinary$$' -fuzztime $(FUZZTIME) ./sketch/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseObjective$$' -fuzztime $(FUZZTIME) ./tune/
+	$(GO) test -run '^$$' -fuzz '^FuzzMessages$$' -fuzztime $(FUZZTIME) ./collect/netflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzDatagrams$$' -fuzztime $(FUZZTIME) ./collect/sflow/
 
 # staticcheck is pinned as a tool in go.mod (go get -tool ...@version), so
 # it comes through the module proxy at the version the tree was checked with.

@@ -53,6 +53,11 @@ type Config struct {
 	// RingBytes is the size of each CPU's ring buffer: a power of two
 	// and a multiple of the page size. 0 means DefaultRingBytes.
 	RingBytes int
+	// Now is the wall clock the program's Unix time follows (SyncClock
+	// sets its offset from CLOCK_BOOTTIME to Now); nil means time.Now.
+	// Tests inject one to put the program's clock where they need it,
+	// such as in the middle of a window.
+	Now func() time.Time
 }
 
 // Counters are one CPU's counters (struct fd_counters), cumulative since
@@ -100,6 +105,7 @@ type Objects struct {
 	config    *ebpf.Map      // fd_config
 	floor     *ebpf.Variable // fd_floor_ns
 	windowNs  uint64
+	now       func() time.Time // Config.Now; nil: CLOCK_REALTIME
 
 	mu      sync.Mutex    // serialises EndWindow, and the reads into the buffers
 	floorNs uint64        // the floor last set
@@ -208,7 +214,7 @@ func Load(cfg Config) (*Objects, error) {
 		return nil, fmt.Errorf("bpf: loading the XDP program: %w", err)
 	}
 	o.Program, o.outer, o.cpu, o.windows, o.prefilter, o.config = objs.FdXdp, objs.FdRings, objs.FdCpu, objs.FdWindows, objs.FdPrefilter, objs.FdConfig
-	o.floor, o.windowNs = objs.FdFloorNs, s.windowNs
+	o.floor, o.windowNs, o.now = objs.FdFloorNs, s.windowNs, cfg.Now
 	if err := o.SyncClock(); err != nil {
 		o.Close()
 		return nil, err
@@ -372,7 +378,7 @@ func (o *Objects) EndWindow(i int64) error {
 // time to its current value. Call it now and then (at window boundaries):
 // the wall clock is slewed and stepped, the boot clock is not.
 func (o *Objects) SyncClock() error {
-	off, err := clockOffset()
+	off, err := clockOffset(o.now)
 	if err != nil {
 		return err
 	}
@@ -388,7 +394,7 @@ func (o *Objects) setClockOffset(ns int64) error {
 
 // clockOffset returns Unix time minus CLOCK_BOOTTIME, in ns: the boot clock is
 // read on both sides of the wall clock, and the mean taken.
-func clockOffset() (int64, error) {
+func clockOffset(now func() time.Time) (int64, error) {
 	var b0, wall, b1 unix.Timespec
 	for _, c := range []struct {
 		id int32
@@ -399,6 +405,9 @@ func clockOffset() (int64, error) {
 		}
 	}
 	boot := b0.Nano() + (b1.Nano()-b0.Nano())/2
+	if now != nil {
+		return now().UnixNano() - boot, nil
+	}
 	return wall.Nano() - boot, nil
 }
 

@@ -8,7 +8,7 @@ package bpf
 func (o *Objects) SetClockOffset(ns int64) error { return o.setClockOffset(ns) }
 
 // ClockOffset returns the true offset SyncClock would set.
-func ClockOffset() (int64, error) { return clockOffset() }
+func ClockOffset() (int64, error) { return clockOffset(nil) }
 
 // LoadSpec returns the compiled object's CollectionSpec.
 var LoadSpec = loadXdp

@@ -26,6 +26,9 @@ func TestClickHouse(t *testing.T) {
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })
 	t.Run("Fleet", func(t *testing.T) { testFleet(t, ch) })
 	t.Run("SchemaError", func(t *testing.T) { testSchemaError(t, ch) })
+	t.Run("WrongPassword", func(t *testing.T) { testWrongPassword(t, ch) })
+	t.Run("Rerun", func(t *testing.T) { testRerun(t, ch) })
+	t.Run("Migration", func(t *testing.T) { testMigration(t, ch) })
 	t.Run("ReplayWaits", func(t *testing.T) { testReplayWaits(t, ch) })
 	t.Run("StoppedMidReplay", func(t *testing.T) { testStoppedMidReplay(t, ch) })
 }
@@ -103,10 +106,11 @@ var fleetRouters = []struct{ name, flows, packets, ipv6 string }{
 // different --observer names, replay three captures whose sources overlap
 // (IPv4 and IPv6) and export to one ClickHouse with --window 1m
 // --summary-sketch. Then, for every minute, the distinct sources
-// ClickHouse counts over all routers (the DESIGN.md query) are the exact
-// union computed from the captures, and `flowdedup merge` of the three
-// summary files estimates it within 2%. The routers run the exact filter,
-// so that what reaches ClickHouse depends on the export alone.
+// ClickHouse counts over all routers (the network-wide query of
+// docs/export.md) are the exact union computed from the captures, and
+// `flowdedup merge` of the three summary files estimates it within 2%.
+// The routers run the exact filter, so that what reaches ClickHouse
+// depends on the export alone.
 //
 // Tolerance: the merged sketch's estimate has the error of one HyperLogLog
 // of 2^14 registers, a relative standard error of 1.04/sqrt(2^14) = 0.81%
@@ -228,27 +232,89 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 		100*worst, hour[0].DistinctEstimate, len(all))
 }
 
-// A ClickHouse whose flows table has a column of another type: the run
-// goes on (exit 0), the message names the column, and the records are
-// counted as rejected.
+// A ClickHouse whose flows table has a column of another type: the rows
+// are not at fault, so with --spool they wait on disk; the message names
+// the column, once. Once the table is dropped (and so created again), the
+// next run sends them, once each.
 func testSchemaError(t *testing.T, ch *testutil.ClickHouse) {
 	ch.Query(t, "CREATE DATABASE bad")
 	ch.Query(t, "CREATE TABLE bad.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src UInt32, dst String, "+
 		"proto UInt8, sport UInt16, dport UInt16) ENGINE = MergeTree ORDER BY window")
-	r := mustRun(t, "replay", "--key", "src", "--filter", "exact", "--out", os.DevNull, "--export", "clickhouse://"+ch.Addr+"/bad", pcap("small.pcap"))
-	dest := "export clickhouse://" + ch.Addr + "/bad"
-	var said []string
-	for _, l := range lines(r.stderr) {
-		if strings.HasPrefix(l, "flowdedup: "+dest) {
-			said = append(said, l)
+	url := "clickhouse://" + ch.Addr + "/bad"
+	fixed := func() { ch.Query(t, "DROP TABLE bad.flows") }
+	said := waitForOperator(t, ch, url, "bad", fixed)
+	if !strings.Contains(said, "src") || !strings.Contains(said, "UInt32") || !strings.Contains(said, "String") {
+		t.Errorf("the notice does not name column src, its type and the type wanted:\n%s", said)
+	}
+}
+
+// The wrong-then-right password of issue 21: a run whose password file
+// holds a wrong password keeps its batches in the spool and says once
+// what to fix; once the file is right, the next run delivers the first
+// run's records, each once.
+func testWrongPassword(t *testing.T, ch *testutil.ClickHouse) {
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte("wrong-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := "clickhouse://" + testutil.ClickHouseUser + "@" + ch.Addr + "/pw?password_file=" + pw
+	fixed := func() {
+		if err := os.WriteFile(pw, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if len(said) == 0 || !strings.Contains(said[0], "src") || !strings.Contains(said[0], "UInt32") || !strings.Contains(said[0], "String") {
-		t.Errorf("the first notice does not name column src, its type and the type wanted:\n%s", r.stderr)
+	said := waitForOperator(t, ch, url, "pw", fixed)
+	if !strings.Contains(said, "WRONG_PASSWORD") || !strings.Contains(said, "password_file") || strings.Contains(said, "wrong-password") {
+		t.Errorf("the notice does not say the password is wrong and where to fix it, or shows the password:\n%s", said)
 	}
-	if !strings.Contains(r.stderr, dest+": sent 0 records") || !strings.Contains(r.stderr, "rejected ") {
-		t.Errorf("totals do not count the rejected records:\n%s", r.stderr)
+}
+
+// waitForOperator runs a replay that exports to url, whose server refuses
+// the run for a reason the operator has to fix (fix fixes it), with a
+// spool: nothing is dropped, the records stay in the spool, and the reason
+// is said in one line, which it returns. Then it fixes the reason and runs
+// again with an empty capture: the first run's records go to db.flows,
+// each once.
+func waitForOperator(t *testing.T, ch *testutil.ClickHouse, url, db string, fix func()) (said string) {
+	t.Helper()
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	out := filepath.Join(dir, "records.jsonl")
+	args := []string{"--key", "src", "--filter", "exact", "--export", url, "--spool", spool, "--export-drain", "1s"}
+	r := mustRun(t, append([]string{"replay", "--out", out, pcap("small.pcap")}, args...)...)
+	n := len(readRecords(t, out))
+	dest := "flowdedup: export clickhouse://" + ch.Addr + "/" + db + ":" // as stderr names it: no user, no parameters
+	var notices []string
+	for _, l := range lines(r.stderr) {
+		if strings.HasPrefix(l, dest) && !strings.Contains(l, "stay in the spool") {
+			notices = append(notices, l)
+		}
 	}
+	if len(notices) != 1 || !strings.Contains(notices[0], "retrying, batches wait in the spool") {
+		t.Errorf("want the reason said once, with the batches waiting in the spool:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "rejected") || !strings.Contains(r.stderr, "left in the spool for the next run") {
+		t.Errorf("want nothing rejected, the records left in the spool:\n%s", r.stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(spool, "*", "*.spool")); len(files) == 0 {
+		t.Errorf("no batch in the spool")
+	}
+	fix()
+	empty := filepath.Join(dir, "empty.pcap")
+	if err := os.WriteFile(empty, pcapHeader(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r2 := mustRun(t, append([]string{"replay", "--out", os.DevNull, empty}, args...)...)
+	if !strings.Contains(r2.stderr, fmt.Sprintf(": sent %d records", n)) {
+		t.Errorf("second run: want the %d spooled records sent:\n%s", n, r2.stderr)
+	}
+	if got, want := ch.Query(t, "SELECT count(), uniqExact(window, key) FROM "+db+".flows"), fmt.Sprintf("%d\t%d\n", n, n); got != want {
+		t.Errorf("%s.flows: count(), uniqExact(window, key) = %q, want the %d records once each", db, got, n)
+	}
+	if len(notices) == 0 {
+		return ""
+	}
+	return notices[0]
 }
 
 // A replay makes records faster than ClickHouse takes them, and more of
@@ -268,6 +334,100 @@ func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
 	}
 	if got, want := ch.Query(t, "SELECT count(), uniqExact(window, key) FROM many.flows"), fmt.Sprintf("%d\t%d\n", n, n); got != want {
 		t.Errorf("count(), uniqExact(window, key) = %q, want %q", got, want)
+	}
+}
+
+// Issue 21's re-run: the README's ClickHouse replay, run twice into the
+// same database. The documented queries answer the same after each run,
+// counting each record and summary once: count() with FINAL, the
+// distinct sources per hour, and, once the server has merged the parts
+// (OPTIMIZE ... FINAL), count() alone.
+func testRerun(t *testing.T, ch *testutil.ClickHouse) {
+	files, err := filepath.Glob(pcap("*.pcap"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("testdata captures: %v %v", files, err)
+	}
+	out := filepath.Join(t.TempDir(), "records.jsonl")
+	args := append([]string{"replay", "--window", "1h", "--observer", "r1", "--export", "clickhouse://" + ch.Addr + "/rerun", "--out", out}, files...)
+	queries := []string{
+		"SELECT count() FROM rerun.flows FINAL",
+		"SELECT count() FROM rerun.windows FINAL",
+		"SELECT toStartOfHour(window) AS hour, uniqExact(src) FROM rerun.flows WHERE src != '' GROUP BY hour ORDER BY hour",
+		"SELECT window, count(), uniqExact(key) FROM rerun.flows FINAL GROUP BY window ORDER BY window",
+	}
+	answers := func() []string {
+		var a []string
+		for _, q := range queries {
+			a = append(a, ch.Query(t, q))
+		}
+		return a
+	}
+	mustRun(t, args...)
+	n := len(readRecords(t, out))
+	first := answers()
+	if first[0] != fmt.Sprintf("%d\n", n) || first[1] != "1\n" {
+		t.Fatalf("after one run: %q rows in flows, %q in windows; want the %d records and 1 summary", first[0], first[1], n)
+	}
+	mustRun(t, args...)
+	if len(readRecords(t, out)) != n {
+		t.Fatalf("the second run wrote %d records, the first %d", len(readRecords(t, out)), n)
+	}
+	second := answers()
+	for i, q := range queries {
+		if second[i] != first[i] {
+			t.Errorf("%s: after the second run\n%swant, as after the first\n%s", q, second[i], first[i])
+		}
+	}
+	ch.Query(t, "OPTIMIZE TABLE rerun.flows FINAL")
+	if got := ch.Query(t, "SELECT count(), uniqExact(observer, window, key) FROM rerun.flows"); got != fmt.Sprintf("%d\t%d\n", n, n) {
+		t.Errorf("after OPTIMIZE FINAL: count(), uniqExact(observer, window, key) = %q, want %d each", got, n)
+	}
+}
+
+// A flows table of the design before ReplacingMergeTree, doubled by a
+// re-run, is still written; the migration statements of docs/export.md
+// turn it into the new design, each record once.
+func testMigration(t *testing.T, ch *testutil.ClickHouse) {
+	ch.Query(t, "CREATE DATABASE old")
+	ch.Query(t, "CREATE TABLE old.flows (`observer` String, `window` DateTime('UTC'), `ts` DateTime('UTC'), `ts_ns` UInt32, `key` String, "+
+		"`src` String, `dst` String, `proto` UInt8, `sport` UInt16, `dport` UInt16, `kind` String, `batch` UInt64) "+
+		"ENGINE = MergeTree PARTITION BY toYYYYMM(`window`) ORDER BY (`window`, `observer`, `src`, `dst`)")
+	out := filepath.Join(t.TempDir(), "records.jsonl")
+	args := []string{"replay", "--window", "1h", "--export", "clickhouse://" + ch.Addr + "/old", "--out", out, pcap("small.pcap")}
+	mustRun(t, args...)
+	mustRun(t, args...)
+	n := len(readRecords(t, out))
+	if got := ch.Query(t, "SELECT count() FROM old.flows"); got != fmt.Sprintf("%d\n", 2*n) {
+		t.Fatalf("the old table after two runs: %q rows, want %d (each record twice)", got, 2*n)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "export.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "RENAME TABLE DB.flows")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/export.md has no migration block starting with RENAME TABLE DB.flows")
+	}
+	stmts := 0
+	for _, stmt := range strings.Split("RENAME TABLE DB.flows"+block, ";") {
+		if stmt = strings.TrimSpace(stmt); stmt != "" {
+			ch.Query(t, strings.ReplaceAll(stmt, "DB.", "old."))
+			stmts++
+		}
+	}
+	if stmts != 5 {
+		t.Errorf("the migration has %d statements, want 5", stmts)
+	}
+	if got := ch.Query(t, "SELECT count(), uniqExact(observer, window, key) FROM old.flows"); got != fmt.Sprintf("%d\t%d\n", n, n) {
+		t.Errorf("after the migration: count(), uniqExact(observer, window, key) = %q, want %d each", got, n)
+	}
+	if engine := ch.Query(t, "SELECT engine FROM system.tables WHERE database = 'old' AND name = 'flows'"); engine != "ReplacingMergeTree\n" {
+		t.Errorf("after the migration: engine %q", engine)
+	}
+	mustRun(t, args...) // a third run into the migrated table adds nothing
+	if got := ch.Query(t, "SELECT count() FROM old.flows FINAL"); got != fmt.Sprintf("%d\n", n) {
+		t.Errorf("a run after the migration: %q rows with FINAL, want %d", got, n)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/filters"
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // Config is one evaluation: every filter observes the same stream.

@@ -28,11 +28,12 @@ func FPRPath(path string) string {
 }
 
 // Plot draws the papers' figure from a memory sweep: FNR against memory
-// (log2 axis), one line per filter family, written to path, and FPR
-// against memory written to FPRPath(path). The format follows the
-// extension: .svg or .png. Results of one family must differ in memory;
-// two at the same size (two variants of a family in one sweep) are an
-// error rather than a zigzag line.
+// (log2 axis), one line per filter family, and one more for a family's
+// blocked layout (filters.Spec.Variant), written to path, and FPR against
+// memory written to FPRPath(path). The format follows the extension: .svg
+// or .png. Results of one line must differ in memory; two at the same size
+// (two settings of a family in one sweep) are an error rather than a
+// zigzag line.
 func Plot(results []Result, path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if format != "svg" && format != "png" {
@@ -51,7 +52,8 @@ func Plot(results []Result, path string) error {
 		func(r Result) float64 { return r.FPR }, FPRPath(path), format)
 }
 
-// plotLine is one family's results, in the order given.
+// plotLine is one family's (or blocked layout's) results, in the order
+// given.
 type plotLine struct {
 	family  string
 	results []Result
@@ -71,11 +73,11 @@ func plotLines(results []Result) ([]plotLine, error) {
 		if r.MemoryBits <= 0 {
 			return nil, fmt.Errorf("eval: plot: %s has no memory size", r.Filter)
 		}
-		i, ok := index[sp.Name]
+		i, ok := index[sp.Variant()]
 		if !ok {
 			i = len(lines)
-			index[sp.Name] = i
-			lines = append(lines, plotLine{family: sp.Name})
+			index[sp.Variant()] = i
+			lines = append(lines, plotLine{family: sp.Variant()})
 		}
 		for _, o := range lines[i].results {
 			if o.MemoryBits == r.MemoryBits {

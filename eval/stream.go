@@ -14,7 +14,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/flowdedup/flowdedup/filters"
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // ErrStreamSpec is wrapped by every stream spec error.

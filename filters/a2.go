@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // a2DefaultFPR is the QHT paper's benchmark setting (Sec. 6.1): "A2 Filter,

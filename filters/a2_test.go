@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // a2BufferFPR is the Bloom estimate (1 - e^(-kn/m))^k of one buffer holding

@@ -3,7 +3,7 @@ package filters
 import (
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // Reset makes each baseline answer as one fresh from New with the same

@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // bdbfDefaultWindow is the QHT paper's benchmark setting (Sec. 6.1):

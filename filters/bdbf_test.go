@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // bdbfNaive is the decaying Bloom filter with no blocks: every arrival

@@ -3,10 +3,11 @@ package filters
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // benchHashes are precomputed random hashes: the benchmarks time Observe,
@@ -23,17 +24,44 @@ var benchHashes = sync.OnceValue(func() []uint64 {
 	return hs
 })
 
+// benchFilters are the filters the benchmarks measure at each size: every
+// registered family but exact at its default parameters, each followed by
+// its blocked layout when it has one ("bloom:blocked=1"), so that the two
+// are measured side by side. name is the spec without mem.
+func benchFilters() []string {
+	var names []string
+	for _, f := range Families() {
+		if f.Name == "exact" {
+			continue // unbounded; not a streaming filter
+		}
+		names = append(names, f.Name)
+		for _, p := range f.Params {
+			if p.Name == "blocked" {
+				names = append(names, f.Name+":blocked=1")
+			}
+		}
+	}
+	return names
+}
+
+// benchSpec is the spec of name (a family, or a family with parameters)
+// at mem.
+func benchSpec(name, mem string) string {
+	fam, params, ok := strings.Cut(name, ":")
+	if !ok {
+		return name + ":mem=" + mem
+	}
+	return fam + ":mem=" + mem + "," + params
+}
+
 // BenchmarkObserve measures every registered filter (default parameters) at
 // three state sizes: 64 KiB and 1 MiB fit in L2 on common servers, 64 MiB
 // does not fit in any cache here.
 func BenchmarkObserve(b *testing.B) {
 	for _, mem := range []string{"64KiB", "1MiB", "64MiB"} {
-		for _, f := range Families() {
-			if f.Name == "exact" {
-				continue // unbounded; not a streaming filter
-			}
-			spec := f.Name + ":mem=" + mem
-			b.Run(fmt.Sprintf("%s/%s", f.Name, mem), func(b *testing.B) {
+		for _, name := range benchFilters() {
+			spec := benchSpec(name, mem)
+			b.Run(fmt.Sprintf("%s/%s", name, mem), func(b *testing.B) {
 				benchObserve(b, spec)
 			})
 		}
@@ -80,15 +108,14 @@ const benchBatch = 256
 // them, once the state is larger than the L2 cache; the others loop. ns/key
 // is per hash (comparable with BenchmarkObserve's ns/op); allocs/op is per
 // batch. exact is measured holding the 4M hashes of the stream, a 64 MiB
-// table, where every hash is a duplicate.
+// table, where every hash is a duplicate. The blocked layouts
+// (bloom:blocked=1, sbf:blocked=1) touch one line per key; their 64 MiB
+// batch figures are the ones to hold against BenchmarkRandomLines.
 func BenchmarkObserveBatch(b *testing.B) {
 	for _, mem := range []string{"64KiB", "1MiB", "64MiB"} {
-		for _, f := range Families() {
-			if f.Name == "exact" {
-				continue
-			}
-			spec := f.Name + ":mem=" + mem
-			b.Run(fmt.Sprintf("%s/%s", f.Name, mem), func(b *testing.B) {
+		for _, name := range benchFilters() {
+			spec := benchSpec(name, mem)
+			b.Run(fmt.Sprintf("%s/%s", name, mem), func(b *testing.B) {
 				benchObserveBatch(b, spec, 1<<20)
 			})
 		}

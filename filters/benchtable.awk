@@ -1,7 +1,9 @@
 # benchtable.awk turns the BenchmarkObserveBatch lines of `go test -bench`
 # output into one table: ns per key of one Observe at a time ("one") and of
 # ObserveAll ("batch") for each filter at each state size, the median of
-# the runs when -count gives several. `make bench` prints it.
+# the runs when -count gives several. The blocked layouts (bloom:blocked=1,
+# sbf:blocked=1) are rows of their own, under their family's. `make bench`
+# prints it.
 # Usage: awk -f filters/benchtable.awk BENCH_OUTPUT
 $1 ~ /^BenchmarkObserveBatch\// {
 	split($1, p, "/")          # BenchmarkObserveBatch, filter, size, one|batch-N
@@ -11,18 +13,18 @@ $1 ~ /^BenchmarkObserveBatch\// {
 			k = p[2] SUBSEP p[3] SUBSEP p[4]
 			runs[k] = runs[k] " " $i
 		}
-	if (!(p[2] in seen)) { seen[p[2]] = 1; names[++n] = p[2] }
+	if (!(p[2] in seen)) { seen[p[2]] = 1; names[++n] = p[2]; if (length(p[2]) > w) w = length(p[2]) }
 	if (!(p[3] in seenSize)) { seenSize[p[3]] = 1; sizes[++m] = p[3] }
 }
 END {
 	if (n == 0) exit
-	printf "\nns/key: one Observe at a time (one) and ObserveAll (batch), BenchmarkObserveBatch\n%-9s", "filter"
+	printf "\nns/key: one Observe at a time (one) and ObserveAll (batch), BenchmarkObserveBatch\n%-*s", w, "filter"
 	for (j = 1; j <= m; j++) printf " %9s %9s", sizes[j], ""
-	printf "\n%-9s", ""
+	printf "\n%-*s", w, ""
 	for (j = 1; j <= m; j++) printf " %9s %9s", "one", "batch"
 	printf "\n"
 	for (i = 1; i <= n; i++) {
-		printf "%-9s", names[i]
+		printf "%-*s", w, names[i]
 		for (j = 1; j <= m; j++)
 			printf " %9s %9s", median(names[i], sizes[j], "one"), median(names[i], sizes[j], "batch")
 		printf "\n"

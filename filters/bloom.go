@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // Bloom is a plain Bloom filter of m bits and k hash functions: the baseline
@@ -32,6 +32,13 @@ func buildBloom(p *params, _ uint64) (Filter, error) {
 	k, err := p.int("k", 2, 1, sbfMaxK)
 	if err != nil {
 		return nil, err
+	}
+	blocked, err := p.int("blocked", 0, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	if blocked == 1 {
+		return newBlockedBloom(p, memBits, k)
 	}
 	if memBits <= k {
 		return nil, p.tooSmall(memBits, k+1, fmt.Sprintf("more than k=%d bits", k))

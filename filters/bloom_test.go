@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 func bloomMust(t testing.TB, spec string) *Bloom { return mustNew[*Bloom](t, spec, 1) }

@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // cuckooFill observes n fresh hashes and returns them.

@@ -1,6 +1,6 @@
 package filters
 
-import "github.com/flowdedup/flowdedup/internal/mix"
+import "github.com/flowdedup/flowdedup/mix"
 
 // Exact is the ground truth: a set of every hash observed. It errs only on
 // 64-bit hash collisions (for n keys, about n^2/2^65). Its memory grows with

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // testHash is the i-th hash of a test stream: distinct i give distinct,
@@ -33,8 +33,9 @@ func mustNew[T Filter](t testing.TB, spec string, seed uint64) T {
 	return c
 }
 
-// testSpecs builds one small spec per registered family, so every test
-// below covers each filter as soon as it is registered.
+// testSpecs builds one small spec per registered family, and one more
+// for its blocked layout when it has one, so every test below covers each
+// filter as soon as it is registered.
 func testSpecs(mem string) []string {
 	var specs []string
 	for _, f := range Families() {
@@ -43,6 +44,11 @@ func testSpecs(mem string) []string {
 			continue
 		}
 		specs = append(specs, f.Name+":mem="+mem)
+		for _, p := range f.Params {
+			if p.Name == "blocked" {
+				specs = append(specs, f.Name+":mem="+mem+",blocked=1")
+			}
+		}
 	}
 	return specs
 }
@@ -50,9 +56,10 @@ func testSpecs(mem string) []string {
 func TestParseMem(t *testing.T) {
 	good := map[string]int{
 		"65536bit": 65536, "8KiB": 65536, "8kib": 65536, "1B": 8, "3MiB": 3 << 23,
-		"128MiB": 1 << 30, "100": 100, "0.5KiB": 4096, " 2KiB ": 16384,
+		"128MiB": 1 << 30, "0.5KiB": 4096, " 2KiB ": 16384,
 	}
-	bad := []string{"", "KiB", "-1KiB", "0", "1.5bit", "8b", "8kb", "1TiB", "1e30GiB", "NaNbit", "x"}
+	// A bare number is refused (package units): bits, bytes or KiB?
+	bad := []string{"", "KiB", "-1KiB", "0", "100", "1.5bit", "8b", "8kb", "1TiB", "1e30GiB", "NaNbit", "x"}
 	if strconv.IntSize == 64 {
 		gib := int64(8) << 30 // a variable: the constant does not fit a 32-bit int
 		good["1GiB"] = int(gib)
@@ -339,6 +346,24 @@ func TestPackedGetSet(t *testing.T) {
 			if got := a.get(i); got != want[i] {
 				t.Fatalf("width %d cell %d = %#x, want %#x", width, i, got, want[i])
 			}
+		}
+	}
+}
+
+func TestSpecVariant(t *testing.T) {
+	for spec, want := range map[string]string{
+		"sbf":                        "sbf",
+		"sbf:mem=1MiB,blocked=1,k=3": "sbf:blocked=1",
+		"BLOOM:blocked=1":            "bloom:blocked=1",
+		"bloom:mem=64KiB,blocked=0":  "bloom",
+		"qht:mem=64KiB,buckets=4":    "qht",
+	} {
+		sp, err := ParseSpec(spec)
+		if err != nil {
+			t.Fatalf("ParseSpec(%q): %v", spec, err)
+		}
+		if got := sp.Variant(); got != want {
+			t.Errorf("ParseSpec(%q).Variant() = %q, want %q", spec, got, want)
 		}
 	}
 }

@@ -40,6 +40,7 @@ func TestFootprintBoundsAllocation(t *testing.T) {
 			specs = append(specs, name+":mem="+mem)
 		}
 	}
+	specs = append(specs, "bloom:mem=1MiB,blocked=1", "sbf:mem=1000000B,blocked=1", "sbf:mem=64KiB,max=7,blocked=1")
 	specs = append(specs, "lru:entries=1024", "lru:entries=1025", "fpbuffer:entries=4095", "lru:entries=1")
 	for _, spec := range specs {
 		got := allocated(t, spec)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // fpbufferDefaultQ is the SBF paper's FPS = 10% (Sec. 5.2: Max=1, K=2,

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // fpbufferWithin reports whether a Binomial(n, p) count is within 5

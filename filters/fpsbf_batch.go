@@ -3,7 +3,7 @@ package filters
 import (
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 var _ BatchObserver = (*FPSBF)(nil)

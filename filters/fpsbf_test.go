@@ -7,7 +7,7 @@ import (
 	"math/bits"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 func fpsbfMust(t testing.TB, spec string, seed uint64) *FPSBF { return mustNew[*FPSBF](t, spec, seed) }

@@ -1,6 +1,6 @@
 package filters
 
-import "github.com/flowdedup/flowdedup/internal/mix"
+import "github.com/flowdedup/flowdedup/mix"
 
 // The batch path of the QHT family and of SQF and ISQF, which share its rows
 // (qhtTable). A row depends only on the hash, so its words are known before

@@ -3,7 +3,7 @@ package filters
 import (
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // Row matching for the QHT and SQF families: a row's buckets are s-bit

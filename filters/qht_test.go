@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // qhtNew builds a QHT-family filter from spec or fails the test.

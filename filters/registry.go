@@ -45,6 +45,12 @@ func (f *Family) paramNames() string {
 
 var memParam = Param{Name: "mem", Default: "auto", Help: "state size: N bit|B|KiB|MiB|GiB, or auto (this CPU's L2 cache)"}
 
+// blockedParam is the choice between a family's layout of its paper and the
+// blocked one (Putze, Sanders & Singler, WEA 2007), whose cells of a key
+// share one cache line.
+var blockedParam = Param{Name: "blocked", Default: "0",
+	Help: "1: all of a key's cells in one 64-byte cache line (Putze et al., WEA 2007): one cache miss per key, mem in whole 512-bit blocks"}
+
 // families is the registry. Each family's build function lives in the file
 // of its filter; the later families keep their whole Family value there.
 var families = []*Family{
@@ -56,6 +62,7 @@ var families = []*Family{
 			{Name: "k", Default: "2", Help: "hash functions K (2: the paper's optimum for Max=1, FPS=0.1)"},
 			{Name: "p", Default: "", Help: "cells decremented per element P (give p or fps, not both; p=0 is a Bloom filter)"},
 			{Name: "fps", Default: "0.1", Help: "false-positive bound (Eq. 8); P from Eq. 17 rounded up so the bound holds: 0.1 gives P=5"},
+			{Name: "blocked", Default: "0", Help: blockedParam.Help + "; P cells of the key's own block are decremented, Eq. 8 and 17 count a block's cells as m"},
 		},
 		build: buildSBF,
 	},
@@ -91,6 +98,7 @@ var families = []*Family{
 		About: "plain Bloom filter: fills up, never forgets",
 		Params: []Param{memParam,
 			{Name: "k", Default: "2", Help: "hash functions"},
+			blockedParam,
 		},
 		build: buildBloom,
 	},

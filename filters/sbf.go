@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // SBF is the Stable Bloom Filter of Deng & Rafiei (SIGMOD 2006): m cells of
@@ -71,7 +71,22 @@ func buildSBF(p *params, seed uint64) (Filter, error) {
 	if err != nil {
 		return nil, err
 	}
+	blocked, err := p.int("blocked", 0, 0, 1)
+	if err != nil {
+		return nil, err
+	}
 	m := memBits / d
+	if blocked == 1 {
+		if memBits < lineBits {
+			return nil, p.tooSmall(memBits, lineBits, "one 64-byte block")
+		}
+		// Eq. 7, 8 and 17 hold within a block, whose m is its cells (see
+		// BlockedSBF).
+		m = lineBits / d
+		if m <= k {
+			return nil, p.errorf("k", "a block holds %d cells of %d bits: K must be below that", m, d)
+		}
+	}
 	if m <= k {
 		// Eq. 8's P(1/K - 1/m) term is 0 or negative: FP bound 1.
 		return nil, p.tooSmall(memBits, (k+1)*d, fmt.Sprintf("more than K=%d cells of %d bits", k, d))
@@ -95,12 +110,21 @@ func buildSBF(p *params, seed uint64) (Filter, error) {
 		var ok bool
 		if pc, ok = sbfDeriveP(fps, maxv, k, m); !ok {
 			need := SBFPForFPS(fps, maxv, k, m)
+			if blocked == 1 {
+				return nil, p.errorf("fps", "needs P=%.4g cells decremented per element (Eq. 17), more than the %d of a block", need, m)
+			}
 			return nil, p.tooSmall(memBits, int(math.Min(need*float64(d), maxMemBits)),
 				fmt.Sprintf("the P=%.4g cells that fps=%g needs (Eq. 17)", need, fps))
 		}
 	}
 	if pc > m {
+		if blocked == 1 {
+			return nil, p.errorf("p", "more than the %d cells of a block", m)
+		}
 		return nil, p.tooSmall(memBits, pc*d, fmt.Sprintf("the P=%d cells decremented per element", pc))
+	}
+	if blocked == 1 {
+		return newBlockedSBF(memBits, d, maxv, k, pc, seed), nil
 	}
 	return newSBF(memBits, m, d, maxv, k, pc, seed), nil
 }
@@ -244,8 +268,11 @@ func (s *SBF) decrementLanes(start int) {
 // [lo, hi), cell boundaries, of a filter whose cells divide a word. Within a
 // word, OR-folding each cell's bits into its lowest bit flags the non-zero
 // cells; subtracting those flags cannot borrow across cells.
-func (s *SBF) decrementBits(lo, hi int) {
-	w := s.cells.words
+func (s *SBF) decrementBits(lo, hi int) { sbfDecrementBits(s.cells.words, lo, hi, s.d, s.lanes) }
+
+// sbfDecrementBits is decrementBits over w, for cells of d bits whose
+// lowest bits are lanes.
+func sbfDecrementBits(w []uint64, lo, hi, d int, lanes uint64) {
 	for lo < hi {
 		j := lo >> 6
 		next := (j + 1) << 6
@@ -255,10 +282,10 @@ func (s *SBF) decrementBits(lo, hi int) {
 		}
 		x := w[j]
 		nz := x
-		for sh := 1; sh < s.d; sh <<= 1 {
+		for sh := 1; sh < d; sh <<= 1 {
 			nz |= nz >> sh
 		}
-		w[j] = x - nz&s.lanes&mask
+		w[j] = x - nz&lanes&mask
 		lo = next
 	}
 }

@@ -1,6 +1,6 @@
 package filters
 
-import "github.com/flowdedup/flowdedup/internal/mix"
+import "github.com/flowdedup/flowdedup/mix"
 
 var _ BatchObserver = (*SBF)(nil)
 

@@ -7,7 +7,7 @@ import (
 	"math/bits"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 func sbfMust(t testing.TB, spec string, seed uint64) *SBF { return mustNew[*SBF](t, spec, seed) }

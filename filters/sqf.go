@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // Defaults. sqf: the QHT paper's benchmark SQF (Sec. 6.1): 1 bucket, r=2,

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // sqfSpec names an SQF (tables = 0) or ISQF of exactly rows rows per table

@@ -1,7 +1,7 @@
 package flow
 
 import (
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // Hash returns the 64-bit xxh3 hash of k keyed by seed: XXH3-64 with a

@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/flowdedup/flowdedup/internal/mix"
+	"github.com/flowdedup/flowdedup/mix"
 )
 
 // clock yields the offsets of n packet timestamps from the start: the first

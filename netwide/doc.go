@@ -17,7 +17,12 @@
 // are; each window must lie within one period). [Merger.Groups] then gives
 // each group's bounds, observers, number of summaries, merged estimate, and
 // for comparison the sums of the routers' own counts. Memory is one sketch
-// per group, not per summary.
+// per group held, not per summary; a caller that gives the summaries in
+// time order (merging its inputs on window start, as `flowdedup merge`
+// does) calls [Merger.Flush] as it goes, which gives out the groups no
+// later summary can join, so that only the open groups are held, however
+// many windows the inputs span. [Options].MaxPrecision refuses sketches
+// larger than the caller allows before they are decoded.
 //
 // Sketches made under different seeds or precisions cannot be merged:
 // [Merger.Add] fails with sketch.ErrSeedMismatch or

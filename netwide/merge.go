@@ -35,6 +35,15 @@ var (
 	ErrBadWindow = errors.New("netwide: bad window")
 	// ErrBadPeriod: an Options.By below zero.
 	ErrBadPeriod = errors.New("netwide: negative period")
+	// ErrOrder: a summary of a window (or period) whose group Merger.Flush
+	// has already given out: an input that goes back in time further than
+	// the merge has gone forward. flowdedup writes each summary file in
+	// time order.
+	ErrOrder = errors.New("netwide: summary out of time order")
+	// ErrTooPrecise: a sketch of a higher precision than
+	// Options.MaxPrecision: more memory per group than the caller allows
+	// (2^p bytes), and more than flowdedup writes.
+	ErrTooPrecise = errors.New("netwide: sketch precision above the limit")
 	// ErrKindMismatch: a summary that counts another key kind (--key) than
 	// the summaries added before it: distinct sources and distinct
 	// destinations do not add up to anything. Summaries of unknown kind
@@ -43,7 +52,7 @@ var (
 )
 
 // Summary is one router's summary of one window, as the merge needs it: the
-// fields of a flowdedup summary line (DESIGN.md section 6 and 7).
+// fields of a flowdedup summary line (docs/architecture.md#records-and-summaries).
 type Summary struct {
 	Observer         string // the router (--observer)
 	StartNs, EndNs   int64  // the window, [StartNs, EndNs), Unix ns
@@ -66,6 +75,12 @@ type Options struct {
 	// window must lie within one period (ErrNotNested otherwise). 0 groups
 	// summaries by window: those with equal start and end merge.
 	By time.Duration
+	// MaxPrecision refuses sketches of a higher precision (ErrTooPrecise)
+	// before they are decoded: a group's sketch takes 2^p bytes. Zero
+	// allows every precision package sketch decodes (up to
+	// sketch.MaxPrecision, 256 KiB). flowdedup writes
+	// sketch.DefaultPrecision.
+	MaxPrecision uint8
 }
 
 // Group is the network-wide result of one window or period.
@@ -83,7 +98,8 @@ type Group struct {
 	// comparison; they count a key once per router and window it was in.
 	SumEstimates uint64
 	SumDistinct  uint64
-	// Sketch is the merged sketch. It belongs to the caller.
+	// Sketch is the merged sketch. From Groups it belongs to the caller;
+	// from Flush it is valid until the emit function returns.
 	Sketch *sketch.HLL
 	// Key is the key kind of every summary that said its kind, in this
 	// group or any other (Merger.Kind); zero when none did.
@@ -91,12 +107,23 @@ type Group struct {
 }
 
 // Merger merges summaries, one at a time, into groups. Memory is one sketch
-// (2^p bytes) per group, whatever the number of summaries. The zero Merger
-// is not usable: make one with New.
+// (2^p bytes) per group held, whatever the number of summaries: all groups
+// until Groups, or only those still open when the caller gives summaries in
+// time order and calls Flush as it goes. The zero Merger is not usable:
+// make one with New.
 type Merger struct {
 	by      int64
+	maxP    uint8
 	groups  map[span]*group
 	skipped int
+
+	// Flush has given out every group that starts before cutoff (when
+	// flushed); reach is, of the groups with keys given out so far, the
+	// one that ends last (when hasReach), for ErrOverlap.
+	cutoff   int64
+	flushed  bool
+	reach    span
+	hasReach bool
 
 	// The first summary's sketch's precision and seed fingerprint, which
 	// every other must share, and its Source.
@@ -124,7 +151,7 @@ func New(opt Options) (*Merger, error) {
 	if opt.By < 0 {
 		return nil, fmt.Errorf("%w: %v", ErrBadPeriod, opt.By)
 	}
-	return &Merger{by: int64(opt.By), groups: map[span]*group{}}, nil
+	return &Merger{by: int64(opt.By), maxP: opt.MaxPrecision, groups: map[span]*group{}}, nil
 }
 
 // Add merges summary s into its group. On an error nothing of s is kept and
@@ -153,6 +180,14 @@ func (m *Merger) Add(s *Summary) error {
 	if len(s.Sketch) == 0 {
 		return fmt.Errorf("%s%w", at(s), ErrNoSketch)
 	}
+	if m.maxP != 0 {
+		if p, err := sketch.PrecisionOf(s.Sketch); err != nil {
+			return fmt.Errorf("%s%w", at(s), err)
+		} else if p > m.maxP {
+			return fmt.Errorf("%s%w: sketch of precision %d (%d KiB of registers), more than %d: flowdedup writes %d",
+				at(s), ErrTooPrecise, p, 1<<p>>10, m.maxP, sketch.DefaultPrecision)
+		}
+	}
 	h := new(sketch.HLL)
 	if err := h.UnmarshalBinary(s.Sketch); err != nil {
 		return fmt.Errorf("%s%w", at(s), err)
@@ -173,6 +208,10 @@ func (m *Merger) Add(s *Summary) error {
 				at(s), ErrNotNested, fmtNs(s.StartNs), fmtNs(s.EndNs), fmtNs(p+m.by), time.Duration(m.by))
 		}
 		sp = span{p, p + m.by}
+	}
+	if m.flushed && sp.start < m.cutoff {
+		return fmt.Errorf("%s%w: window %s to %s, but the merge has given out its results up to %s (every input must be in time order, as flowdedup writes summaries)",
+			at(s), ErrOrder, fmtNs(s.StartNs), fmtNs(s.EndNs), fmtNs(m.cutoff))
 	}
 	if m.p == 0 {
 		m.p, m.fp, m.firstAt = h.Precision(), h.Fingerprint(), s.Source
@@ -255,42 +294,92 @@ func (m *Merger) UnknownKind() int { return m.unknown }
 // crossed a period boundary.
 func (m *Merger) SkippedEmpty() int { return m.skipped }
 
-// Groups returns the groups, by start then end, with their estimates. The
-// groups' sketches are the Merger's own: adding more summaries afterwards
-// changes them. Without Options.By, two different windows that overlap
-// fail with ErrOverlap, unless one of them has no key at all.
+// Groups returns the groups not given out by Flush, by start then end,
+// with their estimates. The groups' sketches are the Merger's own: adding
+// more summaries afterwards changes them. Without Options.By, two
+// different windows that overlap fail with ErrOverlap, unless one of them
+// has no key at all.
 func (m *Merger) Groups() ([]Group, error) {
-	gs := make([]*group, 0, len(m.groups))
+	gs := m.sorted(func(*group) bool { return true })
+	out := make([]Group, len(gs))
+	reach, has := m.reach, m.hasReach
+	for i, g := range gs {
+		var err error
+		if out[i], err = m.finish(g, &reach, &has); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Flush gives emit, by start then end, every group that no summary
+// starting at t or later can join, and forgets it: without Options.By the
+// windows that start before t, with it the periods that end by t's
+// period. A caller that gives summaries in time order (from several
+// inputs, by merging them on start) calls Flush(t) before adding a
+// summary that starts at t, so that the Merger holds only the groups
+// still open; Groups then returns the rest. Add refuses a summary of a
+// group Flush gave out (ErrOrder). An error of emit, or ErrOverlap, stops
+// Flush and is returned.
+func (m *Merger) Flush(t int64, emit func(*Group) error) error {
+	cut := t
+	if m.by != 0 {
+		cut = period(t, m.by)
+	}
+	if m.flushed && cut <= m.cutoff {
+		return nil
+	}
+	m.cutoff, m.flushed = cut, true
+	for _, g := range m.sorted(func(g *group) bool { return g.StartNs < cut }) {
+		delete(m.groups, span{g.StartNs, g.EndNs})
+		out, err := m.finish(g, &m.reach, &m.hasReach)
+		if err != nil {
+			return err
+		}
+		if err := emit(&out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sorted returns the groups for which keep is true, by start then end.
+func (m *Merger) sorted(keep func(*group) bool) []*group {
+	var gs []*group
 	for _, g := range m.groups {
-		gs = append(gs, g)
+		if keep(g) {
+			gs = append(gs, g)
+		}
 	}
 	slices.SortFunc(gs, func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.StartNs, b.StartNs), cmp.Compare(a.EndNs, b.EndNs))
 	})
-	out := make([]Group, len(gs))
-	var reach *Group // of the groups with keys so far, the one that ends last
-	for i, g := range gs {
-		g.Estimate = g.Sketch.Estimate()
-		g.Observers = make([]string, 0, len(g.observers))
-		for o := range g.observers {
-			g.Observers = append(g.Observers, o)
-		}
-		slices.Sort(g.Observers)
-		g.Key = m.kind
-		out[i] = g.Group
-		if g.Estimate == 0 {
-			continue
-		}
-		if m.by == 0 && reach != nil && g.StartNs < reach.EndNs {
-			return nil, fmt.Errorf("%w: window %s to %s and window %s to %s (merge by a period that is a multiple of both windows' lengths, %v and %v)",
-				ErrOverlap, fmtNs(reach.StartNs), fmtNs(reach.EndNs), fmtNs(g.StartNs), fmtNs(g.EndNs),
-				time.Duration(reach.EndNs-reach.StartNs), time.Duration(g.EndNs-g.StartNs))
-		}
-		if reach == nil || g.EndNs > reach.EndNs {
-			reach = &out[i]
-		}
+	return gs
+}
+
+// finish completes g's Group: its estimate, observers and kind. Groups
+// come in order of start; reach is, of those with keys so far, the span
+// that ends last (when has), against which g is checked for overlap.
+func (m *Merger) finish(g *group, reach *span, has *bool) (Group, error) {
+	g.Estimate = g.Sketch.Estimate()
+	g.Observers = make([]string, 0, len(g.observers))
+	for o := range g.observers {
+		g.Observers = append(g.Observers, o)
 	}
-	return out, nil
+	slices.Sort(g.Observers)
+	g.Key = m.kind
+	if g.Estimate == 0 {
+		return g.Group, nil
+	}
+	if m.by == 0 && *has && g.StartNs < reach.end {
+		return Group{}, fmt.Errorf("%w: window %s to %s and window %s to %s (merge by a period that is a multiple of both windows' lengths, %v and %v)",
+			ErrOverlap, fmtNs(reach.start), fmtNs(reach.end), fmtNs(g.StartNs), fmtNs(g.EndNs),
+			time.Duration(reach.end-reach.start), time.Duration(g.EndNs-g.StartNs))
+	}
+	if !*has || g.EndNs > reach.end {
+		*reach, *has = span{g.StartNs, g.EndNs}, true
+	}
+	return g.Group, nil
 }
 
 // Merge merges summaries with a new Merger: a shorthand for New, Add for

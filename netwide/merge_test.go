@@ -440,3 +440,64 @@ func TestPeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestFlush: summaries given in time order, with Flush before each, give
+// the groups Merge gives, in the same order, each once, and the Merger
+// holds no more than the open groups; a summary of a group already given
+// out is refused (ErrOrder), and so is a sketch above MaxPrecision
+// (ErrTooPrecise), before anything of it is kept.
+func TestFlush(t *testing.T) {
+	const p, seed = 12, 42
+	f := newFleet(t, p, seed)
+	for _, by := range []time.Duration{0, 5 * time.Minute} {
+		want, err := Merge(f.summaries, Options{By: by})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(Options{By: by, MaxPrecision: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Group
+		emit := func(g *Group) error {
+			got = append(got, *g)
+			return nil
+		}
+		for i := range f.summaries {
+			s := &f.summaries[i]
+			if err := m.Flush(s.StartNs, emit); err != nil {
+				t.Fatal(err)
+			}
+			if len(m.groups) > 1 {
+				t.Errorf("by %v: %d groups held before summary %d, want the open one at most", by, len(m.groups), i)
+			}
+			if err := m.Add(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rest, err := m.Groups()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rest...)
+		if len(got) != len(want) {
+			t.Fatalf("by %v: %d groups, want %d", by, len(got), len(want))
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.StartNs != w.StartNs || g.EndNs != w.EndNs || g.Estimate != w.Estimate || g.Summaries != w.Summaries ||
+				!slices.Equal(g.Observers, w.Observers) || g.SumDistinct != w.SumDistinct || g.SumEstimates != w.SumEstimates {
+				t.Errorf("by %v, group %d: %+v, want %+v", by, i, g, w)
+			}
+		}
+		late := f.summaries[0]
+		if err := m.Add(&late); !errors.Is(err, ErrOrder) {
+			t.Errorf("by %v: a summary of a group given out: %v, want ErrOrder", by, err)
+		}
+	}
+	m, _ := New(Options{MaxPrecision: p - 1})
+	s := f.summaries[0]
+	if err := m.Add(&s); !errors.Is(err, ErrTooPrecise) || len(m.groups) != 0 {
+		t.Errorf("a sketch of precision %d with MaxPrecision %d: %v, %d groups", p, p-1, err, len(m.groups))
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/flowdedup/flowdedup/internal/affinity"
+	"github.com/flowdedup/flowdedup/pipeline/internal/affinity"
 )
 
 // pinner binds goroutines to CPUs, round robin over the CPUs the process

@@ -87,7 +87,7 @@ type Config struct {
 	RingBatches, BatchSize int
 	// Pin binds each worker and producer goroutine to its own CPU, round
 	// robin over the CPUs the process may use (workers first, then
-	// producers), through internal/affinity: the pipeline makes no system
+	// producers), through pipeline/internal/affinity: the pipeline makes no system
 	// call itself.
 	Pin bool
 

@@ -86,6 +86,7 @@ type producer struct {
 	// Off the per-packet path, so last.
 	kc, kcNew     capture.KernelCounts
 	wc            capture.WindowCounter // src, when it counts by window in the kernel
+	kernelKeyed   bool                  // src is a capture.KernelCounter: it counts the packets behind its keys
 	kcWin, kcAttr capture.KernelCounts
 
 	// The jump guard of packet-time windows (see screen): a packet more
@@ -114,6 +115,7 @@ type sideKeys struct {
 	hashes []uint64
 	keys   []flow.Key
 	times  []int64
+	obs    []uint32
 }
 
 // producerStats are a producer's cumulative counters, published for Stats
@@ -152,6 +154,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 	}
 	p.ready = p.slotFree
 	p.wc, _ = src.(capture.WindowCounter)
+	_, p.kernelKeyed = src.(capture.KernelCounter)
 	p.guard = !cfg.Live && !cfg.WallClockWindows && cfg.Window > 0
 	p.jump = uint64(max(2*cfg.Window+cfg.Lateness, minTimeJump))
 	for s := range p.side {
@@ -159,6 +162,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 			hashes: make([]uint64, cfg.BatchSize),
 			keys:   make([]flow.Key, cfg.BatchSize),
 			times:  make([]int64, cfg.BatchSize),
+			obs:    make([]uint32, cfg.BatchSize),
 		}
 	}
 	p.open = make([]openCounts, p.win.open())
@@ -183,7 +187,8 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 // capture.ErrCorrupt is counted as a malformed frame (reason
 // "corrupt_file") without failing the run: the source has lost the framing
 // of that file and moves on to its next one (or ends), and what was read
-// is good.
+// is good. An empty file (capture.ErrEmpty) held no frame and counts
+// nothing here: the source's owner counts damaged files (replay's totals).
 //
 // When the pipeline stops (SIGINT), a live producer first drains the frames
 // its source already holds (the kernel ring), up to the source's first idle
@@ -216,6 +221,8 @@ func (p *producer) run() error {
 				continue
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 				return nil
+			case errors.Is(err, capture.ErrEmpty):
+				continue
 			case errors.Is(err, capture.ErrCorrupt):
 				c := p.current()
 				c.packets++
@@ -228,68 +235,6 @@ func (p *producer) run() error {
 			continue
 		}
 		p.packet(&pkt)
-	}
-}
-
-// minTimeJump is the least jump of packet time that screen holds a packet
-// for: an hour, or two windows and the lateness when that is longer.
-// Gaps that long are rare in a capture, and holding costs only a copy of
-// one packet unless the packet after it goes back.
-const minTimeJump = time.Hour
-
-// screen guards packet-time windows against a lone wrong timestamp: a
-// packet whose time is more than p.jump ahead of both its neighbours'
-// (one 2035 packet in a 2026 capture) is counted as late for reason
-// "time_jump", neither keyed nor moving the clock. Without the guard that
-// one packet would close every open window and make everything after it
-// late. So a packet more than p.jump past the newest time seen (or the
-// first packet of all) is held instead of handled, until the next packet
-// says: if the next is more than p.jump behind it, the held packet is the
-// outlier; otherwise the jump was real (a gap in the capture, the next
-// file of a set) and the held packet is handled, one packet later than it
-// came, with the same result as without the guard. Two wrong packets in a
-// row are not caught: the second confirms the first. At the end of the
-// input, on a quiet pipe and on stop, a held packet is handled (release).
-//
-// screen is called for a packet that may jump (its time is at or past
-// p.next) or when a packet is held; it reports whether pkt is to be
-// handled now.
-func (p *producer) screen(pkt *capture.Packet) bool {
-	if p.held {
-		p.held = false
-		if !p.jumps(pkt.TimeNs, p.hold.TimeNs) {
-			p.packet(&p.hold)
-		} else {
-			c := p.current()
-			c.packets++
-			c.late[lateJump]++
-		}
-		if pkt.TimeNs < p.next {
-			return true
-		}
-	}
-	if p.hi != winUnknown {
-		if newest := p.hiCounts.lastNs; newest == math.MinInt64 || !p.jumps(newest, pkt.TimeNs) {
-			return true // an ordinary step (hi is the newest window)
-		}
-	}
-	p.held = true
-	p.holdBuf = append(p.holdBuf[:0], pkt.Data...)
-	p.hold = *pkt
-	p.hold.Data = p.holdBuf
-	return false
-}
-
-// jumps reports whether time b is more than p.jump after time a.
-func (p *producer) jumps(a, b int64) bool {
-	return b > a && uint64(b)-uint64(a) > p.jump
-}
-
-// release handles the held packet, if any: nothing came to contradict it.
-func (p *producer) release() {
-	if p.held {
-		p.held = false
-		p.packet(&p.hold)
 	}
 }
 
@@ -329,9 +274,12 @@ func (p *producer) packet(pkt *capture.Packet) {
 	// failed store-to-load forwarding) three times a packet.
 	var key flow.Key
 	if pkt.Key.IsValid() {
-		// Parsed in the kernel, and counted there as a packet with the
-		// frames its KernelCounter reports.
+		// Keyed by the source; parsed in the kernel, and counted there as
+		// a packet, when it is a KernelCounter.
 		key = pkt.Key
+		if !p.kernelKeyed {
+			c.packets++
+		}
 	} else {
 		c.packets++
 		if err := key.Decode(pkt.Data, pkt.LinkType, p.kind); err != nil {
@@ -340,9 +288,12 @@ func (p *producer) packet(pkt *capture.Packet) {
 		}
 	}
 	h := flow.HashKey(&key, p.seed)
+	if pkt.Observer != 0 {
+		h = observerHash(h, pkt.Observer)
+	}
 	s := flow.ShardOf(h, len(p.rings))
 	if w != p.hi {
-		p.sideKey(s, w, h, &key, t, c)
+		p.sideKey(s, w, h, &key, t, pkt.Observer)
 		return
 	}
 	b := p.cur[s]
@@ -356,6 +307,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 	b.hashes[i] = h
 	b.keys[i] = key
 	b.times[i] = t
+	b.obs[i] = pkt.Observer
 	b.n = i + 1
 	if b.n == len(b.hashes) {
 		p.publish(s)
@@ -366,7 +318,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 // window has closed, and placing it in another would be wrong.
 func (p *producer) late(pkt *capture.Packet) {
 	c := p.hiCounts
-	if !pkt.Key.IsValid() {
+	if !pkt.Key.IsValid() || !p.kernelKeyed {
 		c.packets++ // a kernel-keyed packet is counted by the kernel
 	}
 	c.late[lateClosed]++
@@ -393,7 +345,7 @@ func slotOf(w int64, n int) int {
 }
 
 // sideKey buffers a key of open window w older than hi.
-func (p *producer) sideKey(s int, w int64, h uint64, k *flow.Key, t int64, c *counts) {
+func (p *producer) sideKey(s int, w int64, h uint64, k *flow.Key, t int64, obs uint32) {
 	sk := &p.side[s]
 	if sk.n > 0 && (sk.window != w || sk.n == len(sk.hashes)) {
 		p.flushSide(s)
@@ -403,7 +355,7 @@ func (p *producer) sideKey(s int, w int64, h uint64, k *flow.Key, t int64, c *co
 		p.old = min(p.old, t)
 	}
 	i := sk.n
-	sk.hashes[i], sk.keys[i], sk.times[i] = h, *k, t
+	sk.hashes[i], sk.keys[i], sk.times[i], sk.obs[i] = h, *k, t, obs
 	sk.n = i + 1
 }
 
@@ -438,6 +390,7 @@ func (p *producer) flushSide(s int) {
 	b.n = copy(b.hashes, sk.hashes[:sk.n])
 	copy(b.keys, sk.keys[:sk.n])
 	copy(b.times, sk.times[:sk.n])
+	copy(b.obs, sk.obs[:sk.n])
 	sk.n = 0
 	r.publish()
 	p.wake[s].wake()
@@ -679,94 +632,6 @@ func (p *producer) mark(window int64, c *counts, next int64) {
 		}
 		r.publish()
 		p.wake[s].wake()
-	}
-}
-
-// addWindowCounts adds the kernel's counts of window i (a WindowCounter's)
-// to the window, opening it if only the kernel saw frames of it (the
-// prefilter can keep every key of a window in the kernel). A window whose
-// counts the kernel no longer keeps (capture.ErrWindowGone: the producer
-// fell more windows behind than the kernel has slots) gets none; Stats
-// still counts those frames.
-func (p *producer) addWindowCounts(i int64) {
-	if err := p.wc.WindowCounts(i, &p.kcWin); err != nil || p.kcWin.Packets == 0 {
-		return
-	}
-	var zero capture.KernelCounts
-	addKernelCounts(p.counts(i), &p.kcWin, &zero)
-	addKernelTotals(&p.kcAttr, &p.kcWin)
-}
-
-// pollDrops counts in window hi what the kernel did since the last poll:
-// its drops (DropCounter) and, for a source that keys frames in the kernel
-// (KernelCounter), the frames it handled without handing them to us. Kernel
-// counts are cumulative, so a window gets what happened between two polls:
-// the polls at window boundaries place the kernel's work in its window
-// within the time it takes to flush the batches.
-func (p *producer) pollDrops() {
-	if dc, ok := p.src.(capture.DropCounter); ok {
-		if n, err := dc.KernelDrops(); err == nil && n > p.kdrops {
-			p.current().dropped[dropKernel] += n - p.kdrops
-			p.kdrops = n
-		}
-	}
-	if kc, ok := p.src.(capture.KernelCounter); ok {
-		if err := kc.KernelCounts(&p.kcNew); err == nil {
-			if p.wc == nil {
-				addKernelCounts(p.current(), &p.kcNew, &p.kc)
-			}
-			copyKernelCounts(&p.kc, &p.kcNew)
-		}
-	}
-}
-
-// addKernelCounts adds the kernel counts cur - old to c.
-func addKernelCounts(c *counts, cur, old *capture.KernelCounts) {
-	delta := func(now, before uint64) uint64 {
-		if now < before {
-			return 0 // a counter never goes back; be safe if one did
-		}
-		return now - before
-	}
-	c.packets += delta(cur.Packets, old.Packets)
-	c.prefilter += delta(cur.Prefiltered, old.Prefiltered)
-	c.dropped[dropXDPRingFull] += delta(cur.RingFull, old.RingFull)
-	for label, n := range cur.Errors {
-		d := delta(n, old.Errors[label])
-		if d == 0 {
-			continue
-		}
-		if malformedLabel[label] {
-			c.malformed[reasonIndex(label)] += d
-		} else {
-			c.skipped[reasonIndex(label)] += d
-		}
-	}
-}
-
-// copyKernelCounts sets dst to src, reusing dst's map.
-func copyKernelCounts(dst, src *capture.KernelCounts) {
-	dst.Packets, dst.Keyed, dst.Prefiltered, dst.RingFull = src.Packets, src.Keyed, src.Prefiltered, src.RingFull
-	if dst.Errors == nil {
-		dst.Errors = make(map[string]uint64, len(src.Errors))
-	}
-	clear(dst.Errors)
-	for label, n := range src.Errors {
-		dst.Errors[label] = n
-	}
-}
-
-// addKernelTotals adds src to dst.
-func addKernelTotals(dst, src *capture.KernelCounts) {
-	dst.Packets += src.Packets
-	dst.Keyed += src.Keyed
-	dst.Prefiltered += src.Prefiltered
-	dst.RingFull += src.RingFull
-	if dst.Errors == nil {
-		dst.Errors = make(map[string]uint64, len(src.Errors))
-	}
-	for label, n := range src.Errors {
-		dst.Errors[label] += n
 	}
 }
 

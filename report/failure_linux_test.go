@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestDevFull(t *testing.T) {
 	f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
-		t.Skipf("no /dev/full: %v", err)
+		testutil.SkipOrFail(t, "no /dev/full: %v", err)
 	}
 	defer f.Close()
 

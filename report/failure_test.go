@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 )
@@ -192,5 +196,40 @@ func TestWriteErrorMessage(t *testing.T) {
 	err := &WriteError{Op: "records", Err: syscall.ENOSPC, Lost: 12}
 	if got, want := err.Error(), "report: writing records: no space left on device (12 not written)"; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestTotalsAfterWriteError (issue 10): when --out fails, the run stops
+// with the error, and the totals line counts every packet read and every
+// window closed, not "packets 0".
+func TestTotalsAfterWriteError(t *testing.T) {
+	src, err := pcapfile.Open("../testdata/pcaps/windows.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var totals bytes.Buffer
+	r, err := New(Config{Out: &fullWriter{limit: 1000}, Kind: flow.Key5Tuple, Totals: &totals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(pipeline.Config{Workers: 2, Filter: "exact", Key: flow.Key5Tuple, Window: time.Minute}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(t.Context(), src); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Run: %v, want ENOSPC", err)
+	}
+	st := p.Stats()
+	if st.Packets == 0 || st.Windows == 0 {
+		t.Fatalf("the pipeline read %d packets in %d windows", st.Packets, st.Windows)
+	}
+	line := totals.String()
+	m := regexp.MustCompile(`^totals: packets (\d+), .*, windows (\d+)\n$`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("totals %q: not the totals line", line)
+	}
+	if m[1] != strconv.FormatUint(st.Packets, 10) || m[2] != strconv.FormatUint(st.Windows, 10) {
+		t.Errorf("totals %q: want packets %d, windows %d (the pipeline's)", line, st.Packets, st.Windows)
 	}
 }

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,24 +35,6 @@ func prometheusBinary(t *testing.T) string {
 	testutil.SkipOrFail(t, "no prometheus server binary in PATH or at /usr/bin/prometheus; "+
 		"install it with: DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus")
 	return ""
-}
-
-// syncBuffer collects a child process's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // freeLoopbackPort returns a TCP port on 127.0.0.1 that was free a moment
@@ -116,7 +96,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	web := "127.0.0.1:" + strconv.Itoa(freeLoopbackPort(t))
-	var output syncBuffer
+	var output testutil.SyncBuffer
 	cmd := exec.Command(bin,
 		"--config.file="+config,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),

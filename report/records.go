@@ -58,7 +58,7 @@ const (
 // back to the last whole record (see WriteError). Writing a record does not
 // allocate.
 //
-// A RecordWriter is a synchronous [Sink] (Records, Window and Close flush
+// A RecordWriter is a synchronous [Destination] (Records, Window and Close flush
 // as said there). It is not safe for concurrent use. It does not close its
 // destination.
 type RecordWriter struct {
@@ -69,7 +69,7 @@ type RecordWriter struct {
 	pending int    // records in buf
 }
 
-var _ Sink = (*RecordWriter)(nil)
+var _ Destination = (*RecordWriter)(nil)
 
 // NewRecordWriter returns a writer of records of the given key kind to w in
 // format: "jsonl" (or ""), "csv" or "text".

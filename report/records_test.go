@@ -26,7 +26,8 @@ func at(s string) int64 {
 func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 // recordCase is one record with its expected form in every format, written
-// by hand from DESIGN.md section 6 and the format comments, not by running
+// by hand from docs/architecture.md#records-and-summaries and the format
+// comments, not by running
 // the writer.
 type recordCase struct {
 	name   string

@@ -13,7 +13,7 @@ import (
 )
 
 // Config says where a Reporter writes. The Reporter does not close any of
-// the writers; it closes the Sinks and Queues it is given.
+// the writers; it closes the Destinations and Exports it is given.
 type Config struct {
 	Out     io.Writer    // distinct-flow records; nil writes none
 	Format  string       // record format, one of Formats; "" is jsonl
@@ -27,14 +27,21 @@ type Config struct {
 	Observer string
 	// Filter is the effective filter spec, in every summary.
 	Filter string
-	// Sinks are more synchronous sinks, fed after Out and Summary: their
-	// first error stops the run, as a file's does.
-	Sinks []Sink
-	// Exports are the --export destinations, each in its Queue (see
-	// package report/export): they are fed every record and summary
-	// without ever making the Reporter wait, and what they cannot deliver
-	// is counted (Summary.ExportDropped), never an error.
-	Exports []*Queue
+	// Destinations are more synchronous destinations (per-window files),
+	// fed after Out and Summary: their first error stops the run, as a
+	// file's does.
+	Destinations []Destination
+	// Exports are the --export destinations, each in its queue (package
+	// delivery; opened by URL with package report/export): they are fed
+	// every record and summary without ever making the Reporter wait, and
+	// what they cannot deliver is counted (Summary.ExportDropped), never an
+	// error.
+	Exports []Export
+	// DamagedFiles, when not nil, is called once, by Close, for the input
+	// files the run found damaged, by reason (replay's: "empty",
+	// "truncated", "damaged"), which the run totals show apart from the
+	// packets: an empty file held no frame, so it is no packet.
+	DamagedFiles func() map[string]uint64
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -46,7 +53,7 @@ const stageSize = 256
 // summaries to report.Sinks, and on Close writes the run totals.
 //
 // The synchronous sinks are the record file (--out, a RecordWriter), the
-// summary file (--summary, a SummaryWriter) and Config.Sinks; the first
+// summary file (--summary, a SummaryWriter) and Config.Destinations; the first
 // error of any of them stops the Reporter: it is returned by that call and
 // by every later one, Close included. The records of a window reach every
 // sink before its summary does, so a summary on disk implies its records
@@ -65,11 +72,12 @@ const stageSize = 256
 //
 // A Reporter is used from one goroutine, as pipeline.Sink says.
 type Reporter struct {
-	sinks   []Sink
-	exports []*Queue
+	sinks   []Destination
+	exports []Export
 	stage   Batch
 	sum     Summary
 	out     io.Writer // for totals
+	damaged func() map[string]uint64
 	totals  pipeline.WindowSummary
 	windows uint64
 	err     error
@@ -91,7 +99,7 @@ func New(cfg Config) (*Reporter, error) {
 	if len(cfg.Observer) > MaxObserverLen {
 		return nil, fmt.Errorf("%w: %d bytes, want at most %d", ErrObserver, len(cfg.Observer), MaxObserverLen)
 	}
-	r := &Reporter{out: cfg.Totals, exports: cfg.Exports}
+	r := &Reporter{out: cfg.Totals, exports: cfg.Exports, damaged: cfg.DamagedFiles}
 	if cfg.Out != nil {
 		records, err := NewRecordWriter(cfg.Out, cfg.Format, cfg.Kind)
 		if err != nil {
@@ -102,7 +110,7 @@ func New(cfg Config) (*Reporter, error) {
 	if cfg.Summary != nil {
 		r.sinks = append(r.sinks, NewSummaryWriter(cfg.Summary))
 	}
-	r.sinks = append(r.sinks, cfg.Sinks...)
+	r.sinks = append(r.sinks, cfg.Destinations...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
 	r.stage.Observer = cfg.Observer
 	r.sum.Observer, r.sum.Filter, r.sum.Key = cfg.Observer, cfg.Filter, cfg.Kind
@@ -157,7 +165,7 @@ func (r *Reporter) Window(s *pipeline.WindowSummary) error {
 	sum.WindowSummary = *s
 	sum.ExportDropped = nil
 	for _, q := range r.exports {
-		q.takeDropped(&sum.ExportDropped)
+		q.TakeDropped(&sum.ExportDropped)
 	}
 	for _, q := range r.exports {
 		q.Window(sum)
@@ -210,7 +218,11 @@ func (r *Reporter) Close() error {
 	}
 	wg.Wait()
 	if r.out != nil {
-		line := appendTotals(nil, &r.totals, r.windows)
+		var damaged map[string]uint64
+		if r.damaged != nil {
+			damaged = r.damaged()
+		}
+		line := appendTotals(nil, &r.totals, r.windows, damaged)
 		for _, q := range r.exports {
 			line = appendExportTotals(line, q.Stats())
 		}
@@ -250,7 +262,9 @@ func (r *Reporter) add(s *pipeline.WindowSummary) {
 // appendTotals appends the one-line run totals:
 //
 //	totals: packets 1000, malformed 3 (bad_header 1, truncated 2), skipped 2 (not_ip 2), keys 995, distinct 120, dropped 0, windows 2
-func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
+//
+// and, when files were damaged, ", damaged files 2 (empty 1, truncated 1)".
+func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64, damaged map[string]uint64) []byte {
 	b = append(b, "totals: packets "...)
 	b = strconv.AppendUint(b, t.Packets, 10)
 	b = append(b, ", malformed "...)
@@ -274,6 +288,14 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 	}
 	b = append(b, ", windows "...)
 	b = strconv.AppendUint(b, windows, 10)
+	var files uint64
+	for _, n := range damaged {
+		files += n
+	}
+	if files != 0 {
+		b = append(b, ", damaged files "...)
+		b = appendCountBy(b, files, damaged)
+	}
 	return append(b, '\n')
 }
 
@@ -282,7 +304,7 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 //	export ipfix://127.0.0.1:4739: sent 1200 records and 2 window summaries, dropped 5 (queue_full 5), 0 records and 0 summaries left in the spool
 //
 // The spool part is there only with a spool.
-func appendExportTotals(b []byte, st QueueStats) []byte {
+func appendExportTotals(b []byte, st ExportStats) []byte {
 	var dropped uint64
 	for _, n := range st.Dropped {
 		dropped += n

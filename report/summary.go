@@ -15,7 +15,8 @@ import (
 )
 
 // A SummaryWriter writes one JSON line per closed window (the --summary
-// file of DESIGN.md section 6):
+// file; docs/architecture.md#records-and-summaries says what a user may
+// rely on):
 //
 //	{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":2,"keys":995,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":2},"dropped_by":{},"final":false,"observer":"r1","filter":"qht:mem=64MiB,buckets=4,fpbits=12","key":"src","late":0,"late_by":{},"distinct_estimate":121,"export_dropped":{}}
 //
@@ -39,13 +40,13 @@ import (
 // there is no fsync) when Window returns. The first write error is returned
 // by every later call. [SummaryReader] reads the lines back.
 //
-// A SummaryWriter is a synchronous [Sink]: its Records, Flush and Close do
+// A SummaryWriter is a synchronous [Destination]: its Records, Flush and Close do
 // nothing (it does not close its destination).
 type SummaryWriter struct {
 	out wholeWriter
 }
 
-var _ Sink = (*SummaryWriter)(nil)
+var _ Destination = (*SummaryWriter)(nil)
 
 // NewSummaryWriter returns a SummaryWriter writing to w. It does not close w.
 func NewSummaryWriter(w io.Writer) *SummaryWriter {
@@ -95,8 +96,9 @@ func keyName(k flow.KeyKind) string {
 	return k.String()
 }
 
-// appendSummary appends the JSON line of s, newline included.
-func appendSummary(b []byte, s *Summary) []byte {
+// AppendSummary appends the JSON line of s, newline included: the line
+// --summary writes, which delivery's spool files hold too.
+func AppendSummary(b []byte, s *Summary) []byte {
 	dropped := s.ExportDropped
 	if dropped == nil {
 		dropped = map[string]map[string]uint64{}
@@ -139,7 +141,7 @@ func (sw *SummaryWriter) Window(s *Summary) error {
 	if sw.out.err != nil {
 		return sw.out.err
 	}
-	return sw.out.write(appendSummary(nil, s), 1)
+	return sw.out.write(AppendSummary(nil, s), 1)
 }
 
 // Records does nothing: a summary file holds no records.
@@ -215,7 +217,7 @@ func (sr *SummaryReader) Read(s *Summary) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if err := parseSummary(line, s); err != nil {
+		if err := ParseSummary(line, s); err != nil {
 			sr.err = &SummaryError{Line: sr.line, Err: err}
 			return sr.err
 		}
@@ -279,8 +281,8 @@ type summaryIn struct {
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
 }
 
-// parseSummary reads one summary line (without its newline) into s.
-func parseSummary(line []byte, s *Summary) error {
+// ParseSummary reads one summary line (without its newline) into s.
+func ParseSummary(line []byte, s *Summary) error {
 	if t := bytes.TrimLeft(line, " \t\r"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("%w: not a JSON object", ErrSummary)
 	}

@@ -151,12 +151,12 @@ func TestSummaryKey(t *testing.T) {
 		{flow.Key5Tuple + 1, `,"late":0`},
 	} {
 		in := Summary{WindowSummary: window1, Filter: "exact", Key: c.kind}
-		line := appendSummary(nil, &in)
+		line := AppendSummary(nil, &in)
 		if !bytes.Contains(line, []byte(`"filter":"exact"`+c.json+`,`)) {
 			t.Errorf("kind %v: line %s lacks %s after filter", c.kind, line, c.json)
 		}
 		var back Summary
-		if err := parseSummary(line[:len(line)-1], &back); err != nil {
+		if err := ParseSummary(line[:len(line)-1], &back); err != nil {
 			t.Fatalf("kind %v: %v", c.kind, err)
 		}
 		want := c.kind
@@ -216,12 +216,12 @@ func FuzzSummaryReader(f *testing.F) {
 			if err := sr.Read(&s); err != nil {
 				return
 			}
-			line := appendSummary(nil, &s)
+			line := AppendSummary(nil, &s)
 			var back Summary
-			if err := parseSummary(line[:len(line)-1], &back); err != nil {
+			if err := ParseSummary(line[:len(line)-1], &back); err != nil {
 				t.Fatalf("re-reading %s: %v", line, err)
 			}
-			if again := appendSummary(nil, &back); !bytes.Equal(again, line) {
+			if again := AppendSummary(nil, &back); !bytes.Equal(again, line) {
 				t.Fatalf("not stable:\n%s%s", line, again)
 			}
 		}

@@ -6,18 +6,18 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/outfile"
+	"github.com/flowdedup/flowdedup/report/outfile"
 )
 
 // ErrNoWindows: a time-pattern output was given records or summaries of a
 // run without windows, which have no window time to name a file by.
 var ErrNoWindows = errors.New("report: a time pattern in an output file name needs windows (--window)")
 
-// RecordFiles is a Sink that writes records into one file per period of a
+// RecordFiles is a Destination that writes records into one file per period of a
 // time pattern (--out 'flows-%Y%m%dT%H.jsonl'): each record goes to the file
 // its window's start names, in the format of a RecordWriter (a csv file
 // starts with its header). A file is written under a temporary name and
-// committed (renamed into place, see package internal/outfile) when the
+// committed (renamed into place, see package report/outfile) when the
 // window closes whose end falls in a later period, or at the final window,
 // so that a reader never sees a partial file. A period whose windows had no
 // record still gets its file, empty: "seen nothing" and "was not running"
@@ -40,7 +40,7 @@ type fileRecords struct {
 	rw *RecordWriter
 }
 
-var _ Sink = (*RecordFiles)(nil)
+var _ Destination = (*RecordFiles)(nil)
 
 // NewRecordFiles returns a RecordFiles writing into files, in format,
 // records of kind.
@@ -171,7 +171,7 @@ func (rf *RecordFiles) Close() error {
 	return errors.Join(err, rf.files.Close())
 }
 
-// SummaryFiles is a Sink that writes window summaries into one file per
+// SummaryFiles is a Destination that writes window summaries into one file per
 // period of a time pattern (--summary 'summary-%Y%m%d.jsonl'): each summary
 // goes to the file its window's start names, and the file is committed as
 // RecordFiles commits its files.
@@ -181,7 +181,7 @@ type SummaryFiles struct {
 	err   error
 }
 
-var _ Sink = (*SummaryFiles)(nil)
+var _ Destination = (*SummaryFiles)(nil)
 
 // NewSummaryFiles returns a SummaryFiles writing into files.
 func NewSummaryFiles(files *outfile.Files) *SummaryFiles {
@@ -209,7 +209,7 @@ func (sf *SummaryFiles) Window(s *Summary) error {
 	}
 	sf.open[f.Name] = f
 	out := wholeWriter{w: f, op: "summary"}
-	if sf.err = out.write(appendSummary(nil, s), 1); sf.err != nil {
+	if sf.err = out.write(AppendSummary(nil, s), 1); sf.err != nil {
 		return sf.err
 	}
 	if !s.Final && sf.files.Name(time.Unix(0, s.EndNs)) == f.Name {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/outfile"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/report/outfile"
 )
 
 func newTestFiles(t *testing.T, dir, pattern string, retain int) *outfile.Files {

@@ -105,18 +105,9 @@ func (h *HLL) MarshalBinary() ([]byte, error) { return h.AppendBinary(nil) }
 // its precision allows (at most 256 KiB), and no input makes it panic. The
 // decoded HLL knows its seed's fingerprint, not the seed (see HLL).
 func (h *HLL) UnmarshalBinary(b []byte) error {
-	if len(b) < headerLen {
-		return fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrFormat, len(b), headerLen)
-	}
-	if string(b[:4]) != magic {
-		return fmt.Errorf("%w: bad magic %q", ErrFormat, b[:4])
-	}
-	if b[4] != formatVersion {
-		return fmt.Errorf("%w: unknown version %d", ErrFormat, b[4])
-	}
-	p := b[5]
-	if p < MinPrecision || p > MaxPrecision {
-		return fmt.Errorf("%w: precision %d not in [%d, %d]", ErrFormat, p, MinPrecision, MaxPrecision)
+	p, err := PrecisionOf(b)
+	if err != nil {
+		return err
 	}
 	if b[6]&^flagDeflate != 0 || b[7] != 0 {
 		return fmt.Errorf("%w: unknown flags %#02x %#02x", ErrFormat, b[6], b[7])
@@ -173,4 +164,24 @@ func inflate(data []byte, n int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the compressed payload", ErrFormat, src.Len())
 	}
 	return out, nil
+}
+
+// PrecisionOf returns the precision of the binary form b (see
+// AppendBinary) from its header, without decoding the registers, so that a
+// caller can refuse a sketch that would take more memory than it allows
+// (2^p bytes) before decoding it. It fails with ErrFormat for bytes that do
+// not begin as an HLL of a known version and precision; the rest of b is
+// checked by UnmarshalBinary.
+func PrecisionOf(b []byte) (uint8, error) {
+	switch {
+	case len(b) < headerLen:
+		return 0, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrFormat, len(b), headerLen)
+	case string(b[:4]) != magic:
+		return 0, fmt.Errorf("%w: bad magic %q", ErrFormat, b[:4])
+	case b[4] != formatVersion:
+		return 0, fmt.Errorf("%w: unknown version %d", ErrFormat, b[4])
+	case b[5] < MinPrecision || b[5] > MaxPrecision:
+		return 0, fmt.Errorf("%w: precision %d not in [%d, %d]", ErrFormat, b[5], MinPrecision, MaxPrecision)
+	}
+	return b[5], nil
 }

@@ -215,3 +215,31 @@ func FuzzUnmarshalBinary(f *testing.F) {
 		}
 	})
 }
+
+// PrecisionOf reads the precision of an encoded HLL from its header, and
+// refuses what UnmarshalBinary refuses for its header.
+func TestPrecisionOf(t *testing.T) {
+	for _, p := range []uint8{MinPrecision, DefaultPrecision, MaxPrecision} {
+		h, err := New(p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := h.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := PrecisionOf(b); got != p || err != nil {
+			t.Errorf("precision %d: PrecisionOf = %d, %v", p, got, err)
+		}
+		for name, bad := range map[string][]byte{
+			"short":     b[:headerLen-1],
+			"magic":     append([]byte("xdHL"), b[4:]...),
+			"version":   append(append(append([]byte{}, b[:4]...), 9), b[5:]...),
+			"precision": append(append(append([]byte{}, b[:5]...), MaxPrecision+1), b[6:]...),
+		} {
+			if _, err := PrecisionOf(bad); !errors.Is(err, ErrFormat) {
+				t.Errorf("precision %d, %s: %v, want ErrFormat", p, name, err)
+			}
+		}
+	}
+}

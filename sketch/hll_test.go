@@ -227,7 +227,7 @@ func TestMergeIsUnion(t *testing.T) {
 	}
 }
 
-// TestSeedsDiffer: another seed hashes keys elsewhere: the registers differ,
+// TestMismatch: another seed hashes keys elsewhere: the registers differ,
 // and a merge across seeds fails with ErrSeedMismatch and leaves h as it was.
 // Across precisions, ErrPrecisionMismatch.
 func TestMismatch(t *testing.T) {

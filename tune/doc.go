@@ -21,14 +21,17 @@
 // and a seed are exactly the errors `flowdedup replay --seed S` makes with
 // it (a test checks this against the pipeline's records). FPR is false
 // positives over distinct keys, FNR false negatives over duplicates, over
-// all shards, windows and samples (DESIGN.md section 6). Stream specs
+// all shards, windows and samples, as eval counts them. Stream specs
 // (uniform:, zipf:, distinct:, file:) are one window each, materialised by
 // package eval; a new seed is a new random stream.
 //
 // # Search
 //
 // The grid (Grid) spans each family's parameters that move its error
-// rates; the values and their reasons are beside them in grid.go. A
+// rates, and the blocked layouts of bloom and sbf (bloom:blocked=1,
+// sbf:blocked=1: one cache line per key), which count as families of their
+// own from here on; the values and their reasons are beside them in
+// grid.go. A
 // bounded objective adds its bound to the parameters that are FP targets
 // (sbf fps, a2 fpr, fpbuffer q).
 //

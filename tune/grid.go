@@ -39,6 +39,16 @@ func (p point) spec(memBits int, shift uint) string {
 	return b.String()
 }
 
+// variant is the point's family, or its blocked layout
+// (filters.Spec.Variant): what tune keeps the best of, and plots, as one
+// family.
+func (p point) variant() string {
+	if slices.Contains(p.params, param{"blocked", "1"}) {
+		return p.family + ":blocked=1"
+	}
+	return p.family
+}
+
 // DefaultSpec is replay's default filter (`qht:mem=auto,buckets=4,fpbits=12`)
 // at a given memory: the reference every pick is compared with.
 func DefaultSpec(mem string) string { return "qht:mem=" + mem + ",buckets=4,fpbits=12" }
@@ -92,8 +102,9 @@ func cross(family string, keys []string, vals ...[]string) []point {
 }
 
 // Grid returns the specs tune tries at memBits of state per shard, in a
-// fixed order, for objective obj. Every family but exact is there, each
-// over the parameters that move its error rates (see the package
+// fixed order, for objective obj. Every family but exact is there, and the
+// blocked layouts of bloom and sbf, each over the parameters that move its
+// error rates (see the package
 // documentation for the values and why). Some points are invalid at some
 // sizes (a row wider than mem); Run skips those.
 func Grid(memBits int, obj Objective) []string {
@@ -149,6 +160,18 @@ func gridPoints(obj Objective) []point {
 	// (Eq. 17), from 1% to 30% (and the objective's bound).
 	pts = append(pts, cross("sbf", []string{"max", "k", "fps"}, ints(1, 3, 7), ints(1, 2, 3, 4),
 		withBound(floats(0.01, 0.03, 0.1, 0.3), obj))...)
+	// Blocked SBF and Bloom: all of a key's cells in one cache line, one
+	// miss per key where the others take K+1 and k (the 64 MiB figures of
+	// docs/filters.md), for somewhat higher error rates at equal memory.
+	// The same values as their families, so that each pick is compared
+	// with its unblocked twin, but for those whose P would exceed the
+	// cells of a block (Max=7, K=1 at fps=0.03) at any memory.
+	for _, p := range cross("sbf", []string{"max", "k", "fps", "blocked"}, ints(1, 3, 7), ints(1, 2, 3, 4),
+		withBound(floats(0.01, 0.03, 0.1, 0.3), obj), ints(1)) {
+		if _, err := filters.New(p.spec(512, 0), 1); err == nil { // one block
+			pts = append(pts, p)
+		}
+	}
 	// FP-SBF: counter bits c, fingerprint bits f, sub-tables k, the
 	// counters' FP bound. Few points: it decrements L cells per insertion
 	// (tens of ns each), and its FNR is the highest of all at equal
@@ -160,6 +183,7 @@ func gridPoints(obj Objective) []point {
 	for _, fam := range []string{"bsbf", "bsbfsd", "rlbsbf", "bloom"} {
 		pts = append(pts, cross(fam, []string{"k"}, ints(1, 2, 3, 4, 6, 8))...)
 	}
+	pts = append(pts, cross("bloom", []string{"k", "blocked"}, ints(1, 2, 3, 4, 6, 8), ints(1))...)
 	pts = append(pts, cross("a2", []string{"fpr"}, withBound(floats(0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4), obj))...)
 	// b_DBF: the sliding window in arrivals per shard, 64 to 16M by
 	// powers of two: it must match the gaps of the traffic.

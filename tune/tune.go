@@ -166,7 +166,7 @@ func (c *Config) fill() error {
 // Result is what Run found. Rates are over the samples' keys as replay
 // counts them: FPR = false positives / distinct (first occurrences of a key
 // in its window), FNR = false negatives / duplicates, both summed over the
-// shards and samples of one seed (DESIGN.md section 6).
+// shards and samples of one seed, as eval counts them.
 type Result struct {
 	Samples   []SampleInfo `json:"samples"`
 	Key       string       `json:"key"`
@@ -202,7 +202,7 @@ type Candidate struct {
 	// Spec is the canonical spec (filters.Filter.String()): every
 	// parameter explicit, ready for --filter, so no default can change it.
 	Spec       string  `json:"spec"`
-	Family     string  `json:"family"`
+	Family     string  `json:"family"`      // a blocked layout is its own: "sbf:blocked=1"
 	MemoryBits int     `json:"memory_bits"` // one shard's filter, as its paper counts it
 	FPR        Stat    `json:"fpr"`
 	FNR        Stat    `json:"fnr"`
@@ -553,7 +553,7 @@ func newCandidates(memBits int, obj Objective, seeds int) []*candidate {
 	out := make([]*candidate, len(pts))
 	for i, p := range pts {
 		out[i] = &candidate{
-			point: p, family: p.family, spec: p.spec(memBits, 0), isDefault: p.equal(defaultPoint),
+			point: p, family: p.variant(), spec: p.spec(memBits, 0), isDefault: p.equal(defaultPoint),
 			seeds: make([]tally, seeds), seedSt: make([]status, seeds),
 		}
 	}

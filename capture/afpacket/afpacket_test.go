@@ -174,7 +174,7 @@ func readAll(t *testing.T, srcs []*Socket, want int, limit time.Duration) (got [
 	return got, unmarked
 }
 
-// TestAFPacketFanoutLive sends flows of UDP frames into one end of a veth
+// TestFanoutLive sends flows of UDP frames into one end of a veth
 // pair and captures them on the other with two sockets in a fanout group
 // and a kernel filter.
 func TestFanoutLive(t *testing.T) {
@@ -289,7 +289,7 @@ func TestFanoutLive(t *testing.T) {
 	}
 }
 
-// TestAFPacketNextNoAllocs proves that reading a frame allocates nothing,
+// TestNextNoAllocs proves that reading a frame allocates nothing,
 // within a block and across blocks.
 func TestNextNoAllocs(t *testing.T) {
 	ns := testutil.NetNS(t)
@@ -314,7 +314,7 @@ func TestNextNoAllocs(t *testing.T) {
 	}
 }
 
-// TestAFPacketKernelDrops overfills a tiny ring and reads the drop count.
+// TestKernelDrops overfills a tiny ring and reads the drop count.
 func TestKernelDrops(t *testing.T) {
 	ns := testutil.NetNS(t)
 	page := os.Getpagesize()
@@ -360,7 +360,7 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-// TestAFPacketCloseUnblocksNext closes a source while Next waits forever.
+// TestCloseUnblocksNext closes a source while Next waits forever.
 func TestCloseUnblocksNext(t *testing.T) {
 	ns := testutil.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
@@ -401,7 +401,7 @@ func TestCloseUnblocksNext(t *testing.T) {
 	}
 }
 
-// TestAFPacketCloseWhileHoldingFrame closes a source whose reader still
+// TestCloseWhileHoldingFrame closes a source whose reader still
 // holds a frame: the frame stays readable until the reader's next Next.
 func TestCloseWhileHoldingFrame(t *testing.T) {
 	ns := testutil.NetNS(t)
@@ -427,7 +427,7 @@ func TestCloseWhileHoldingFrame(t *testing.T) {
 	}
 }
 
-// TestAFPacketLoopback captures on lo, where every frame passes twice,
+// TestLoopback captures on lo, where every frame passes twice,
 // leaving and arriving: the capture must keep one.
 func TestLoopback(t *testing.T) {
 	ns := testutil.NetNS(t)
@@ -454,7 +454,7 @@ func TestLoopback(t *testing.T) {
 	}
 }
 
-// TestAFPacketRawIP captures on a tun device, which has no link header.
+// TestRawIP captures on a tun device, which has no link header.
 func TestRawIP(t *testing.T) {
 	ns := testutil.NetNS(t)
 	tun := ns.AddTun(t, "fdtun0")
@@ -524,7 +524,7 @@ func TestNoSuchInterface(t *testing.T) {
 	}
 }
 
-// TestAFPacketPermissionDenied drops CAP_NET_RAW from one thread and opens
+// TestPermissionDenied drops CAP_NET_RAW from one thread and opens
 // a capture on it.
 func TestPermissionDenied(t *testing.T) {
 	testutil.RequireRoot(t)

@@ -15,6 +15,6 @@
 // was full.
 //
 // The package makes its system calls itself, through golang.org/x/sys/unix,
-// and waits on its sockets with internal/sockwait; afpacket.go says why it
+// and waits on its sockets with capture/internal/sockwait; afpacket.go says why it
 // does not build on gopacket/afpacket. Linux only.
 package afpacket

@@ -212,7 +212,7 @@ func TestAFXDPReceivesFrames(t *testing.T) {
 	}
 }
 
-// TestAFXDPFramesPassWhenClosed checks that closing a source hands its
+// TestAFXDPCloseSourcePassesFrames checks that closing a source hands its
 // queue's frames back to the stack while the program stays attached.
 func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 	ns := testutil.NetNS(t)
@@ -249,11 +249,16 @@ func TestAFXDPCloseWakesNext(t *testing.T) {
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)
+	tids := make(chan int, 1)
 	go func() {
+		runtime.LockOSThread() // this thread is the goroutine's until it ends
+		tids <- unix.Gettid()
 		var p capture.Packet
 		errc <- src.Next(&p)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Close must wake a Next that sleeps in the kernel, not one that has
+	// not got there yet: wait until its thread is in poll(2).
+	testutil.WaitInPoll(t, <-tids, 5*time.Second)
 	select {
 	case err := <-errc:
 		t.Fatalf("Next returned %v with no frame and no timeout", err)
@@ -591,7 +596,7 @@ func afxSetQueues(t *testing.T, ns *testutil.Namespace, n int) {
 		return nil
 	})
 	if errors.Is(err, unix.ERANGE) {
-		t.Skipf("no %d-queue veth here: %v", n, err)
+		testutil.SkipOrFail(t, "no %d-queue veth here: %v", n, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -813,7 +818,10 @@ func TestAFXDPInterfaceGone(t *testing.T) {
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)
+	tids := make(chan int, 1)
 	go func() {
+		runtime.LockOSThread() // this thread is the goroutine's until it ends
+		tids <- unix.Gettid()
 		var p capture.Packet
 		for {
 			if err := src.Next(&p); !errors.Is(err, capture.ErrTimeout) {
@@ -822,7 +830,8 @@ func TestAFXDPInterfaceGone(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// The interface goes while the reader waits in the kernel.
+	testutil.WaitInPoll(t, <-tids, 5*time.Second)
 	if err := ns.Netlink().LinkDel(ns.Link(t, ns.Veth[0])); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 package xdp
 
-import "github.com/flowdedup/flowdedup/internal/mix"
+import "github.com/flowdedup/flowdedup/mix"
 
 // PrefilterSeed derives the in-kernel prefilter's hash key (Config.Seed)
 // from a run's seed, the one that keys the user-space flow hash: the first

@@ -54,6 +54,9 @@ type Config struct {
 	// PollTimeout is how long Next waits for a key before it returns
 	// capture.ErrTimeout; 0 means DefaultPollTimeout.
 	PollTimeout time.Duration
+	// Now is the wall clock the kernel's frame times follow (bpf.Config);
+	// nil means time.Now. Tests inject one.
+	Now func() time.Time
 }
 
 // Capture is the XDP fast path attached to an interface: the program of package
@@ -111,6 +114,7 @@ func Open(cfg Config) (*Capture, error) {
 		Window:         cfg.Window,
 		PrefilterBytes: cfg.PrefilterBytes,
 		RingBytes:      cfg.RingBytes,
+		Now:            cfg.Now,
 	})
 	if err != nil {
 		return nil, LoadError(err)

@@ -231,14 +231,14 @@ func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 // counts are exactly its batch, class by class.
 func TestXDPWindowCountsEnded(t *testing.T) {
 	const window = time.Hour
-	// Not within a few seconds of the hour: the test's batches are all
-	// meant to be in the clock's own window.
-	next := (time.Now().UnixNano()/int64(window) + 1) * int64(window)
-	for now := time.Now().UnixNano(); now < next && next-now < int64(10*time.Second); now = time.Now().UnixNano() {
-		time.Sleep(100 * time.Millisecond) // at most 10 s: until the hour has passed
-	}
+	// The program's clock runs from half past an hour, whatever the wall
+	// clock says: the test's batches are all meant to be in the clock's
+	// own window, far from its end.
+	start := time.Now()
+	mid := time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)
+	now := func() time.Time { return mid.Add(time.Since(start)) }
 	ns := testutil.NetNS(t)
-	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 4, Window: window, PollTimeout: 20 * time.Millisecond})
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 4, Window: window, PollTimeout: 20 * time.Millisecond, Now: now})
 	in := newInjector(t, ns, ns.Veth[1])
 	cpu := testutil.PinThread(t)
 	src := x.Sources()[cpu].(capture.WindowCounter)
@@ -254,7 +254,7 @@ func TestXDPWindowCountsEnded(t *testing.T) {
 		in.send(t, truncFrame(), arpFrame(), badHeaderFrame(), tooManyTagsFrame())
 	}
 	wantBatch := capture.KernelCounts{Packets: 2*keys + 4, Keyed: 2 * keys, Prefiltered: keys, Errors: errCounts(1, 1, 1, 1)}
-	w0 := time.Now().UnixNano() / int64(window)
+	w0 := now().UnixNano() / int64(window)
 	var sent uint64
 	for n, w := range []int64{w0, w0 + 1} {
 		batch()

@@ -20,6 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // DefaultFilter is the filter replay and run use unless told otherwise:
@@ -55,8 +56,8 @@ const DefaultLateness = 5 * time.Second
 // agree).
 const maxOpenWindows = 64
 
-// CaptureConfig holds the flags replay and run share (DESIGN.md section
-// 5). Flags both will gain (exports, per-window files) belong here.
+// CaptureConfig holds the flags replay and run share (the common flags of
+// docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
 	Key      flow.KeyKind
 	Filter   string
@@ -72,6 +73,7 @@ type CaptureConfig struct {
 	Pin      bool
 	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
 	Export   ExportConfig
+	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
 
 	latenessSet bool
 
@@ -79,6 +81,10 @@ type CaptureConfig struct {
 	spec         string // the filter spec in effect: canonical, product defaults in
 	open         int    // windows open at once, each with a filter per worker
 	out, summary output // --out and --summary parsed
+
+	// damagedFiles, set by replay, counts the capture files found
+	// damaged, for the run totals (report.Config.DamagedFiles).
+	damagedFiles func() map[string]uint64
 }
 
 // newCaptureConfig returns the defaults of replay and run.
@@ -110,6 +116,7 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
 	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
 	c.Export.bind(fs)
+	c.Profile.BindFlags(fs)
 }
 
 // completeCaptureFlags registers the shell completions of the shared flags.
@@ -189,24 +196,32 @@ func (c *CaptureConfig) describe() string {
 		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
 	}
 	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
-		s += ", up to " + formatBytes(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
+		s += ", up to " + units.Approx(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
 	}
 	return s
 }
 
-// session is one replay or run: outputs opened, pipeline built.
+// session is one replay, run or collect: profiles started, outputs opened,
+// pipeline built.
 type session struct {
-	cfg      *CaptureConfig
-	pipe     *pipeline.Pipeline
-	reporter *report.Reporter
-	closers  []io.Closer
-	stderr   io.Writer
+	cfg         *CaptureConfig
+	pipe        *pipeline.Pipeline
+	reporter    *report.Reporter
+	closers     []io.Closer
+	stderr      io.Writer
+	stopProfile func() error // nil once stopped
 }
 
-// openSession opens the outputs and builds the pipeline. live selects the
-// live backpressure policy (drop and count) and wall-clock windows.
+// openSession starts the profiles cfg asks for, opens the outputs and
+// builds the pipeline. live selects the live backpressure policy (drop and
+// count) and wall-clock windows. The profiles run until the session is
+// closed (session.run closes it).
 func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
 	s := &session{cfg: cfg, stderr: stderr}
+	var err error
+	if s.stopProfile, err = cfg.Profile.start(); err != nil {
+		return nil, err
+	}
 	sinks, err := s.outputs(stdout, stderr)
 	if err != nil {
 		s.close()
@@ -217,8 +232,8 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		s.close()
 		return nil, err
 	}
-	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Sinks: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: exports})
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
+		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles})
 	if err != nil {
 		closeQueues(exports)
 		s.close()
@@ -260,10 +275,15 @@ func metricsRegistry(stats func() pipeline.Stats, filter string) *prometheus.Reg
 	return reg
 }
 
+// close closes the outputs and stops the profiles.
 func (s *session) close() error {
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
+	}
+	if s.stopProfile != nil {
+		errs = append(errs, s.stopProfile())
+		s.stopProfile = nil
 	}
 	return errors.Join(errs...)
 }

@@ -13,7 +13,7 @@
 // CaptureConfig.BindFlags: a flag both take is added there once.
 //
 // replay and run write their outputs through outputs.go: a plain file, or
-// a time pattern with one file per period (internal/outfile,
+// a time pattern with one file per period (report/outfile,
 // report.RecordFiles and SummaryFiles); plain files reopen on SIGHUP,
 // which replay and run catch from their start until the process exits
 // (hangup.go). tune wires the tune library.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowdedup/flowdedup/delivery"
+
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -35,11 +37,11 @@ func TestExportUsageErrors(t *testing.T) {
 		{[]string{"--export", "clickhouse://u:secret@127.0.0.1:8123/a-b"}, []string{`database name "a-b"`}},
 		{[]string{"--export", "ipfix://127.0.0.1:4739", "--export", "IPFIX://127.0.0.1:4739"}, []string{"ipfix://127.0.0.1:4739 is given twice"}},
 		{[]string{"--spool-max", "2GiB"}, []string{"--spool-max needs --spool"}},
-		{[]string{"--spool", "x", "--spool-max", "1024"}, []string{"--spool-max", "want a size such as"}},
-		{[]string{"--spool", "x", "--spool-max", "1kb"}, []string{"want a size such as"}},
+		{[]string{"--spool", "x", "--spool-max", "1024"}, []string{"--spool-max", "no unit"}},
+		{[]string{"--spool", "x", "--spool-max", "1kb"}, []string{"ambiguous", "B for bytes"}},
 		{[]string{"--spool", "x", "--spool-max", "0B"}, []string{"positive"}},
 		{[]string{"--spool", "x", "--spool-max", "-1GiB"}, []string{"positive"}},
-		{[]string{"--spool", "x", "--spool-max", "0.5B"}, []string{"positive"}},
+		{[]string{"--spool", "x", "--spool-max", "0.5B"}, []string{"whole number of bytes"}},
 		{[]string{"--spool", "x", "--spool-max", "1.5B"}, []string{"whole number of bytes"}},
 		{[]string{"--export-drain", "0s"}, []string{"--export-drain must be positive"}},
 		{[]string{"--export-drain", "soon"}, []string{"want a duration"}},
@@ -62,27 +64,6 @@ func TestExportUsageErrors(t *testing.T) {
 			if strings.Contains(errs, "secret") {
 				t.Errorf("%q: stderr shows the password: %q", args, errs)
 			}
-		}
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"1B": 1, "512MiB": 512 << 20, "1GiB": 1 << 30, "1gib": 1 << 30, "1.5GiB": 3 << 29,
-		"20 GiB": 20 << 30, "2TiB": 2 << 40, "4KiB": 4096,
-	} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "1", "1kb", "GiB", "1 GB", "NaNGiB", "InfGiB", "-1B", "0GiB", "1e30TiB"} {
-		if n, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", in, n)
-		}
-	}
-	for n, want := range map[int64]string{1 << 30: "1GiB", 3 << 29: "1536MiB", 1000: "1000B", 2 << 40: "2TiB"} {
-		if got := formatSize(n); got != want {
-			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
@@ -154,7 +135,7 @@ func TestExportSpoolLeftForNextRun(t *testing.T) {
 	}
 	// The spool is locked while a run uses it: two at once is an error
 	// of the run (exit 1), not a usage error.
-	sp, err := report.OpenSpool(spool, 1<<20)
+	sp, err := delivery.OpenSpool(spool, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +251,8 @@ func TestExportHelp(t *testing.T) {
 
 // The ClickHouse password from a file, from FLOWDEDUP_CLICKHOUSE_PASSWORD,
 // or in the URL (which works, with one warning), against a real server;
-// without it, or with a wrong one, the run goes on and counts the rejected
-// records; a password file that cannot be read refuses the command line
+// without it, or with a wrong one, the run goes on, says once what to fix,
+// and leaves the records in the spool for a run with the right one; a password file that cannot be read refuses the command line
 // (exit 2) naming the file. No password shows on stderr, in the summary
 // (export_dropped's key) or in the spool's directory names.
 func TestExportClickHousePassword(t *testing.T) {
@@ -306,7 +287,7 @@ func TestExportClickHousePassword(t *testing.T) {
 			summary := filepath.Join(t.TempDir(), "summary.jsonl")
 			spool := filepath.Join(t.TempDir(), "spool")
 			code, _, errs := run("replay", "--key", "src", "--filter", "exact", "--out", os.DevNull, "--summary", summary,
-				"--observer", observer, "--export", tc.url, "--spool", spool, "--export-drain", "10s", pcapPath("small.pcap"))
+				"--observer", observer, "--export", tc.url, "--spool", spool, "--export-drain", "2s", pcapPath("small.pcap"))
 			if code != ExitOK {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
@@ -323,13 +304,13 @@ func TestExportClickHousePassword(t *testing.T) {
 					t.Errorf("%s rows in flows, want %d; export_dropped %v\n%s", rows, s[0].Distinct, s[0].ExportDropped, errs)
 				}
 			} else {
-				// The summary of the last window is written before the
-				// Queue gives up on its records: the totals count them.
-				lost := fmt.Sprintf("export %s: sent 0 records and 0 window summaries, dropped %d (rejected %d)", dest, s[0].Distinct+1, s[0].Distinct+1)
-				if rows != "0" || !strings.Contains(errs, lost) {
-					t.Errorf("%s rows in flows, want 0; stderr lacks %q:\n%s", rows, lost, errs)
+				// A refused login waits for the operator: nothing is
+				// dropped, everything stays in the spool.
+				kept := fmt.Sprintf("export %s: sent 0 records and 0 window summaries, dropped 0, %d records and 1 window summaries left in the spool", dest, s[0].Distinct)
+				if rows != "0" || !strings.Contains(errs, kept) {
+					t.Errorf("%s rows in flows, want 0; stderr lacks %q:\n%s", rows, kept, errs)
 				}
-				if !strings.Contains(errs, "assword") || !strings.Contains(errs, "for user "+testutil.ClickHouseUser) {
+				if !strings.Contains(errs, "assword") || !strings.Contains(errs, "for user "+testutil.ClickHouseUser) || !strings.Contains(errs, "password_file") {
 					t.Errorf("stderr does not give the server's reason:\n%s", errs)
 				}
 			}

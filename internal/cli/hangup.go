@@ -8,7 +8,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/flowdedup/flowdedup/internal/outfile"
+	"github.com/flowdedup/flowdedup/report/outfile"
 )
 
 // hangup dispatches SIGHUP to the plain output files open in this process:

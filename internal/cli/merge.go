@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
+	"container/heap"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -20,6 +23,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/netwide"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/sketch"
 )
 
 // mergeFormats are merge's output formats.
@@ -59,7 +63,16 @@ So are summaries of different key kinds (one router's --key src, another's
 --key dst): the error names both kinds and the file and line of each. Summaries
 that do not say their kind (written by a flowdedup from before summaries had
 "key") are taken to count the others' kind, with a note on standard error.
-FILE - reads standard input.`
+FILE - reads standard input.
+
+merge streams: it reads all files at once, each in time order as flowdedup
+writes them, and writes a window as soon as no file can add to it, so its
+memory depends on the number of files, not of windows (three routers of 8000
+one-minute windows: about 40 MiB). A file that goes back to a window already
+written is an error naming its line; so is a sketch of a higher precision
+than flowdedup writes (14). text aligns its columns, so it prints when all is
+read; json and csv print as they go, and an error stops them where it is
+found (exit status 1).`
 
 const mergeExamples = `  flowdedup merge r1.jsonl r2.jsonl r3.jsonl
   flowdedup merge --by 1h --format csv summaries/*.jsonl > hourly.csv
@@ -85,6 +98,13 @@ func mergeCommand() command {
 
 // runMerge merges the summaries of files ("-" is stdin) as cfg says and
 // writes the groups to stdout.
+//
+// It streams: the files are read at once, each in its order, the summary
+// that starts first going next (a k-way merge on window start, as
+// flowdedup writes each file in time order), and a group goes out as soon
+// as no input can add to it. Memory is a summary and the open groups (a
+// sketch each) per input, however many windows the files hold. An error
+// stops the output where it is found, with the file and line.
 func runMerge(ctx context.Context, cfg *MergeConfig, files []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	switch {
 	case len(files) == 0:
@@ -97,17 +117,70 @@ func runMerge(ctx context.Context, cfg *MergeConfig, files []string, stdin io.Re
 	if n := countOf(files, "-"); n > 1 {
 		return usagef("standard input (-) given %d times: it can be read once", n)
 	}
-	m, err := netwide.New(netwide.Options{By: cfg.By})
+	m, err := netwide.New(netwide.Options{By: cfg.By, MaxPrecision: sketch.DefaultPrecision})
 	if err != nil {
 		return usageError{err}
 	}
+	ins := make(mergeInputs, 0, len(files))
+	defer func() {
+		for _, in := range ins {
+			in.close()
+		}
+	}()
 	for _, name := range files {
-		if err := mergeFile(ctx, m, name, stdin); err != nil {
+		in, err := openMergeInput(name, stdin)
+		if err != nil {
 			return err
+		}
+		in.order = len(ins)
+		ins = append(ins, in)
+	}
+	// Each input's first summary, before anything is written: the errors
+	// of a file's first line (a wrong kind, seed or format) come before
+	// any output.
+	next := make(mergeInputs, 0, len(ins))
+	for _, in := range ins {
+		ok, err := in.read()
+		if err != nil {
+			return err
+		}
+		if ok {
+			next = append(next, in)
+		}
+	}
+	heap.Init(&next)
+	out := newGroupWriter(stdout, cfg.Format)
+	for n := 0; len(next) > 0; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		in := next[0]
+		if err := m.Flush(in.s.StartNs, out.group); err != nil {
+			return err
+		}
+		if err := m.Add(&in.s); err != nil {
+			return err
+		}
+		ok, err := in.read()
+		if err != nil {
+			return err
+		}
+		if ok {
+			heap.Fix(&next, 0)
+		} else {
+			heap.Pop(&next)
 		}
 	}
 	groups, err := m.Groups()
 	if err != nil {
+		return err
+	}
+	for i := range groups {
+		if err := out.group(&groups[i]); err != nil {
+			return err
+		}
+	}
+	if err := out.close(m.Kind()); err != nil {
 		return err
 	}
 	if n := m.SkippedEmpty(); n > 0 {
@@ -120,7 +193,7 @@ func runMerge(ctx context.Context, cfg *MergeConfig, files []string, stdin io.Re
 	default:
 		fmt.Fprintf(stderr, "flowdedup merge: no summary says which --key it counts (an older flowdedup's): the merge cannot check that all count the same\n")
 	}
-	return writeGroups(stdout, cfg.Format, m.Kind(), groups)
+	return nil
 }
 
 func countOf(names []string, name string) int {
@@ -133,49 +206,77 @@ func countOf(names []string, name string) int {
 	return n
 }
 
-// mergeFile adds the summaries of file name to m. Errors name the file,
-// and the line of the summary at fault.
-func mergeFile(ctx context.Context, m *netwide.Merger, name string, stdin io.Reader) error {
-	r, observer := stdin, name
+// mergeInput is one summary file being read: s holds its next summary.
+type mergeInput struct {
+	name  string // as errors name it: the file, or "stdin"
+	f     *os.File
+	sr    *report.SummaryReader
+	rs    report.Summary
+	s     netwide.Summary
+	order int // the input's place on the command line: ties go in that order
+}
+
+func openMergeInput(name string, stdin io.Reader) (*mergeInput, error) {
+	in := &mergeInput{name: name}
+	r := stdin
 	if name == "-" {
-		observer = "stdin"
+		in.name = "stdin"
 	} else {
 		f, err := os.Open(name)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer f.Close()
-		r = f
+		in.f, r = f, f
 	}
-	sr := report.NewSummaryReader(r)
-	var s report.Summary
-	for n := 0; ; n++ {
-		if n%4096 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		err := sr.Read(&s)
-		if err == io.EOF {
-			return nil
-		}
-		var se *report.SummaryError
-		switch {
-		case errors.As(err, &se):
-			return fmt.Errorf("%s:%d: %w", observer, se.Line, se.Err)
-		case err != nil:
-			return fmt.Errorf("%s: %w", observer, err)
-		}
-		ns := netwide.Summary{
-			Observer: s.Observer, StartNs: s.StartNs, EndNs: s.EndNs,
-			Distinct: s.Distinct, DistinctEstimate: s.DistinctEstimate, Sketch: s.Sketch,
-			Key: s.Key, Source: observer + ":" + strconv.Itoa(sr.Line()),
-		}
-		if ns.Observer == "" {
-			ns.Observer = observer
-		}
-		if err := m.Add(&ns); err != nil {
-			return err
-		}
+	in.sr = report.NewSummaryReader(r)
+	return in, nil
+}
+
+func (in *mergeInput) close() {
+	if in.f != nil {
+		in.f.Close()
 	}
+}
+
+// read reads the input's next summary into in.s, and reports false at the
+// end of the input. Errors name the file, and the line at fault.
+func (in *mergeInput) read() (bool, error) {
+	err := in.sr.Read(&in.rs)
+	if err == io.EOF {
+		return false, nil
+	}
+	var se *report.SummaryError
+	switch {
+	case errors.As(err, &se):
+		return false, fmt.Errorf("%s:%d: %w", in.name, se.Line, se.Err)
+	case err != nil:
+		return false, fmt.Errorf("%s: %w", in.name, err)
+	}
+	s := &in.rs
+	in.s = netwide.Summary{
+		Observer: cmp.Or(s.Observer, in.name), StartNs: s.StartNs, EndNs: s.EndNs,
+		Distinct: s.Distinct, DistinctEstimate: s.DistinctEstimate, Sketch: s.Sketch,
+		Key: s.Key, Source: in.name + ":" + strconv.Itoa(in.sr.Line()),
+	}
+	return true, nil
+}
+
+// mergeInputs is a heap of inputs by the start of their next summary, then
+// their place on the command line.
+type mergeInputs []*mergeInput
+
+func (h mergeInputs) Len() int { return len(h) }
+func (h mergeInputs) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	return a.s.StartNs < b.s.StartNs || a.s.StartNs == b.s.StartNs && a.order < b.order
+}
+func (h mergeInputs) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *mergeInputs) Push(x any)   { *h = append(*h, x.(*mergeInput)) }
+func (h *mergeInputs) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // mergeRow is one group as merge writes it; the JSON field order is the
@@ -211,42 +312,64 @@ func kindName(k flow.KeyKind) string {
 
 func rfc3339(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
-// writeGroups writes the groups in format: text (a line saying the key
-// kind, then aligned columns, the observers last), json (one object per
-// line) or csv (a header line, the observers joined by spaces). kind is the
-// key kind of the summaries, for the text's first line.
-func writeGroups(w io.Writer, format string, kind flow.KeyKind, groups []netwide.Group) error {
+// groupWriter writes groups as they come, in format: text (a line saying
+// the key kind, then aligned columns, the observers last), json (one
+// object per line) or csv (a header line, the observers joined by
+// spaces). json and csv go out group by group; text aligns its columns
+// over all rows, so it keeps its lines (about 120 bytes a group) until
+// close, which says the key kind above them.
+type groupWriter struct {
+	w      io.Writer
+	format string
+	enc    *json.Encoder
+	cw     *csv.Writer
+	text   bytes.Buffer // text: the rows, tab-separated
+}
+
+func newGroupWriter(w io.Writer, format string) *groupWriter {
+	g := &groupWriter{w: w, format: format}
 	switch format {
 	case "json":
-		enc := json.NewEncoder(w)
-		for i := range groups {
-			if err := enc.Encode(newMergeRow(&groups[i])); err != nil {
-				return err
-			}
-		}
+		g.enc = json.NewEncoder(w)
+	case "csv":
+		g.cw = csv.NewWriter(w)
+		g.cw.Write(mergeColumns)
+	}
+	return g
+}
+
+func (g *groupWriter) group(gr *netwide.Group) error {
+	r := newMergeRow(gr)
+	switch g.format {
+	case "json":
+		return g.enc.Encode(r)
+	case "csv":
+		g.cw.Write([]string{r.Start, r.End, strings.Join(r.Observers, " "), strconv.Itoa(r.Summaries),
+			strconv.FormatUint(r.DistinctEstimate, 10), strconv.FormatUint(r.SumDistinctEstimate, 10), strconv.FormatUint(r.SumDistinct, 10), r.Key})
+		return g.cw.Error()
+	}
+	fmt.Fprintf(&g.text, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.Start, r.End, r.Summaries,
+		r.DistinctEstimate, r.SumDistinctEstimate, r.SumDistinct, strings.Join(r.Observers, ","))
+	return nil
+}
+
+// close writes what is left; kind is the key kind of the summaries, for
+// the text's first line.
+func (g *groupWriter) close(kind flow.KeyKind) error {
+	switch g.format {
+	case "json":
 		return nil
 	case "csv":
-		cw := csv.NewWriter(w)
-		cw.Write(mergeColumns)
-		for i := range groups {
-			r := newMergeRow(&groups[i])
-			cw.Write([]string{r.Start, r.End, strings.Join(r.Observers, " "), strconv.Itoa(r.Summaries),
-				strconv.FormatUint(r.DistinctEstimate, 10), strconv.FormatUint(r.SumDistinctEstimate, 10), strconv.FormatUint(r.SumDistinct, 10), r.Key})
-		}
-		cw.Flush()
-		return cw.Error()
+		g.cw.Flush()
+		return g.cw.Error()
 	}
 	if name := kindName(kind); name != "" {
-		fmt.Fprintf(w, "key: %s\n", name)
+		fmt.Fprintf(g.w, "key: %s\n", name)
 	} else {
-		fmt.Fprintln(w, "key: unknown (the summaries do not say)")
+		fmt.Fprintln(g.w, "key: unknown (the summaries do not say)")
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(g.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "start\tend\tsummaries\tdistinct_estimate\tsum_distinct_estimate\tsum_distinct\tobservers")
-	for i := range groups {
-		r := newMergeRow(&groups[i])
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.Start, r.End, r.Summaries,
-			r.DistinctEstimate, r.SumDistinctEstimate, r.SumDistinct, strings.Join(r.Observers, ","))
-	}
+	tw.Write(g.text.Bytes())
 	return tw.Flush()
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowdedup/flowdedup/internal/outfile"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/outfile"
 )
 
 // outputHelp is the part of replay's and run's help on --out, --summary,
@@ -117,9 +117,9 @@ func (c *CaptureConfig) checkOutputs() error {
 // a window's records reach their file before its summary is written.
 // Notices of pattern outputs (a left-over temporary file kept, a file
 // removed by --retain) go to stderr.
-func (s *session) outputs(stdout, stderr io.Writer) ([]report.Sink, error) {
+func (s *session) outputs(stdout, stderr io.Writer) ([]report.Destination, error) {
 	cfg := s.cfg
-	var sinks []report.Sink
+	var sinks []report.Destination
 	if cfg.out.pattern != nil {
 		files, err := s.files(cfg.out, stderr)
 		if err != nil {

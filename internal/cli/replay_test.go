@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/eval"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 var testPcaps = []string{"small.pcap", "small.pcapng", "vlan.pcap", "ipv6.pcap", "malformed.pcap", "fragments.pcap", "windows.pcap", "zipf.pcap.gz"}
@@ -96,7 +97,7 @@ func keyString(t *testing.T, kind, src, dst string) string {
 // every shipped capture and the address key kinds.
 func TestReplayExactMatchesTshark(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark not installed (Debian package tshark; .ci/run installs it)")
+		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
 	for _, name := range testPcaps {
 		for _, kind := range []string{"src", "dst", "pair"} {
@@ -216,7 +217,7 @@ func TestReplayGoesOnAfterCorruptFile(t *testing.T) {
 // why (records are never split: see report's failure tests).
 func TestReplayFullDiskExitCode(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("no /dev/full on this system")
+		testutil.SkipOrFail(t, "no /dev/full on this system")
 	}
 	var stderr bytes.Buffer
 	code := Main(context.Background(), []string{"replay", "--out", "/dev/full", "--filter", "exact", pcapPath("small.pcap")}, new(bytes.Buffer), &stderr)

@@ -60,6 +60,11 @@ type NfdumpFlow struct {
 	// First is the flow's start (flowStartMilliseconds), to the
 	// millisecond.
 	First time.Time
+	// Duration is the flow's end (flowEndMilliseconds) less its start, as
+	// nfdump shows it: 0 for flowdedup's records, which end where they
+	// start; without an end nfdump takes 1970 and shows a huge negative
+	// duration.
+	Duration time.Duration
 }
 
 // StartNfcapd starts nfcapd on a free UDP port of 127.0.0.1 with a
@@ -318,6 +323,7 @@ func readNfdump(tb testing.TB, dir string) (flows []NfdumpFlow, sysIDs []uint32)
 		Type     string `json:"type"`
 		SysID    uint32 `json:"export_sysid"`
 		First    string `json:"first"`
+		Last     string `json:"last"`
 		Proto    uint8  `json:"proto"`
 		SrcPort  uint16 `json:"src_port"`
 		DstPort  uint16 `json:"dst_port"`
@@ -345,6 +351,11 @@ func readNfdump(tb testing.TB, dir string) (flows []NfdumpFlow, sysIDs []uint32)
 			// nfdump prints local time with milliseconds and no zone;
 			// TZ=UTC above makes that UTC.
 			f.First, err = time.ParseInLocation("2006-01-02T15:04:05.000", r.First, time.UTC)
+		}
+		var last time.Time
+		if err == nil {
+			last, err = time.ParseInLocation("2006-01-02T15:04:05.000", r.Last, time.UTC)
+			f.Duration = last.Sub(f.First)
 		}
 		if err != nil {
 			tb.Fatalf("nfdump flow %d: %v", i, err)

@@ -11,7 +11,7 @@ import (
 
 // BenchmarkRecords: encoding and inserting batches of 5-tuple records
 // (IPv4 and IPv6) into a real server, one INSERT per batch, as
-// report.Queue calls it. rows/s is the figure to read.
+// delivery.Queue calls it. rows/s is the figure to read.
 func BenchmarkRecords(b *testing.B) {
 	ch := testutil.StartClickHouse(b)
 	for _, size := range []int{1000, 10000} {

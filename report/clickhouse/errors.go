@@ -49,10 +49,12 @@ const (
 )
 
 // permanentCodes are the error codes of requests that fail the same way
-// however often they are sent: the data or the statement is wrong, or the
-// server does not let this user write. Everything else (timeouts, memory
-// or part limits, too many queries, a locked session, a server shutting
-// down, codes this list does not know) is taken as transient.
+// however often they are sent: the rows or the statement are wrong. Only
+// they wrap report.ErrRejected. Everything else (a refused login, a user
+// without the right to write, timeouts, memory or part limits, too many
+// queries, a locked session, a server shutting down, codes this list does
+// not know) is taken as transient: the batches wait (in the spool, with
+// --spool) until the operator or the server fixes it.
 var permanentCodes = map[int]string{
 	1:   "UNSUPPORTED_METHOD",
 	6:   "CANNOT_PARSE_TEXT",
@@ -81,17 +83,25 @@ var permanentCodes = map[int]string{
 	115: "UNKNOWN_SETTING",
 	117: "INCORRECT_DATA",
 	131: "TOO_LARGE_STRING_SIZE",
-	164: "READONLY",
-	192: "UNKNOWN_USER",
-	193: "WRONG_PASSWORD",
-	194: "REQUIRED_PASSWORD",
-	195: "IP_ADDRESS_NOT_ALLOWED",
-	291: "DATABASE_ACCESS_DENIED",
 	321: "VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE",
 	386: "NO_COMMON_TYPE",
-	497: "ACCESS_DENIED",
-	516: "AUTHENTICATION_FAILED",
 }
+
+// fixes are the transient error codes that wait for the operator rather
+// than for the server: with the name ClickHouse gives them and what to fix.
+var fixes = map[int]struct{ name, fix string }{
+	codeUnknownDatabase: {"UNKNOWN_DATABASE", "the database is created again on the next attempt; if this persists, let the user create it or create it by hand"},
+	164:                 {"READONLY", "the user may not write: give it a profile with readonly = 0 in the server's users.xml (or GRANT INSERT, CREATE on the database)"},
+	192:                 {"UNKNOWN_USER", "the server has no such user: fix the user of the --export URL, or add the user to the server's users.xml"},
+	193:                 {"WRONG_PASSWORD", fixPassword},
+	194:                 {"REQUIRED_PASSWORD", fixPassword},
+	195:                 {"IP_ADDRESS_NOT_ALLOWED", "the server does not let this user log in from this host: add its address to the user's <networks> in the server's users.xml"},
+	291:                 {"DATABASE_ACCESS_DENIED", "the user may not use this database: add it to the user's <allow_databases> in the server's users.xml"},
+	497:                 {"ACCESS_DENIED", "the user may not write here: GRANT INSERT, CREATE on the database to it"},
+	516:                 {"AUTHENTICATION_FAILED", fixPassword},
+}
+
+const fixPassword = "fix the user or password of the --export URL (password_file=FILE, or FLOWDEDUP_CLICKHOUSE_PASSWORD)"
 
 // schemaCodes are the error codes that say the database, a table or a
 // column is not what the Exporter found when it last looked: someone
@@ -129,30 +139,62 @@ func (e *ServerError) Error() string {
 	if e.Permanent() {
 		kind = "permanent"
 	}
-	if e.Code == 0 {
-		return fmt.Sprintf("HTTP %d (%s): %s", e.Status, kind, e.Message)
+	var msg string
+	switch name := e.codeName(); {
+	case e.Code == 0:
+		msg = fmt.Sprintf("HTTP %d (%s): %s", e.Status, kind, e.Message)
+	case name != "":
+		msg = fmt.Sprintf("server error %d %s (HTTP %d, %s): %s", e.Code, name, e.Status, kind, e.Message)
+	default:
+		msg = fmt.Sprintf("server error %d (HTTP %d, %s): %s", e.Code, e.Status, kind, e.Message)
 	}
-	if name := permanentCodes[e.Code]; name != "" {
-		return fmt.Sprintf("server error %d %s (HTTP %d, %s): %s", e.Code, name, e.Status, kind, e.Message)
+	if fix := e.Fix(); fix != "" {
+		msg += "; " + fix
 	}
-	return fmt.Sprintf("server error %d (HTTP %d, %s): %s", e.Code, e.Status, kind, e.Message)
+	return msg
 }
 
-// Permanent reports whether sending the same request again would fail the
-// same way: a ClickHouse error code of bad data, a bad statement or a
-// refused login (see permanentCodes), or, without a code, an HTTP status
-// of 3xx or 4xx other than 408 and 429 (the address is not a ClickHouse
-// HTTP interface). Timeouts, limits, a server shutting down, a 5xx without
-// a code, and codes not listed are transient.
+func (e *ServerError) codeName() string {
+	if name := permanentCodes[e.Code]; name != "" {
+		return name
+	}
+	return fixes[e.Code].name
+}
+
+// Fix says what the operator has to change for requests to succeed, when
+// the error is one that waits for the operator (a refused login, a user
+// without the right to write, an address that is not ClickHouse's HTTP
+// interface), and "" otherwise.
+func (e *ServerError) Fix() string {
+	if e.Code != 0 {
+		return fixes[e.Code].fix
+	}
+	switch {
+	case e.Status == http.StatusUnauthorized, e.Status == http.StatusProxyAuthRequired:
+		return fixPassword
+	case e.Status == http.StatusForbidden:
+		return "the server, or something in front of it, refuses this user: check the user of the --export URL and its rights"
+	case 300 <= e.Status && e.Status < 500 && !e.Permanent() && e.Status != http.StatusRequestTimeout && e.Status != http.StatusTooManyRequests:
+		return "the address does not answer as a ClickHouse HTTP interface: check the host and port of the --export URL (8123 by default)"
+	}
+	return ""
+}
+
+// Permanent reports whether sending the same rows again would fail the
+// same way: a ClickHouse error code of bad data or a bad statement (see
+// permanentCodes), or, without a code, an HTTP status that refuses the
+// request's content (400, 413, 415, 422). A refused login, a user without
+// the right to write, an unknown database, timeouts, limits, a server
+// shutting down, an address that is not ClickHouse (3xx, 404), any 5xx and
+// codes not listed are transient: they pass when the operator or the
+// server fixes them, and the batches wait until then.
 func (e *ServerError) Permanent() bool {
 	if e.Code != 0 {
 		_, ok := permanentCodes[e.Code]
 		return ok
 	}
-	switch {
-	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusTooManyRequests:
-		return false
-	case 300 <= e.Status && e.Status < 500:
+	switch e.Status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
 		return true
 	}
 	return false

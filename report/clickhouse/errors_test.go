@@ -28,7 +28,7 @@ var serverAnswers = []struct {
 	{"18.16 truncated RowBinary", 500, "", "Code: 33, e.displayText() = DB::Exception: Cannot read all data. Bytes read: 2. Bytes expected: 4.: (at row 3)\n, e.what() = DB::Exception\n",
 		33, true, "DB::Exception: Cannot read all data. Bytes read: 2. Bytes expected: 4.: (at row 3)"},
 	{"18.16 wrong password", 401, "", "Code: 193, e.displayText() = DB::Exception: Wrong password for user flow, e.what() = DB::Exception\n",
-		193, true, "DB::Exception: Wrong password for user flow"},
+		193, false, "DB::Exception: Wrong password for user flow"},
 	{"18.16 session locked", 500, "", "Code: 373, e.displayText() = DB::Exception: Session is locked by a concurrent client., e.what() = DB::Exception\n",
 		373, false, "DB::Exception: Session is locked by a concurrent client."},
 	{"current no such column", 400, "16", "Code: 16. DB::Exception: No such column sport in table db.flows. (NO_SUCH_COLUMN_IN_TABLE) (version 24.3.1.1)\n",
@@ -36,15 +36,21 @@ var serverAnswers = []struct {
 	{"current too many parts", 500, "252", "Code: 252. DB::Exception: Too many parts (300). (TOO_MANY_PARTS) (version 24.3.1.1)",
 		252, false, "DB::Exception: Too many parts (300). (TOO_MANY_PARTS) (version 24.3.1.1)"},
 	{"current auth", 403, "516", "Code: 516. DB::Exception: default: Authentication failed. (AUTHENTICATION_FAILED) (version 24.3.1.1)",
-		516, true, "DB::Exception: default: Authentication failed. (AUTHENTICATION_FAILED) (version 24.3.1.1)"},
+		516, false, "DB::Exception: default: Authentication failed. (AUTHENTICATION_FAILED) (version 24.3.1.1)"},
 	{"header only", 500, "241", "", 241, false, "Internal Server Error"},
 	{"header and other text", 500, "62", "Syntax error", 62, true, "Syntax error"},
 	{"proxy 502", 502, "", "<html>Bad Gateway</html>", 0, false, "<html>Bad Gateway</html>"},
 	{"proxy 503 empty", 503, "", "", 0, false, "Service Unavailable"},
-	{"not clickhouse 404", 404, "", "404 page not found\n", 0, true, "404 page not found"},
+	{"not clickhouse 404", 404, "", "404 page not found\n", 0, false, "404 page not found"},
+	{"proxy 401", 401, "", "Unauthorized", 0, false, "Unauthorized"},
+	{"proxy 413", 413, "", "", 0, true, "Request Entity Too Large"},
+	{"18.16 readonly", 500, "", "Code: 164, e.displayText() = DB::Exception: Cannot execute query in readonly mode, e.what() = DB::Exception\n",
+		164, false, "DB::Exception: Cannot execute query in readonly mode"},
+	{"18.16 unknown database", 404, "", "Code: 81, e.displayText() = DB::Exception: Database nosuch doesn't exist, e.what() = DB::Exception\n",
+		81, false, "DB::Exception: Database nosuch doesn't exist"},
 	{"408", 408, "", "", 0, false, "Request Timeout"},
 	{"429", 429, "", "slow down", 0, false, "slow down"},
-	{"redirect", 301, "", "", 0, true, "Moved Permanently"},
+	{"redirect", 301, "", "", 0, false, "Moved Permanently"},
 	{"code too long", 500, "", "Code: 12345678901234567890, x", 0, false, "Code: 12345678901234567890, x"},
 	{"code alone", 500, "", "Code: ", 0, false, "Code:"},
 	{"code without text", 500, "", "Code: 62", 62, true, "Internal Server Error"},
@@ -124,5 +130,40 @@ func TestServerRejectsMalformedRows(t *testing.T) {
 	t.Logf("18.16 answers: %v", err)
 	if n := ch.Query(t, "SELECT count() FROM malformed.flows"); n != "0\n" {
 		t.Errorf("flows holds %s rows", n)
+	}
+}
+
+// An error that waits for the operator says what to change; one that
+// waits for the server, or rejects the rows, says nothing of the kind.
+func TestServerErrorSaysWhatToFix(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		want   string // in Error(), "" for no fix
+	}{
+		{"wrong password", 401, "Code: 193, e.displayText() = DB::Exception: Wrong password for user flow, e.what() = DB::Exception", "password_file"},
+		{"no password", 401, "Code: 194, e.displayText() = DB::Exception: Password required for user flow, e.what() = DB::Exception", "FLOWDEDUP_CLICKHOUSE_PASSWORD"},
+		{"unknown user", 401, "Code: 192, e.displayText() = DB::Exception: Unknown user x, e.what() = DB::Exception", "users.xml"},
+		{"readonly", 500, "Code: 164, e.displayText() = DB::Exception: Cannot execute query in readonly mode, e.what() = DB::Exception", "readonly = 0"},
+		{"host not allowed", 500, "Code: 195, e.displayText() = DB::Exception: User x is not allowed to connect from address 127.0.0.1, e.what() = DB::Exception", "<networks>"},
+		{"database denied", 500, "Code: 291, e.displayText() = DB::Exception: Access denied to database x, e.what() = DB::Exception", "<allow_databases>"},
+		{"proxy 401", 401, "", "password"},
+		{"not clickhouse", 404, "404 page not found", "host and port"},
+		{"too many parts", 500, "Code: 252, e.displayText() = DB::Exception: Too many parts (300), e.what() = DB::Exception", ""},
+		{"bad rows", 500, "Code: 33, e.displayText() = DB::Exception: Cannot read all data, e.what() = DB::Exception", ""},
+		{"proxy 503", 503, "", ""},
+	} {
+		e := parseServerError(tc.status, http.Header{}, []byte(tc.body))
+		msg := e.Error()
+		if tc.want == "" {
+			if e.Fix() != "" {
+				t.Errorf("%s: %q says a fix", tc.name, msg)
+			}
+			continue
+		}
+		if e.Permanent() || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "transient") {
+			t.Errorf("%s: %q (permanent %v), want a transient error that says %q", tc.name, msg, e.Permanent(), tc.want)
+		}
 	}
 }

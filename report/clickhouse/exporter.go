@@ -61,11 +61,11 @@ type Stats struct {
 
 // An Exporter writes distinct-flow records and window summaries to the
 // flows and windows tables of a ClickHouse database over its HTTP
-// interface: it is the report.Sink of a clickhouse:// --export destination.
-// See the package documentation for the tables, idempotent retries and
-// failures.
+// interface: it is the report.Destination of a clickhouse:// --export destination.
+// The package documentation says how it fails; the repository's
+// docs/export.md describes its tables and idempotent retries.
 //
-// An Exporter is not safe for concurrent use (report.Sink's rule: one
+// An Exporter is not safe for concurrent use (report.Destination's rule: one
 // goroutine at a time). It starts no goroutines of its own.
 type Exporter struct {
 	cfg           Config
@@ -93,7 +93,7 @@ type Exporter struct {
 	closed bool
 }
 
-var _ report.Sink = (*Exporter)(nil)
+var _ report.Destination = (*Exporter)(nil)
 
 // maxUnsure bounds Exporter.unsure: batches the caller gave up on are
 // never given again, and their IDs must not pile up. Forgetting one only
@@ -105,7 +105,7 @@ const maxUnsure = 4096
 // is down, or a name that does not resolve yet, is reported by those calls
 // as a transient error. Only a malformed Config is an error (ErrConfig).
 func New(cfg Config) (*Exporter, error) {
-	if err := checkAddress(cfg.Address); err != nil {
+	if err := report.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := checkDatabase(cfg.Database); err != nil || cfg.Database == "" {

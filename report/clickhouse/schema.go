@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/flowdedup/flowdedup/report"
 )
 
-// Names of the tables in the database, DESIGN.md section 7.
+// Names of the tables in the database (docs/architecture.md#export).
 const (
 	FlowsTable   = "flows"
 	WindowsTable = "windows"
@@ -31,8 +29,8 @@ type table struct {
 	columns string // the column list, quoted: `a`, `b`, ...
 }
 
-// flowsColumns are the columns of flows: DESIGN.md section 7's, then kind
-// and batch. They are written in this order.
+// flowsColumns are the columns of flows: those of the first release, then
+// kind and batch. They are written in this order.
 var flowsColumns = []column{
 	{"observer", "String"},
 	{"window", "DateTime('UTC')"},
@@ -53,8 +51,8 @@ var flowsColumns = []column{
 	{"batch", "UInt64"},
 }
 
-// windowsColumns are the columns of windows: DESIGN.md section 7's, then
-// the other counts of a summary, its filter, kind and final flag, and id.
+// windowsColumns are the columns of windows: those of the first release,
+// then the other counts of a summary, its filter, kind and final flag, and id.
 var windowsColumns = []column{
 	{"observer", "String"},
 	{"window_start", "DateTime('UTC')"},
@@ -77,15 +75,29 @@ var windowsColumns = []column{
 	{"id", "UInt64"},
 }
 
+// The engines. Both tables are ReplacingMergeTree: rows equal in every
+// column of the sort key are one row once the server has merged their
+// parts, and every query with FINAL counts them once before that. A
+// flows row's sort key is every column that says what was seen (observer,
+// window, key, its time; src, dst and kind follow from the key), so that
+// the same capture exported twice (a re-run import, a spool sent again
+// by another process) is counted once; batch, which differs between runs,
+// is not in it. A windows row's key ends with id, the hash of every other
+// column. Both begin with the window and observer, so per-window queries
+// read their window's rows only, and addresses of a window compress
+// together.
+const (
+	flowsEngine = "ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(`window`) " +
+		"ORDER BY (`window`, `observer`, `src`, `dst`, `kind`, `key`, `ts`, `ts_ns`)"
+	windowsEngine = "ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(`window_start`) " +
+		"ORDER BY (`window_start`, `observer`, `id`)"
+)
+
 var (
-	flowsTable = newTable(FlowsTable, flowsColumns,
-		// One partition per month of windows: old months go with ALTER
-		// TABLE ... DROP PARTITION. The sort key serves per-window
-		// queries (uniqExact(src) over a window reads its rows only)
-		// and compresses addresses within a window.
-		"ENGINE = MergeTree PARTITION BY toYYYYMM(`window`) ORDER BY (`window`, `observer`, `src`, `dst`)")
-	windowsTable = newTable(WindowsTable, windowsColumns,
-		"ENGINE = MergeTree PARTITION BY toYYYYMM(`window_start`) ORDER BY (`window_start`, `observer`)")
+	// One partition per month of windows: old months go with ALTER
+	// TABLE ... DROP PARTITION.
+	flowsTable   = newTable(FlowsTable, flowsColumns, flowsEngine)
+	windowsTable = newTable(WindowsTable, windowsColumns, windowsEngine)
 )
 
 func newTable(name string, cols []column, engine string) *table {
@@ -204,9 +216,10 @@ func sameType(want, got string) bool {
 }
 
 // SchemaError says that a table exists with a column this package cannot
-// write: missing, or of another type. It wraps ErrSchema and
-// report.ErrRejected (retrying does not help): alter or drop the table, or
-// export to another database.
+// write: missing, or of another type. It wraps ErrSchema and is transient
+// (the rows are not at fault, the table is): the batches wait, in the spool
+// with --spool, until the table is altered or dropped, and the next attempt
+// looks at it again.
 type SchemaError struct {
 	Table  string // DB.TABLE
 	Column string
@@ -221,5 +234,5 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("clickhouse: table %s: column %s is %s, want %s: alter it, or drop the table and let it be created", e.Table, e.Column, e.Got, e.Want)
 }
 
-// Unwrap returns ErrSchema and report.ErrRejected.
-func (e *SchemaError) Unwrap() []error { return []error{ErrSchema, report.ErrRejected} }
+// Unwrap returns ErrSchema.
+func (e *SchemaError) Unwrap() error { return ErrSchema }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/flowdedup/flowdedup/report"
 )
 
 // Scheme is the URL scheme of the --export destinations this package
@@ -116,7 +116,7 @@ func ParseURL(s string) (URL, error) {
 	if u.Opaque != "" || u.Fragment != "" || u.ForceQuery {
 		return URL{}, fmt.Errorf("%w %q: want %s://HOST:PORT/DB[?%s=PATH], with no fragment", ErrURL, shown, Scheme, PasswordFileParam)
 	}
-	if err := checkAddress(u.Host); err != nil {
+	if err := report.CheckAddress(u.Host); err != nil {
 		return URL{}, fmt.Errorf("%w %q: %v", ErrURL, shown, err)
 	}
 	db := strings.TrimPrefix(u.Path, "/")
@@ -280,22 +280,6 @@ func redactURLError(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// checkAddress checks that addr is HOST:PORT with a non-empty host and a
-// port from 1 to 65535.
-func checkAddress(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("address %q: want HOST:PORT (%v)", addr, err)
-	}
-	if host == "" {
-		return fmt.Errorf("address %q has no host", addr)
-	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return fmt.Errorf("address %q: port %q is not a number from 1 to 65535", addr, port)
-	}
-	return nil
 }
 
 // checkDatabase checks that db is a plain identifier.

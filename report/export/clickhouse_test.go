@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/delivery"
+
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -27,7 +29,7 @@ import (
 func TestClickHouseStoppedMidRun(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	says := &notices{}
-	spool, err := report.OpenSpool(t.TempDir(), 1<<30)
+	spool, err := delivery.OpenSpool(t.TempDir(), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: "r1", Filter: "exact", Exports: []*report.Queue{q}})
+	r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: "r1", Filter: "exact", Exports: []report.Export{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +102,9 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	dir := t.TempDir()
-	run := func(observer string, recs []pipeline.Record, hour int) report.QueueStats {
+	run := func(observer string, recs []pipeline.Record, hour int) report.ExportStats {
 		t.Helper()
-		spool, err := report.OpenSpool(dir, 1<<30)
+		spool, err := delivery.OpenSpool(dir, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +115,7 @@ func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Filter: "exact", Exports: []*report.Queue{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Filter: "exact", Exports: []report.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,9 +169,9 @@ func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 
 // The password of a clickhouse:// destination from a password_file: the
 // records of a run through a Reporter and a Queue land in flows. Without
-// the password (no file, no environment), the server refuses each insert:
-// the Queue drops the batches as rejected and says why with the server's
-// message, and neither the notices, the destination's name (the summaries'
+// the password (no file, no environment), the server refuses the login:
+// that waits for the operator, so the batches stay in the spool, the Queue
+// says why once with the server's message and what to fix, and neither the notices, the destination's name (the summaries'
 // export_dropped key and the metrics' dest label) nor the spool's
 // directory names hold a password.
 func TestClickHousePasswordFile(t *testing.T) {
@@ -190,7 +192,7 @@ func TestClickHousePasswordFile(t *testing.T) {
 	} {
 		says := &notices{}
 		spoolDir := t.TempDir()
-		spool, err := report.OpenSpool(spoolDir, 1<<30)
+		spool, err := delivery.OpenSpool(spoolDir, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +203,7 @@ func TestClickHousePasswordFile(t *testing.T) {
 		if q.Dest() != dest {
 			t.Errorf("%s: Dest %q, want %q", tc.name, q.Dest(), dest)
 		}
-		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: tc.observer, Filter: "exact", Exports: []*report.Queue{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: tc.observer, Filter: "exact", Exports: []report.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,17 +221,18 @@ func TestClickHousePasswordFile(t *testing.T) {
 		n := says.String()
 		t.Logf("%s: stats %+v, notices:\n%s", tc.name, st, n)
 		if tc.ok {
-			if st.Sent != 300 || st.Dropped[report.DropRejected] != 0 {
+			if st.Sent != 300 || st.Dropped[delivery.DropRejected] != 0 {
 				t.Errorf("%s: stats %+v, want 300 sent", tc.name, st)
 			}
 			if got := strings.TrimSpace(ch.Query(t, "SELECT count() FROM secret.flows WHERE observer = 'with'")); got != "300" {
 				t.Errorf("%s: %s rows in flows, want 300", tc.name, got)
 			}
 		} else {
-			if st.Sent != 0 || st.Dropped[report.DropRejected] != 300 {
-				t.Errorf("%s: stats %+v, want 300 rejected", tc.name, st)
+			if st.Sent != 0 || st.Dropped[delivery.DropRejected] != 0 || st.Spooled != 300 {
+				t.Errorf("%s: stats %+v, want 300 in the spool, none rejected", tc.name, st)
 			}
-			if !strings.Contains(n, "export "+dest+": rejected") || !strings.Contains(n, "Password required for user "+testutil.ClickHouseUser) {
+			if strings.Count(n, "export "+dest+": unreachable") != 1 || !strings.Contains(n, "Password required for user "+testutil.ClickHouseUser) ||
+				!strings.Contains(n, "password_file") {
 				t.Errorf("%s: notices do not say the server refused the login:\n%s", tc.name, n)
 			}
 		}

@@ -1,9 +1,9 @@
-// Package export opens the --export destinations of replay and run
-// (DESIGN.md section 7): [Open] reads a destination's URL, makes the Sink
-// of its scheme and wraps it in a report.Queue, which the CLI gives to the
-// Reporter (report.Config.Exports) and to Prometheus
-// (report.NewExportCollector). [Check] refuses a malformed URL with Open's
-// error without opening anything, for a command line's usage errors.
+// Package export opens the --export destinations of replay and run: [Open]
+// reads a destination's URL, makes the Destination of its scheme and wraps
+// it in a delivery.Queue, which the CLI gives to the Reporter
+// (report.Config.Exports) and to Prometheus (delivery.NewCollector).
+// [Check] refuses a malformed URL with Open's error without opening
+// anything, for a command line's usage errors.
 //
 // Schemes:
 //
@@ -17,11 +17,11 @@
 // Options.Notices that every user of the host can read it there.
 //
 // Each scheme also chooses its batching: IPFIX takes small batches
-// (report.DefaultBatchSize, report.DefaultBatchAge), so that records reach
+// (delivery.DefaultBatchSize, delivery.DefaultBatchAge), so that records reach
 // the collector within a second; ClickHouse large ones (65536 rows, at
 // most every 2 s), as it asks for few, large inserts. An IPFIX Queue
 // gives its batches the run's Options.ObservationDomain
-// (report.QueueConfig.Domain), so that a batch spooled by one run goes out
+// (delivery.QueueConfig.Domain), so that a batch spooled by one run goes out
 // under that run's domain when a later run, with another
 // --observation-domain, sends it. A destination is named in summaries,
 // metrics, notices and the spool by [Dest]: its URL without credentials,
@@ -29,7 +29,7 @@
 //
 // Lifecycle: Open starts the Queue's goroutines; the Reporter closes the
 // Queue (draining it for up to Options.DrainTimeout), which closes the
-// Sink. A destination that is down at start is not an error of Open: the
+// Destination. A destination that is down at start is not an error of Open: the
 // Queue retries, spools (Options.Spool) or counts, and says so once on
 // Options.Notices.
 package export

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowdedup/flowdedup/delivery"
+
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/report/clickhouse"
@@ -28,21 +30,21 @@ type Options struct {
 	// ObservationDomain is the IPFIX observation domain ID
 	// (--observation-domain) of this run's records: an IPFIX
 	// destination's Queue gives it to every batch
-	// (report.QueueConfig.Domain), so that the batches it spools keep it,
+	// (delivery.QueueConfig.Domain), so that the batches it spools keep it,
 	// and batches spooled by an earlier run go out under that run's.
 	ObservationDomain uint32
 	// Spool, when not nil, keeps what a destination cannot take yet on
 	// disk (--spool, --spool-max).
-	Spool *report.Spool
+	Spool *delivery.Spool
 	// DrainTimeout bounds how long closing a Queue tries to deliver what is
-	// queued (--export-drain); zero means report.DefaultDrainTimeout.
+	// queued (--export-drain); zero means delivery.DefaultDrainTimeout.
 	DrainTimeout time.Duration
 	// Notices receives the destinations' state changes, a line each
 	// (stderr), and the warning about a password written in a URL; nil
 	// says nothing.
 	Notices io.Writer
 	// Wait makes a destination that is up but slower than the run slow
-	// the run down rather than lose records (report.QueueConfig.Wait):
+	// the run down rather than lose records (delivery.QueueConfig.Wait):
 	// replay sets it, live capture does not.
 	Wait bool
 	// Env is where a destination finds a password its URL does not hold
@@ -52,7 +54,7 @@ type Options struct {
 }
 
 // opener makes the Sink of a URL and says how its Queue batches.
-type opener func(raw string, o *Options) (report.Sink, report.QueueConfig, error)
+type opener func(raw string, o *Options) (report.Destination, delivery.QueueConfig, error)
 
 // destination is what a scheme serves: check parses a URL (and reads the
 // secrets it names) without making anything, open makes its Sink.
@@ -85,7 +87,7 @@ func Schemes() []string {
 // is down) and returns it in a running Queue named Dest(rawURL). A
 // malformed URL, a scheme no destination serves (ErrScheme, listing those
 // that are) and a Config the destination refuses are errors.
-func Open(rawURL string, o Options) (*report.Queue, error) {
+func Open(rawURL string, o Options) (*delivery.Queue, error) {
 	d, err := lookup(rawURL)
 	if err != nil {
 		return nil, err
@@ -98,7 +100,7 @@ func Open(rawURL string, o Options) (*report.Queue, error) {
 	qc.DrainTimeout = o.DrainTimeout
 	qc.Notices = o.Notices
 	qc.Wait = o.Wait
-	q, err := report.NewQueue(Dest(rawURL), sink, qc)
+	q, err := delivery.NewQueue(Dest(rawURL), sink, qc)
 	if err != nil {
 		sink.Close()
 		return nil, err
@@ -136,10 +138,10 @@ func lookup(rawURL string) (destination, error) {
 
 // OpenAll opens every URL (see Open). The same destination given twice is
 // an error, and so is any Open's: the Queues opened before it are closed.
-func OpenAll(rawURLs []string, o Options) ([]*report.Queue, error) {
-	var qs []*report.Queue
+func OpenAll(rawURLs []string, o Options) ([]*delivery.Queue, error) {
+	var qs []*delivery.Queue
 	seen := make(map[string]bool)
-	fail := func(err error) ([]*report.Queue, error) {
+	fail := func(err error) ([]*delivery.Queue, error) {
 		for _, q := range qs {
 			q.Close()
 		}
@@ -190,21 +192,21 @@ func checkIPFIX(raw string, _ clickhouse.Env) error {
 	return err
 }
 
-func openIPFIX(raw string, o *Options) (report.Sink, report.QueueConfig, error) {
+func openIPFIX(raw string, o *Options) (report.Destination, delivery.QueueConfig, error) {
 	cfg, err := ipfix.ParseURL(raw)
 	if err != nil {
-		return nil, report.QueueConfig{}, err
+		return nil, delivery.QueueConfig{}, err
 	}
 	cfg.Kind = o.Kind
 	cfg.ObservationDomain = o.ObservationDomain
 	e, err := ipfix.New(cfg)
 	if err != nil {
-		return nil, report.QueueConfig{}, err
+		return nil, delivery.QueueConfig{}, err
 	}
 	// The report defaults: batches of 1024 records (about 15 messages on a
 	// 1500-byte path), out within a second. The batches carry this run's
 	// domain, through the spool.
-	return e, report.QueueConfig{Domain: report.Domain{ID: o.ObservationDomain, Valid: true}}, nil
+	return e, delivery.QueueConfig{Domain: report.Domain{ID: o.ObservationDomain, Valid: true}}, nil
 }
 
 // ClickHouse batching: ClickHouse asks for inserts of 1,000 to 100,000
@@ -245,10 +247,10 @@ const ExposedPassword = "the password is written in the --export URL, where ever
 	"put it in a file readable by this user alone and add ?" + clickhouse.PasswordFileParam + "=PATH to the URL (with systemd: LoadCredential= and " +
 	clickhouse.PasswordFileParam + "=${" + clickhouse.CredentialsDirVar + "}/NAME), or set " + clickhouse.PasswordEnv + " and leave the password out"
 
-func openClickHouse(raw string, o *Options) (report.Sink, report.QueueConfig, error) {
+func openClickHouse(raw string, o *Options) (report.Destination, delivery.QueueConfig, error) {
 	cfg, exposed, err := clickHouseConfig(raw, o.Env)
 	if err != nil {
-		return nil, report.QueueConfig{}, err
+		return nil, delivery.QueueConfig{}, err
 	}
 	if exposed && o.Notices != nil {
 		io.WriteString(o.Notices, "flowdedup: export "+Dest(raw)+": warning: "+ExposedPassword+"\n")
@@ -257,7 +259,7 @@ func openClickHouse(raw string, o *Options) (report.Sink, report.QueueConfig, er
 	cfg.Observer = o.Observer
 	e, err := clickhouse.New(cfg)
 	if err != nil {
-		return nil, report.QueueConfig{}, err
+		return nil, delivery.QueueConfig{}, err
 	}
-	return e, report.QueueConfig{BatchSize: clickHouseBatchSize, BatchAge: clickHouseBatchAge, MaxQueued: 4 * clickHouseBatchSize}, nil
+	return e, delivery.QueueConfig{BatchSize: clickHouseBatchSize, BatchAge: clickHouseBatchAge, MaxQueued: 4 * clickHouseBatchSize}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/delivery"
+
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -72,7 +74,7 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			says := &notices{}
 			o := export.Options{Kind: flow.Key5Tuple, Notices: says}
 			if spool {
-				s, err := report.OpenSpool(t.TempDir(), 1<<30)
+				s, err := delivery.OpenSpool(t.TempDir(), 1<<30)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -83,7 +85,7 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []*report.Queue{q}})
+			r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []report.Export{q}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +113,7 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if st := q.Stats(); st.Spooled != 0 || len(st.Dropped) == 0 || st.Dropped[report.DropQueueFull]+st.Dropped[report.DropShutdown] != 0 {
+			if st := q.Stats(); st.Spooled != 0 || len(st.Dropped) == 0 || st.Dropped[delivery.DropQueueFull]+st.Dropped[delivery.DropShutdown] != 0 {
 				t.Errorf("queue stats %+v", st)
 			}
 			n := says.String()
@@ -156,9 +158,9 @@ func TestNfcapdDownAtStart(t *testing.T) {
 func TestNfcapdSpoolKeepsDomain(t *testing.T) {
 	port := testutil.FreeUDPPort(t)
 	dir := t.TempDir()
-	run := func(domain uint32, recs []pipeline.Record, drain time.Duration) report.QueueStats {
+	run := func(domain uint32, recs []pipeline.Record, drain time.Duration) report.ExportStats {
 		t.Helper()
-		spool, err := report.OpenSpool(dir, 1<<30)
+		spool, err := delivery.OpenSpool(dir, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +171,7 @@ func TestNfcapdSpoolKeepsDomain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []*report.Queue{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []report.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,7 @@ type wireFlow struct {
 	Ports            bool // sourceTransportPort and destinationTransportPort were sent
 	SrcPort, DstPort uint16
 	Ms               uint64 // flowStartMilliseconds
+	EndMs            uint64 // flowEndMilliseconds
 }
 
 // want is what the wire must carry for r: the fields of its key kind, and
@@ -42,7 +43,8 @@ func want(r *pipeline.Record) wireFlow {
 	return wireFlow{
 		Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(),
 		Ports: k.HasPorts(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
-		Ms: uint64(r.TimeNs / int64(time.Millisecond)),
+		Ms:    uint64(r.TimeNs / int64(time.Millisecond)),
+		EndMs: uint64(r.TimeNs / int64(time.Millisecond)), // a record ends where it starts
 	}
 }
 
@@ -105,12 +107,13 @@ func sameFlows(t *testing.T, what string, got, want []wireFlow) {
 // ieSpec is an Information Element of a template: IANA ID and length.
 type ieSpec struct{ id, length uint16 }
 
-// wantFields lists the template fields for a flow, from DESIGN.md section 7
-// and the IANA registry (sourceIPv4Address 8, destinationIPv4Address 12,
-// sourceIPv6Address 27, destinationIPv6Address 28, protocolIdentifier 4,
-// sourceTransportPort 7, destinationTransportPort 11, flowStartMilliseconds
-// 152), in a canonical order (sorted by ID) since the order of a template's
-// fields is the exporter's choice.
+// wantFields lists the template fields for a flow, from
+// docs/architecture.md#export and the IANA registry (sourceIPv4Address 8,
+// destinationIPv4Address 12, sourceIPv6Address 27, destinationIPv6Address
+// 28, protocolIdentifier 4, sourceTransportPort 7, destinationTransportPort
+// 11, flowStartMilliseconds 152, flowEndMilliseconds 153), in a canonical
+// order (sorted by ID) since the order of a template's fields is the
+// exporter's choice.
 func wantFields(f wireFlow) []ieSpec {
 	var fs []ieSpec
 	v6 := f.Src.Is6() || f.Dst.Is6()
@@ -126,7 +129,7 @@ func wantFields(f wireFlow) []ieSpec {
 	if f.Ports {
 		fs = append(fs, ieSpec{7, 2}, ieSpec{11, 2})
 	}
-	fs = append(fs, ieSpec{152, 8})
+	fs = append(fs, ieSpec{152, 8}, ieSpec{153, 8})
 	slices.SortFunc(fs, func(a, b ieSpec) int { return int(a.id) - int(b.id) })
 	return fs
 }
@@ -144,7 +147,7 @@ type decodedMessage struct {
 
 // decodeStream decodes back-to-back IPFIX messages (a TCP stream, or one
 // UDP datagram) with goflow2, keeping templates in ts. Every field of every
-// data record is checked against the elements DESIGN.md names.
+// data record is checked against the elements docs/architecture.md names.
 func decodeStream(t *testing.T, data []byte, ts netflow.NetFlowTemplateSystem) []decodedMessage {
 	t.Helper()
 	var msgs []decodedMessage
@@ -215,6 +218,10 @@ func flowOf(t *testing.T, rec netflow.DataRecord) wireFlow {
 		case 152:
 			for _, c := range b {
 				f.Ms = f.Ms<<8 | uint64(c)
+			}
+		case 153:
+			for _, c := range b {
+				f.EndMs = f.EndMs<<8 | uint64(c)
 			}
 		default:
 			t.Fatalf("unexpected field %d", v.Type)

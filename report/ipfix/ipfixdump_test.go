@@ -169,10 +169,14 @@ func setDumpField(f *wireFlow, id int, v string) error {
 		} else {
 			f.DstPort = uint16(n)
 		}
-	case 152:
+	case 152, 153:
 		var ts time.Time
 		ts, err = time.ParseInLocation("2006-01-02 15:04:05.000", v, time.UTC)
-		f.Ms = uint64(ts.UnixMilli())
+		if id == 152 {
+			f.Ms = uint64(ts.UnixMilli())
+		} else {
+			f.EndMs = uint64(ts.UnixMilli())
+		}
 	default:
 		return strconv.ErrSyntax
 	}

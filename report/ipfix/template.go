@@ -7,7 +7,7 @@ import (
 )
 
 // IANA Information Element identifiers (https://www.iana.org/assignments/ipfix)
-// of the fields DESIGN.md section 7 exports.
+// of the fields a record exports (docs/architecture.md#export).
 const (
 	ieProtocolIdentifier       = 4   // unsigned8
 	ieSourceTransportPort      = 7   // unsigned16
@@ -17,6 +17,7 @@ const (
 	ieSourceIPv6Address        = 27  // ipv6Address
 	ieDestinationIPv6Address   = 28  // ipv6Address
 	ieFlowStartMilliseconds    = 152 // dateTimeMilliseconds
+	ieFlowEndMilliseconds      = 153 // dateTimeMilliseconds
 )
 
 // Set IDs of RFC 7011 section 3.3.2; data sets use their template's ID.
@@ -32,7 +33,7 @@ const (
 )
 
 // layout says which fields a template's data records hold. Every template
-// ends with flowStartMilliseconds.
+// ends with flowStartMilliseconds and flowEndMilliseconds.
 type layout uint8
 
 const (
@@ -130,7 +131,11 @@ func (l layout) fields() []fieldSpec {
 	if l&hasPorts != 0 {
 		fs = append(fs, fieldSpec{ieSourceTransportPort, 2}, fieldSpec{ieDestinationTransportPort, 2})
 	}
-	return append(fs, fieldSpec{ieFlowStartMilliseconds, 8})
+	// A record says when a flow was first seen; it has no end of its
+	// own, and collectors that find none show an invalid date (nfdump:
+	// 1970-01-01 and a huge duration). The end is the start: a flow of
+	// duration 0, as the first packet alone is.
+	return append(fs, fieldSpec{ieFlowStartMilliseconds, 8}, fieldSpec{ieFlowEndMilliseconds, 8})
 }
 
 func makeTemplate(id uint16, l layout) template {
@@ -152,7 +157,8 @@ func makeTemplate(id uint16, l layout) template {
 }
 
 // appendRecord appends the data record of key k first seen at ms
-// (milliseconds since the Unix epoch) in the layout l. k must be a key of
+// (milliseconds since the Unix epoch) in the layout l, its end time equal
+// to its start. k must be a key of
 // the template's kind, family and ports.
 //
 // The fields are copied from the key's binary form (flow.Key.AppendBinary),
@@ -178,5 +184,6 @@ func (l layout) appendRecord(b []byte, k *flow.Key, ms uint64) []byte {
 	if l&hasPorts != 0 {
 		b = append(b, kb[32:36]...)
 	}
-	return binary.BigEndian.AppendUint64(b, ms)
+	b = binary.BigEndian.AppendUint64(b, ms)
+	return binary.BigEndian.AppendUint64(b, ms) // flowEndMilliseconds
 }

@@ -1,0 +1,283 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/flowdedup/flowdedup/report"
+)
+
+// caller makes the report.Destination calls the manager asks for, one at a time, so that
+// the manager stays free to take new batches and spool while a call
+// blocks.
+func (q *Queue) caller() {
+	for c := range q.calls {
+		switch c.op {
+		case opRecords:
+			c.err = q.sink.Records(&c.it.batch)
+		case opWindow:
+			c.err = q.sink.Window(c.it.sum)
+		case opFlush:
+			c.err = q.sink.Flush()
+		case opClose:
+			c.err = q.sink.Close()
+		}
+		q.results <- c // never blocks: one call at a time
+	}
+}
+
+// manage is the Queue's manager goroutine: it seals aged batches, hands
+// the oldest item to the caller, handles the outcome, spools, and drains
+// on Close.
+func (q *Queue) manage() {
+	defer close(q.done)
+	defer close(q.calls)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	closeCh := q.closeCh
+	for {
+		now := time.Now()
+		q.sealAged(now)
+		if q.spool != nil {
+			q.spill(false)
+		}
+		if !q.busy && !now.Before(q.retryAt) {
+			q.retryAt = time.Time{}
+			if q.inflight == nil {
+				q.inflight = q.next()
+			}
+			if q.inflight != nil {
+				q.start(q.inflight)
+			}
+		}
+		if !q.deadline.IsZero() && q.finishing(now) {
+			return
+		}
+		if wake := q.wakeAt(); wake.IsZero() {
+			timer.Stop()
+		} else {
+			timer.Reset(max(time.Until(wake), 0))
+		}
+		select {
+		case c := <-q.results:
+			q.handle(c)
+		case <-q.kick:
+		case <-timer.C:
+		case <-closeCh:
+			closeCh = nil
+			q.deadline = time.Now().Add(q.cfg.DrainTimeout)
+		}
+	}
+}
+
+// wakeAt returns when the manager must look again without being woken:
+// the fill batch's age, a retry, the drain deadline; zero for never.
+func (q *Queue) wakeAt() time.Time {
+	var at time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	q.mu.Lock()
+	if q.fill != nil {
+		earliest(q.fillSince.Add(q.cfg.BatchAge))
+	}
+	q.mu.Unlock()
+	if !q.busy {
+		earliest(q.retryAt)
+	}
+	earliest(q.deadline)
+	return at
+}
+
+// next returns the oldest item not yet delivered: from the spool, which
+// holds only items older than those in memory, then from memory.
+func (q *Queue) next() *item {
+	for q.spool != nil && len(q.spool.entries) > 0 {
+		var f spoolFile
+		err := q.spool.load(q.spoolBuf, &f)
+		if err == nil {
+			it := q.newItemLocked()
+			it.onDisk, it.attempted = true, f.attempted
+			if f.summary {
+				s := f.sum
+				it.sum = &s
+			} else {
+				q.spoolBuf = f.records[:0]
+				it.batch = report.Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer, Domain: f.domain}
+			}
+			return it
+		}
+		if !errors.Is(err, ErrSpoolCorrupt) {
+			// The disk failed us, not the file: try again later.
+			q.noticeSpoolError(err)
+			q.retryAt = time.Now().Add(q.cfg.RetryMax)
+			return nil
+		}
+		to, merr := q.spool.moveAside()
+		q.drop(reasonSpoolCorrupt, 1)
+		q.spoolGauges()
+		if merr != nil {
+			q.notice("spool file could not be read (%v) nor moved aside: %v", err, merr)
+		} else {
+			q.notice("spool file could not be read (%v); moved to %s (counted as %s)", err, to, DropSpoolCorrupt)
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.readyHead == len(q.ready) {
+		return nil
+	}
+	return q.popReady()
+}
+
+// popReady takes the oldest item of memory; q.mu is held.
+func (q *Queue) popReady() *item {
+	it := q.ready[q.readyHead]
+	q.ready[q.readyHead] = nil
+	q.readyHead++
+	if q.readyHead == len(q.ready) {
+		q.ready, q.readyHead = q.ready[:0], 0
+	}
+	if it.sum != nil {
+		q.windows--
+	}
+	return it
+}
+
+func (q *Queue) newItemLocked() *item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.newItem()
+}
+
+// start gives the next call of it to the caller.
+func (q *Queue) start(it *item) {
+	op := uint8(opRecords)
+	switch {
+	case it.flushing:
+		op = opFlush
+	case it.sum != nil:
+		op = opWindow
+	}
+	q.busy = true
+	q.call = call{op: op, it: it}
+	q.calls <- &q.call // never blocks: the caller is idle
+}
+
+// handle takes the outcome of a call.
+func (q *Queue) handle(c *call) {
+	q.busy = false
+	if c.op == opClose {
+		return
+	}
+	it := c.it
+	switch {
+	case c.err == nil && !it.flushing:
+		it.flushing = true // Flush next, at once
+	case c.err == nil:
+		q.markUp()
+		if it.sum != nil {
+			q.sentWindows.Add(1)
+		} else {
+			q.sent.Add(uint64(len(it.batch.Records)))
+		}
+		q.finish(it)
+	case errors.Is(c.err, report.ErrRejected):
+		q.markUp() // it answered
+		q.drop(reasonRejected, it.weight())
+		if !q.rejectSaid {
+			q.rejectSaid = true
+			q.notice("rejected %s: %v; what it rejects is dropped and counted (export_dropped %s)", what(it), c.err, DropRejected)
+		}
+		q.finish(it)
+	default:
+		// The outcome is unknown: part of it may have landed.
+		it.attempted = true
+		if !it.flushing {
+			it.batch.Retry = true
+		}
+		q.markDown(c.err) // spill keeps it on disk too, as the oldest
+	}
+}
+
+func what(it *item) string {
+	if it.sum != nil {
+		return "a window summary"
+	}
+	return fmt.Sprintf("batch %d (%d records)", it.batch.ID, len(it.batch.Records))
+}
+
+// finish is done with the item in flight: delivered or dropped.
+func (q *Queue) finish(it *item) {
+	q.inflight = nil
+	if it.onDisk {
+		q.spool.remove()
+		q.spoolGauges()
+	}
+	q.release(it)
+}
+
+// release returns the memory of an item that left memory.
+func (q *Queue) release(it *item) {
+	q.mu.Lock()
+	if it.pooled {
+		q.queued -= len(it.batch.Records)
+		q.queuedNow.Store(int64(q.queued))
+		q.free = append(q.free, it.batch.Records[:0])
+		q.room.Broadcast()
+	}
+	*it = item{}
+	q.freeItems = append(q.freeItems, it)
+	q.mu.Unlock()
+}
+
+func (q *Queue) markUp() {
+	q.attempts = 0
+	q.retryAt = time.Time{}
+	if q.down {
+		q.down = false
+		q.up.Store(true)
+		q.notice("reachable again after %s", time.Since(q.downSince).Round(time.Millisecond))
+	}
+}
+
+func (q *Queue) markDown(err error) {
+	q.attempts++
+	q.retryAt = time.Now().Add(backoff(q.cfg.RetryMin, q.cfg.RetryMax, q.attempts, q.rng))
+	q.lastErr = err
+	if q.down {
+		return
+	}
+	q.down = true
+	q.downSince = time.Now()
+	q.up.Store(false)
+	q.mu.Lock()
+	q.room.Broadcast() // Records waits no more (Wait): it spools or drops
+	q.mu.Unlock()
+	if q.spool != nil {
+		q.notice("unreachable: %v; retrying, batches wait in the spool %s (up to %d bytes)", err, q.cfg.Spool.dir, q.cfg.Spool.max)
+	} else {
+		q.notice("unreachable: %v; retrying, up to %d records wait in memory, then the newest are dropped and counted (export_dropped %s)",
+			err, q.maxBufs*q.cfg.BatchSize, DropQueueFull)
+	}
+}
+
+// backoff returns the wait before attempt n+1 after n failures in a row:
+// min doubled n-1 times, at most max, less a random part of up to half of
+// it ("equal jitter"), so that destinations that failed together do not
+// retry together, and the wait stays within [d/2, d].
+func backoff(min, max time.Duration, n int, rng *rand.Rand) time.Duration {
+	d := max
+	if n <= 0 {
+		n = 1
+	}
+	if shift := n - 1; shift < 62 && min<<shift > 0 && min<<shift < max {
+		d = min << shift
+	}
+	half := d / 2
+	return d - half + time.Duration(rng.Int64N(int64(half)+1))
+}

@@ -1,0 +1,395 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/report"
+)
+
+func openSpool(t *testing.T, dir string, max int64) *Spool {
+	t.Helper()
+	s, err := OpenSpool(dir, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// spoolFiles lists the spool files of every destination in dir.
+func spoolFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*"+spoolExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestSpoolRestart: with the destination down, batches and summaries go to
+// the spool and Close does not wait for the drain time; a new Queue on the
+// same directory (a restart) sends them, in order, with their IDs, before
+// anything new, and deletes them once delivered.
+func TestSpoolRestart(t *testing.T) {
+	dir := t.TempDir()
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	notices := &testutil.SyncBuffer{}
+	spool := openSpool(t, dir, 1<<30)
+	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: time.Hour, Notices: notices}
+	q := newTestQueue(t, down, cfg)
+	first := genRecords(0, 230)
+	put(t, q, first[:100])
+	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 1, EndNs: 2, Packets: 7}, Observer: "r1"})
+	put(t, q, first[100:])
+	start := time.Now()
+	q.Close()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close waited %v with everything in the spool and the destination down", d)
+	}
+	st := q.Stats()
+	if st.Spooled != 230 || st.SpooledWins != 1 || dropped(st) != 0 || st.Sent != 0 {
+		t.Errorf("stats after Close: %+v; want 230 records and 1 summary spooled, nothing lost", st)
+	}
+	if n := len(spoolFiles(t, dir)); n != 10+1 {
+		t.Errorf("%d spool files, want 10 batches and a summary", n)
+	}
+	if !strings.Contains(notices.String(), "stay in the spool") {
+		t.Errorf("notices do not say what stays in the spool:\n%s", notices)
+	}
+	down.mu.Lock()
+	firstIDs := down.tries[0].ID
+	down.mu.Unlock()
+	spool.Close()
+
+	// The restart.
+	up := &fakeSink{}
+	spool = openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	cfg.Spool = spool
+	q = newTestQueue(t, up, cfg)
+	second := genRecords(1000, 30)
+	put(t, q, second)
+	q.Close()
+	if got, want := up.records(), append(slices.Clone(first), second...); !slices.Equal(got, want) {
+		t.Fatalf("after the restart %d records delivered, want the %d of both runs, in order", len(got), len(want))
+	}
+	batches, windows, order := up.snapshot()
+	if len(windows) != 1 || windows[0].Packets != 7 || windows[0].Observer != "r1" || order[4] != "w1" {
+		t.Errorf("summary from the spool: %+v at %v", windows, order)
+	}
+	for i := range 10 {
+		// The first batch was attempted (its outcome unknown): Retry.
+		if b := batches[i]; b.ID != firstIDs+uint64(i) || b.Retry != (i == 0) {
+			t.Errorf("spooled batch %d: ID %d retry %v; want ID %d retry %v", i, b.ID, b.Retry, firstIDs+uint64(i), i == 0)
+		}
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 || spool.Used() != 0 {
+		t.Errorf("spool after delivery: %v, %d bytes used; want empty", files, spool.Used())
+	}
+}
+
+// TestSpoolFull: when the spool cannot take more, batches stay in memory,
+// and once memory is full too the newest are dropped and counted as
+// spool_full; the spool keeps the oldest, which the next run sends.
+func TestSpoolFull(t *testing.T) {
+	dir := t.TempDir()
+	const batch = 10
+	fileSize := len(appendSpoolFile(nil, "fake://dest", &report.Batch{Records: genRecords(0, batch)}, nil, false))
+	spool := openSpool(t, dir, int64(3*fileSize)) // three batch files
+	notices := &testutil.SyncBuffer{}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	q := newTestQueue(t, down, QueueConfig{BatchSize: batch, MaxQueued: 4 * batch, BatchAge: time.Hour, Spool: spool,
+		RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Notices: notices})
+	next := 0
+	for !strings.Contains(notices.String(), "spool full") {
+		if next == 1000 {
+			t.Fatalf("no spool full notice after %d records:\n%s", next, notices)
+		}
+		put(t, q, genRecords(next, batch))
+		next += batch
+		time.Sleep(time.Millisecond) // let the manager spill: not an assertion's wait
+	}
+	// The spool is full and the destination down: memory no longer
+	// drains, so what it can take now is exact.
+	waitFor(t, "memory settled", func() bool {
+		a := q.Stats().Queued
+		time.Sleep(5 * time.Millisecond)
+		return q.Stats().Queued == a
+	})
+	room := 4*batch - q.Stats().Queued
+	before := q.Stats().Dropped
+	put(t, q, genRecords(next, 100))
+	next += 100
+	after := q.Stats().Dropped
+	if got := after[DropSpoolFull] - before[DropSpoolFull]; got != uint64(100-room) {
+		t.Errorf("100 records with room for %d: %d counted spool_full, want %d", room, got, 100-room)
+	}
+	q.Close()
+	st := q.Stats()
+	if st.Spooled != 3*batch || uint64(st.Spooled)+dropped(st) != uint64(next) {
+		t.Errorf("after Close: %+v; want 3 batches spooled and the rest of %d records counted", st, next)
+	}
+	spool.Close()
+
+	up := &fakeSink{}
+	spool = openSpool(t, dir, int64(3*fileSize))
+	defer spool.Close()
+	q = newTestQueue(t, up, QueueConfig{Spool: spool})
+	q.Close()
+	if got := up.records(); !slices.Equal(got, genRecords(0, 3*batch)) {
+		t.Errorf("the next run sent %d records; want the oldest 30, in order", len(got))
+	}
+}
+
+// TestSpoolCorrupt: spool files that cannot be read back (a flipped bit,
+// a truncation, garbage, another destination's file) are counted and
+// moved aside, and the others are sent.
+func TestSpoolCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	spool := openSpool(t, dir, 1<<30)
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	q := newTestQueue(t, down, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
+	all := genRecords(0, 60)
+	put(t, q, all)
+	q.Close()
+	// Another destination's file, copied into this one's directory.
+	other, err := NewQueue("fake://other", down, QueueConfig{BatchSize: 10, Spool: spool, RetryMin: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, other, genRecords(500, 10))
+	other.Close()
+	spool.Close()
+
+	files := spoolFiles(t, dir)
+	mine := filepath.Join(dir, destDirName("fake://dest"))
+	var own []string
+	for _, f := range files {
+		if filepath.Dir(f) == mine {
+			own = append(own, f)
+		} else {
+			data, _ := os.ReadFile(f)
+			os.WriteFile(filepath.Join(mine, "0000ffffffffffff"+spoolExt), data, 0o600) // sorts last
+		}
+	}
+	slices.Sort(own)
+	if len(own) != 6 {
+		t.Fatalf("%d spool files of the destination, want 6", len(own))
+	}
+	flip, _ := os.ReadFile(own[1])
+	flip[100] ^= 0x20
+	os.WriteFile(own[1], flip, 0o600)
+	trunc, _ := os.ReadFile(own[3])
+	os.WriteFile(own[3], trunc[:len(trunc)-5], 0o600)
+	os.WriteFile(own[4], []byte("not a spool file at all"), 0o600)
+
+	spool = openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	notices := &testutil.SyncBuffer{}
+	up := &fakeSink{}
+	q = newTestQueue(t, up, QueueConfig{Spool: spool, Notices: notices})
+	q.Close()
+	want := slices.Concat(all[0:10], all[20:30], all[50:60])
+	if got := up.records(); !slices.Equal(got, want) {
+		t.Errorf("sent %d records, want the %d of the sound files", len(got), len(want))
+	}
+	if st := q.Stats(); st.Dropped[DropSpoolCorrupt] != 4 || dropped(st) != 4 {
+		t.Errorf("dropped %v, want spool_corrupt 4", st.Dropped)
+	}
+	aside, _ := filepath.Glob(filepath.Join(mine, spoolCorrupt, "*"))
+	if len(aside) != 4 || strings.Count(notices.String(), "moved to") != 4 {
+		t.Errorf("moved aside: %v; notices:\n%s", aside, notices)
+	}
+	for _, says := range []string{"checksum", "bytes, the header says", "shorter than a header", `for destination "fake://other"`} {
+		if !strings.Contains(notices.String(), says) {
+			t.Errorf("notices do not say %q:\n%s", says, notices)
+		}
+	}
+}
+
+// TestSpoolExclusive: one process per spool directory, one Queue per
+// destination.
+func TestSpoolExclusive(t *testing.T) {
+	dir := t.TempDir()
+	s := openSpool(t, dir, 1<<20)
+	defer s.Close()
+	if _, err := OpenSpool(dir, 1<<20); !errors.Is(err, ErrSpoolInUse) {
+		t.Errorf("second OpenSpool: %v, want ErrSpoolInUse", err)
+	}
+	q := newTestQueue(t, &fakeSink{}, QueueConfig{Spool: s})
+	defer q.Close()
+	// A destination of an earlier run, not of this one.
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	old, err := NewQueue("ipfix://old:4739", down, QueueConfig{BatchSize: 5, Spool: s, RetryMin: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, old, genRecords(0, 10))
+	old.Close()
+	s.Close()
+	s = openSpool(t, dir, 1<<20)
+	defer s.Close()
+	q2 := newTestQueue(t, &fakeSink{}, QueueConfig{Spool: s})
+	defer q2.Close()
+	if got := s.Unclaimed(); len(got) != 1 || got["ipfix://old:4739"] != 2 {
+		t.Errorf("Unclaimed() = %v, want ipfix://old:4739 with 2 files", got)
+	}
+	if _, err := NewQueue("fake://dest", &fakeSink{}, QueueConfig{Spool: s}); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("second Queue for one destination: %v", err)
+	}
+}
+
+// TestSpoolHighWater: with the destination up but stuck in a call, memory
+// more than half full spills to the spool, and when the call returns
+// everything arrives in order: the batch in flight, the spooled ones, then
+// those still in memory.
+func TestSpoolHighWater(t *testing.T) {
+	dir := t.TempDir()
+	spool := openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	sink := &fakeSink{gate: make(chan struct{})}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 40, BatchAge: time.Hour, Spool: spool})
+	all := genRecords(0, 200)
+	for i := 0; i < 200; i += 10 {
+		put(t, q, all[i:i+10])
+		waitFor(t, "memory back to half", func() bool { return q.Stats().Queued <= 20 })
+	}
+	if st := q.Stats(); st.Spooled < 100 || dropped(st) != 0 {
+		t.Errorf("stats %+v: want most batches spooled and nothing dropped", st)
+	}
+	close(sink.gate)
+	q.Close()
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Errorf("delivered %d records, want the %d given, once each, in order", len(got), len(all))
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 || dropped(q.Stats()) != 0 {
+		t.Errorf("left %v in the spool, dropped %v", files, q.Stats().Dropped)
+	}
+}
+
+// TestSpoolKeepsObserver: the batches a run spools keep its observer
+// (the Reporter's Config.Observer) and observation domain (the Queue's
+// QueueConfig.Domain) into a later run with another --observer and
+// --observation-domain, which sends them under the first run's name and
+// domain, then its own records under its own. A version 1 file, left by a
+// flowdedup before batches carried their observer, goes first, as it was
+// written first, without an observer or domain: the destination's own.
+func TestSpoolKeepsObserver(t *testing.T) {
+	dir := t.TempDir()
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	spool := openSpool(t, dir, 1<<30)
+	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
+	run := func(sink *fakeSink, observer string, domain uint32, recs []pipeline.Record) {
+		t.Helper()
+		cfg.Domain = report.Domain{ID: domain, Valid: true}
+		q := newTestQueue(t, sink, cfg)
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Exports: []report.Export{q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			if err := r.Record(&recs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := genRecords(0, 60)
+	run(down, "edge-fra1", 7, first)
+	if n := len(spoolFiles(t, dir)); n != 3 {
+		t.Fatalf("%d spool files, want the 3 batches of the first run", n)
+	}
+	down.mu.Lock()
+	for _, b := range down.tries {
+		if b.Observer != "edge-fra1" || b.Domain != (report.Domain{ID: 7, Valid: true}) {
+			t.Errorf("first run tried batch %d with observer %q, domain %+v; want edge-fra1, 7", b.ID, b.Observer, b.Domain)
+		}
+	}
+	down.mu.Unlock()
+	spool.Close()
+	old := genRecords(500, 5)
+	v1 := appendSpoolFileV1(nil, "fake://dest", &report.Batch{ID: 42, Records: old}, nil, false)
+	if err := os.WriteFile(filepath.Join(dir, destDirName("fake://dest"), fmt.Sprintf("%016x%s", uint64(firstSeq-1), spoolExt)), v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restart, renamed.
+	up := &fakeSink{}
+	spool = openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	cfg.Spool = spool
+	second := genRecords(1000, 30)
+	run(up, "edge-fra2", 9, second)
+
+	type obsRec struct {
+		observer string
+		domain   report.Domain
+		rec      pipeline.Record
+	}
+	var want, got []obsRec
+	for _, part := range []struct {
+		observer string
+		domain   report.Domain
+		recs     []pipeline.Record
+	}{{"", report.Domain{}, old}, {"edge-fra1", report.Domain{ID: 7, Valid: true}, first}, {"edge-fra2", report.Domain{ID: 9, Valid: true}, second}} {
+		for _, r := range part.recs {
+			want = append(want, obsRec{part.observer, part.domain, r})
+		}
+	}
+	batches, _, _ := up.snapshot()
+	for _, b := range batches {
+		for _, r := range b.Records {
+			got = append(got, obsRec{b.Observer, b.Domain, r})
+		}
+	}
+	if !slices.Equal(got, want) {
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Fatalf("%d records delivered, want %d; record %d under observer %q, domain %+v; want %q, %+v",
+					len(got), len(want), i, got[i].observer, got[i].domain, want[i].observer, want[i].domain)
+			}
+		}
+		t.Fatalf("%d records delivered, want %d", len(got), len(want))
+	}
+	if batches[0].ID != 42 {
+		t.Errorf("the version 1 file's batch went out as batch %d, want 42", batches[0].ID)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Errorf("spool after delivery: %v", files)
+	}
+}
+
+// A batch whose observer a spool file cannot hold is not spooled: an error
+// (report.ErrObserver), no file, nothing taken from the bound. The Reporter never
+// makes one (New refuses such an observer).
+func TestSpoolObserverBound(t *testing.T) {
+	dir := t.TempDir()
+	spool := openSpool(t, dir, 1<<30)
+	defer spool.Close()
+	d, err := spool.claim("fake://dest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := &report.Batch{ID: 1, Records: genRecords(0, 2), Observer: strings.Repeat("r", report.MaxObserverLen+1)}
+	if err := d.put(long, nil, false, false); !errors.Is(err, report.ErrObserver) {
+		t.Errorf("put of a batch with an observer of %d bytes: %v, want report.ErrObserver", len(long.Observer), err)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 || spool.Used() != 0 || len(d.entries) != 0 {
+		t.Errorf("after the refused put: files %v, %d bytes used, %d entries", files, spool.Used(), len(d.entries))
+	}
+	long.Observer = long.Observer[1:]
+	if err := d.put(long, nil, false, false); err != nil {
+		t.Errorf("put of a batch with an observer of %d bytes: %v", len(long.Observer), err)
+	}
+}

@@ -1,0 +1,268 @@
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pmacct's daemons fork a process per plugin. The helpers below start
+// each in a session of its own (setsid), so that the test can find and
+// stop every process of it, and kill the group when the test ends.
+
+// startGroup starts cmd in a new session and arranges for its whole
+// process group to be killed when tb ends. It returns a channel closed
+// when cmd (the group leader) exits.
+func startGroup(tb testing.TB, cmd *exec.Cmd, name string) <-chan struct{} {
+	tb.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	pgid := cmd.Process.Pid
+	tb.Cleanup(func() {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-exited
+	})
+	return exited
+}
+
+// groupGone reports whether no process of process group pgid is left.
+func groupGone(pgid int) bool {
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+// lookPmacct finds a pmacct daemon, or skips tb.
+func lookPmacct(tb testing.TB, name string) string {
+	tb.Helper()
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		SkipOrFail(tb, "%s is not installed (Debian package pmacct): %v", name, err)
+	}
+	return bin
+}
+
+// writeConfig writes a pmacct configuration of key: value lines.
+func writeConfig(tb testing.TB, dir string, lines ...string) string {
+	tb.Helper()
+	path := filepath.Join(dir, "pmacct.conf")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// Sfprobe runs pmacctd's sfprobe plugin over a capture file: it samples
+// every packet of it (sampling_rate: 1) and sends sFlow v5 datagrams to
+// dest (UDP), with agent as the datagrams' agent address and subAgent as
+// their sub-agent ID, then exits. It skips tb when pmacctd is missing.
+func Sfprobe(tb testing.TB, capture, dest string, agent netip.Addr, subAgent uint32) {
+	tb.Helper()
+	bin := lookPmacct(tb, "pmacctd")
+	abs, err := filepath.Abs(capture)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conf := writeConfig(tb, tb.TempDir(),
+		"daemonize: false",
+		"pcap_savefile: "+abs,
+		"plugins: sfprobe",
+		"sampling_rate: 1",
+		"sfprobe_receiver: "+dest,
+		"sfprobe_agentip: "+agent.String(),
+		"sfprobe_agentsubid: "+strconv.FormatUint(uint64(subAgent), 10),
+	)
+	cmd := exec.Command(bin, "-f", conf)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	exited := startGroup(tb, cmd, "pmacctd")
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("pmacctd did not finish the capture within 60 s:\n%s", out.String())
+	}
+	if !cmd.ProcessState.Success() {
+		tb.Fatalf("pmacctd: %v\n%s", cmd.ProcessState, out.String())
+	}
+	// Its plugin process sends the last datagrams: wait for it too.
+	deadline := time.Now().Add(10 * time.Second)
+	for !groupGone(cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("pmacctd's sfprobe plugin did not exit within 10 s of its core:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// CaptureSfprobe runs Sfprobe into a UDP socket of the test's own on
+// loopback and returns the datagrams it sent, in order.
+func CaptureSfprobe(tb testing.TB, capture string, agent netip.Addr, subAgent uint32) [][]byte {
+	tb.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	setRcvbuf(tb, c, 32<<20)
+	Sfprobe(tb, capture, c.LocalAddr().String(), agent, subAgent)
+	return drainUDP(tb, c)
+}
+
+// drainUDP reads every datagram waiting in c's queue: loopback queues a
+// datagram within the sender's send call, so once the sender has exited
+// everything it sent is there. A datagram the kernel dropped fails tb.
+func drainUDP(tb testing.TB, c *net.UDPConn) [][]byte {
+	tb.Helper()
+	var msgs [][]byte
+	buf := make([]byte, 65536)
+	for {
+		c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		n, err := c.Read(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break
+			}
+			tb.Fatal(err)
+		}
+		msgs = append(msgs, append([]byte(nil), buf[:n]...))
+	}
+	if q, ok := udpSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.drops != 0 {
+		tb.Fatalf("the kernel dropped %d datagrams", q.drops)
+	}
+	return msgs
+}
+
+// Sfacctd is a running sfacctd, pmacct's sFlow collector, with its print
+// plugin aggregating by source address (aggregate: src_host).
+type Sfacctd struct {
+	// Addr is its UDP address, 127.0.0.1:PORT.
+	Addr string
+
+	out    string // the print plugin's CSV file
+	port   int
+	cmd    *exec.Cmd
+	log    bytes.Buffer
+	exited <-chan struct{}
+}
+
+// StartSfacctd starts sfacctd on a free UDP port of 127.0.0.1 in a
+// session of its own, and kills its process group when tb ends. It skips
+// tb when sfacctd is missing.
+func StartSfacctd(tb testing.TB) *Sfacctd {
+	tb.Helper()
+	bin := lookPmacct(tb, "sfacctd")
+	dir := tb.TempDir()
+	for attempt := 0; attempt < 5; attempt++ {
+		s := &Sfacctd{port: freeUDPPort(tb), out: filepath.Join(dir, fmt.Sprintf("sources-%d.csv", attempt))}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		conf := writeConfig(tb, dir,
+			"daemonize: false",
+			"sfacctd_ip: 127.0.0.1",
+			"sfacctd_port: "+strconv.Itoa(s.port),
+			"sfacctd_renormalize: false",
+			"plugins: print",
+			"aggregate: src_host",
+			"print_output: csv",
+			"print_output_file: "+s.out,
+			"print_output_file_append: true",
+			// No purge but the last, at exit: one file, every source.
+			"print_refresh_time: 3600",
+		)
+		s.cmd = exec.Command(bin, "-f", conf)
+		s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
+		s.exited = startGroup(tb, s.cmd, "sfacctd")
+		if s.waitBound(10 * time.Second) {
+			return s
+		}
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.exited
+	}
+	tb.Fatalf("sfacctd did not bind a UDP port in 5 attempts")
+	return nil
+}
+
+func (s *Sfacctd) waitBound(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, ok := udpSocket(s.port); ok {
+			return true
+		}
+		select {
+		case <-s.exited:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// Sources waits until sfacctd has read every datagram sent to it, stops
+// it (SIGINT to its core process, which has the print plugin write its
+// cache and exit; SIGTERM does not) and returns the source addresses it
+// aggregated.
+func (s *Sfacctd) Sources(tb testing.TB) []netip.Addr {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for empty := 0; empty < 2; {
+		q, ok := udpSocket(s.port)
+		if !ok {
+			tb.Fatalf("sfacctd's socket is gone:\n%s", s.log.String())
+		}
+		if q.drops != 0 {
+			tb.Fatalf("the kernel dropped %d datagrams of sfacctd's", q.drops)
+		}
+		if q.rx == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("sfacctd has not read its socket's %d bytes after 10 s", q.rx)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.cmd.Process.Signal(syscall.SIGINT)
+	deadline = time.Now().Add(20 * time.Second)
+	for !groupGone(s.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("sfacctd did not exit within 20 s of SIGINT")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f, err := os.Open(s.out)
+	if err != nil {
+		tb.Fatalf("sfacctd wrote no sources: %v", err)
+	}
+	defer f.Close()
+	var srcs []netip.Addr
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		field, _, _ := strings.Cut(sc.Text(), ",")
+		if field == "SRC_IP" || field == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(field)
+		if err != nil {
+			tb.Fatalf("sfacctd's output %q: %v", sc.Text(), err)
+		}
+		srcs = append(srcs, a)
+	}
+	return srcs
+}

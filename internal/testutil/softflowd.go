@@ -1,0 +1,113 @@
+package testutil
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Softflowd runs Debian's softflowd (a NetFlow/IPFIX exporter) over a
+// capture file: `softflowd -r CAPTURE -n DEST -v VERSION -d`, which reads
+// the file, exports every flow of it to DEST (UDP) and exits. version is
+// 5, 9 or 10 (IPFIX). It fails tb when softflowd fails, and skips it (see
+// SkipOrFail) when softflowd is not installed. It returns softflowd's
+// output.
+//
+// softflowd is deterministic on a file: the same capture gives the same
+// flows, so a test can run it once per receiver and compare what they
+// decode. It computes flow times from its own clock, not the capture's.
+func Softflowd(tb testing.TB, capture, dest string, version int, args ...string) string {
+	tb.Helper()
+	bin, err := exec.LookPath("softflowd")
+	if err != nil {
+		SkipOrFail(tb, "softflowd is not installed (Debian package softflowd): %v", err)
+	}
+	// -r alone turns off the control socket and the pid file, so that two
+	// softflowd processes of tests running at once share nothing. Not
+	// -c: given after -r, it turns the control socket back on, and
+	// softflowd 1.1.0 reading a file then blocks in accept(2) on it (the
+	// poll that would say a client is waiting is skipped for files, and
+	// its result read all the same).
+	argv := append([]string{"-r", capture, "-n", dest, "-v", strconv.Itoa(version), "-d"}, args...)
+	cmd := exec.Command(bin, argv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start softflowd: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		tb.Fatalf("softflowd %v did not exit within 60 s:\n%s", argv, out.String())
+	}
+	if err != nil {
+		tb.Fatalf("softflowd %v: %v\n%s", argv, err, out.String())
+	}
+	return out.String()
+}
+
+// CaptureSoftflowd runs Softflowd into a UDP socket of the test's own on
+// loopback and returns the datagrams softflowd sent, in order. The socket's
+// buffer is made large enough (32 MiB, with CAP_NET_ADMIN) to hold
+// everything a capture of the testdata size exports; a datagram the kernel
+// dropped anyway fails tb.
+func CaptureSoftflowd(tb testing.TB, capture string, version int, args ...string) [][]byte {
+	tb.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	setRcvbuf(tb, c, 32<<20)
+	Softflowd(tb, capture, c.LocalAddr().String(), version, args...)
+	// Loopback queues a datagram within the sender's send call: softflowd
+	// has exited, so everything it sent is in the queue.
+	var msgs [][]byte
+	buf := make([]byte, 65536)
+	for {
+		c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		n, err := c.Read(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break
+			}
+			tb.Fatal(err)
+		}
+		msgs = append(msgs, append([]byte(nil), buf[:n]...))
+	}
+	if q, ok := udpSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.drops != 0 {
+		tb.Fatalf("the kernel dropped %d of softflowd's datagrams", q.drops)
+	}
+	return msgs
+}
+
+// setRcvbuf sets c's receive buffer to n bytes: SO_RCVBUFFORCE where the
+// process may (CAP_NET_ADMIN), else SO_RCVBUF within net.core.rmem_max.
+func setRcvbuf(tb testing.TB, c *net.UDPConn, n int) {
+	tb.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var serr error
+	rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, n)
+		if serr != nil {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+		}
+	})
+	if serr != nil {
+		tb.Fatalf("set the receive buffer: %v", os.NewSyscallError("setsockopt", serr))
+	}
+}
