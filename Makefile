@@ -39,7 +39,7 @@ cross:
 # routers): they found overflows that made fpbits=32 and 32-bit BDBF
 # counters fail on 32-bit platforms.
 test-32bit:
-	GOARCH=386 $(GO) test -count=1 ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./delivery/ ./report/outfile/ ./mix/ ./capture/pcapfile/ ./tune/ ./internal/cli/
+	GOARCH=386 $(GO) test -count=1 ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./delivery/ ./report/outfile/ ./mix/ ./units/ ./capture/pcapfile/ ./tune/ ./internal/cli/
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:

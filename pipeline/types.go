@@ -17,8 +17,8 @@ type Record struct {
 	Observer uint32
 }
 
-// WindowSummary describes one closed window (DESIGN.md section 6,
-// --summary). With windows off, the whole run is one window.
+// WindowSummary describes one closed window (--summary; its fields are in
+// docs/architecture.md#records-and-summaries). With windows off, the whole run is one window.
 type WindowSummary struct {
 	StartNs, EndNs int64
 	Packets        uint64            // frames read in the window

@@ -26,8 +26,8 @@ var (
 		DroppedBy:   map[string]uint64{"ring_full": 7},
 		Final:       true,
 	}
-	// Written by hand from DESIGN.md section 6 and the SummaryWriter
-	// comment.
+	// Written by hand from docs/architecture.md#records-and-summaries and
+	// the SummaryWriter comment.
 	summary1 = `{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":5,"keys":992,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":5},"dropped_by":{},"final":false,"late":0,"late_by":{},"distinct_estimate":0,"export_dropped":{}}` + "\n"
 	summary2 = `{"window_start":"2026-01-01T01:00:00Z","window_end":"2026-01-01T01:30:00.25Z","packets":500,"malformed":0,"skipped":0,"keys":493,"prefiltered":0,"distinct":30,"dropped":7,"malformed_by":{},"skipped_by":{},"dropped_by":{"ring_full":7},"final":true,"late":0,"late_by":{},"distinct_estimate":0,"export_dropped":{}}` + "\n"
 	totals12 = "totals: packets 1500, malformed 3 (bad_header 1, truncated 2), skipped 5 (not_ip 5), keys 1485, distinct 150, dropped 7 (ring_full 7), windows 2\n"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/delivery"
+	"github.com/flowdedup/flowdedup/units"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -29,7 +29,7 @@ import (
 const DefaultSpoolMax = 1 << 30
 
 // ExportConfig holds the export and network-wide count flags replay and
-// run share (DESIGN.md section 7).
+// run share (docs/architecture.md#export).
 type ExportConfig struct {
 	URLs              []string      // --export, repeatable
 	Observer          string        // --observer; "" until check: the host name
@@ -206,7 +206,7 @@ func (s *sketchSeed) Set(v string) error {
 
 func (*sketchSeed) Type() string { return "uint64" }
 
-// sizeValue is a SIZE flag in bytes (parseSize); set, when not nil,
+// sizeValue is a SIZE flag in bytes (units.ParseBytes); set, when not nil,
 // records that the flag was given.
 type sizeValue struct {
 	p   *int64
@@ -219,11 +219,11 @@ func (v sizeValue) String() string {
 	if v.p == nil {
 		return ""
 	}
-	return formatSize(*v.p)
+	return units.FormatBytes(*v.p)
 }
 
 func (v sizeValue) Set(s string) error {
-	n, err := parseSize(s)
+	n, err := units.ParseBytes(s)
 	if err != nil {
 		return err
 	}
@@ -235,47 +235,3 @@ func (v sizeValue) Set(s string) error {
 }
 
 func (sizeValue) Type() string { return "size" }
-
-// formatSize writes n bytes in the largest unit that divides it.
-func formatSize(n int64) string {
-	for _, u := range sizeUnits {
-		if n != 0 && n%u.bytes == 0 {
-			return strconv.FormatInt(n/u.bytes, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
-}
-
-// sizeUnits are the units parseSize takes, binary multiples of a byte.
-var sizeUnits = []struct {
-	name  string
-	bytes int64
-}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-
-// parseSize parses a positive size in bytes: a number, possibly with a
-// fraction, and a unit B, KiB, MiB, GiB or TiB (any case), e.g. 512MiB,
-// 1.5GiB. A bare number is refused: is 1024 bytes or kibibytes?
-func parseSize(s string) (int64, error) {
-	ls := strings.ToLower(strings.TrimSpace(s))
-	for _, u := range sizeUnits {
-		num, ok := strings.CutSuffix(ls, strings.ToLower(u.name))
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			break
-		}
-		n := v * float64(u.bytes)
-		switch {
-		case n < 1:
-			return 0, errors.New("want a positive size")
-		case n != math.Trunc(n):
-			return 0, errors.New("not a whole number of bytes")
-		case n > 1<<62:
-			return 0, errors.New("too large")
-		}
-		return int64(n), nil
-	}
-	return 0, errors.New("want a size such as 512MiB, 1GiB or 20GiB (units B, KiB, MiB, GiB, TiB)")
-}

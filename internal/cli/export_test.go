@@ -37,11 +37,11 @@ func TestExportUsageErrors(t *testing.T) {
 		{[]string{"--export", "clickhouse://u:secret@127.0.0.1:8123/a-b"}, []string{`database name "a-b"`}},
 		{[]string{"--export", "ipfix://127.0.0.1:4739", "--export", "IPFIX://127.0.0.1:4739"}, []string{"ipfix://127.0.0.1:4739 is given twice"}},
 		{[]string{"--spool-max", "2GiB"}, []string{"--spool-max needs --spool"}},
-		{[]string{"--spool", "x", "--spool-max", "1024"}, []string{"--spool-max", "want a size such as"}},
-		{[]string{"--spool", "x", "--spool-max", "1kb"}, []string{"want a size such as"}},
+		{[]string{"--spool", "x", "--spool-max", "1024"}, []string{"--spool-max", "no unit"}},
+		{[]string{"--spool", "x", "--spool-max", "1kb"}, []string{"ambiguous", "B for bytes"}},
 		{[]string{"--spool", "x", "--spool-max", "0B"}, []string{"positive"}},
 		{[]string{"--spool", "x", "--spool-max", "-1GiB"}, []string{"positive"}},
-		{[]string{"--spool", "x", "--spool-max", "0.5B"}, []string{"positive"}},
+		{[]string{"--spool", "x", "--spool-max", "0.5B"}, []string{"whole number of bytes"}},
 		{[]string{"--spool", "x", "--spool-max", "1.5B"}, []string{"whole number of bytes"}},
 		{[]string{"--export-drain", "0s"}, []string{"--export-drain must be positive"}},
 		{[]string{"--export-drain", "soon"}, []string{"want a duration"}},
@@ -64,27 +64,6 @@ func TestExportUsageErrors(t *testing.T) {
 			if strings.Contains(errs, "secret") {
 				t.Errorf("%q: stderr shows the password: %q", args, errs)
 			}
-		}
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"1B": 1, "512MiB": 512 << 20, "1GiB": 1 << 30, "1gib": 1 << 30, "1.5GiB": 3 << 29,
-		"20 GiB": 20 << 30, "2TiB": 2 << 40, "4KiB": 4096,
-	} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "1", "1kb", "GiB", "1 GB", "NaNGiB", "InfGiB", "-1B", "0GiB", "1e30TiB"} {
-		if n, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", in, n)
-		}
-	}
-	for n, want := range map[int64]string{1 << 30: "1GiB", 3 << 29: "1536MiB", 1000: "1000B", 2 << 40: "2TiB"} {
-		if got := formatSize(n); got != want {
-			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

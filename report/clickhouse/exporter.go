@@ -75,8 +75,8 @@ type Stats struct {
 // An Exporter writes distinct-flow records and window summaries to the
 // flows and windows tables of a ClickHouse database over its HTTP
 // interface: it is the report.Destination of a clickhouse:// --export destination.
-// See the package documentation for the tables, idempotent retries and
-// failures.
+// The package documentation says how it fails; the repository's
+// docs/export.md describes its tables and idempotent retries.
 //
 // An Exporter is not safe for concurrent use (report.Destination's rule: one
 // goroutine at a time). It starts no goroutines of its own.
