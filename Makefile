@@ -50,9 +50,11 @@ all: lint build test
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowdedup
 
-# The test command README gives and CI runs.
+# The test command README gives and CI runs: every package's tests, a line
+# for each package as it finishes (scripts/test.sh; go test ./... would
+# print in package order, silent behind the slowest).
 test:
-	$(GO) test -count=1 $(PKGS)
+	GO=$(GO) scripts/test.sh $(PKGS)
 
 # Routers run 32-bit ARM, MIPS (big-endian too) and arm64; users replay
 # captures on macOS and FreeBSD. flowdedup must build for all of them, and
