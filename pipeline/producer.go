@@ -48,6 +48,7 @@ type producer struct {
 	id       int
 	src      capture.Source
 	kind     flow.KeyKind
+	mask     flow.Mask
 	seed     uint64
 	live     bool
 	wall     bool // WallClockWindows
@@ -139,6 +140,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		id:       id,
 		src:      src,
 		kind:     cfg.Key,
+		mask:     cfg.Prefix,
 		seed:     cfg.Seed,
 		live:     cfg.Live,
 		wall:     cfg.WallClockWindows,
@@ -189,7 +191,8 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 // capture.ErrCorrupt is counted as a malformed frame (reason
 // "corrupt_file") without failing the run: the source has lost the framing
 // of that file and moves on to its next one (or ends), and what was read
-// is good.
+// is good. An empty file (capture.ErrEmpty) held no frame and counts
+// nothing here: the source's owner counts damaged files (replay's totals).
 //
 // When the pipeline stops (SIGINT), a live producer first drains the frames
 // its source already holds (the kernel ring), up to the source's first idle
@@ -222,6 +225,8 @@ func (p *producer) run() error {
 				continue
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 				return nil
+			case errors.Is(err, capture.ErrEmpty):
+				continue
 			case errors.Is(err, capture.ErrCorrupt):
 				c := p.current()
 				c.packets++
@@ -286,6 +291,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 			return
 		}
 	}
+	p.mask.Apply(&key) // one branch when off; a kernel-masked key stays as it is
 	h := flow.HashKey(&key, p.seed)
 	if pkt.Observer != 0 {
 		h = observerHash(h, pkt.Observer)

@@ -85,6 +85,7 @@ type workerStats struct {
 	distinct   atomic.Uint64
 	fill       atomic.Uint64 // math.Float64bits of the fill ratio
 	fillWanted atomic.Bool   // set by Stats: compute the fill ratio at the next batch boundary
+	waiting    atomic.Bool   // send waits for a free output batch: all of them are with the collator
 	_          cacheLinePad
 }
 
@@ -269,7 +270,13 @@ func (w *worker) emit(sl *wslot, k *flow.Key, t int64, obs uint32) {
 // rings on the producers.
 func (w *worker) send() {
 	w.out <- w.ob
-	w.ob = <-w.free
+	select {
+	case w.ob = <-w.free:
+	default:
+		w.stats.waiting.Store(true)
+		w.ob = <-w.free
+		w.stats.waiting.Store(false)
+	}
 }
 
 // closeBefore closes, in order, the windows the worker holds that are

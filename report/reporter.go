@@ -18,6 +18,7 @@ type Config struct {
 	Out     io.Writer    // distinct-flow records; nil writes none
 	Format  string       // record format, one of Formats; "" is jsonl
 	Kind    flow.KeyKind // key kind of the records and summaries (Summary.Key)
+	Prefix  flow.Mask    // prefix lengths of the keys (Summary.Prefix); zero for hosts
 	Summary io.Writer    // window summaries, one JSON line each; nil writes none
 	Totals  io.Writer    // run totals, one text line on Close (stderr), and a line per export; nil writes none
 
@@ -37,6 +38,11 @@ type Config struct {
 	// what they cannot deliver is counted (Summary.ExportDropped), never an
 	// error.
 	Exports []Export
+	// DamagedFiles, when not nil, is called once, by Close, for the input
+	// files the run found damaged, by reason (replay's: "empty",
+	// "truncated", "damaged"), which the run totals show apart from the
+	// packets: an empty file held no frame, so it is no packet.
+	DamagedFiles func() map[string]uint64
 
 	// Observers, when set, names the observers of records that carry one
 	// (pipeline.Record.Observer: flowdedup collect's exporters). The
@@ -84,6 +90,7 @@ type Reporter struct {
 	stage   Batch
 	sum     Summary
 	out     io.Writer // for totals
+	damaged func() map[string]uint64
 	totals  pipeline.WindowSummary
 	windows uint64
 	err     error
@@ -109,7 +116,7 @@ func New(cfg Config) (*Reporter, error) {
 	if len(cfg.Observer) > MaxObserverLen {
 		return nil, fmt.Errorf("%w: %d bytes, want at most %d", ErrObserver, len(cfg.Observer), MaxObserverLen)
 	}
-	r := &Reporter{out: cfg.Totals, exports: cfg.Exports}
+	r := &Reporter{out: cfg.Totals, exports: cfg.Exports, damaged: cfg.DamagedFiles}
 	if cfg.Out != nil {
 		records, err := NewRecordWriter(cfg.Out, cfg.Format, cfg.Kind)
 		if err != nil {
@@ -130,7 +137,7 @@ func New(cfg Config) (*Reporter, error) {
 		r.obs = newObserverStages(cfg.Observers)
 	}
 	r.annotate = cfg.Annotate
-	r.sum.Observer, r.sum.Filter, r.sum.Key = cfg.Observer, cfg.Filter, cfg.Kind
+	r.sum.Observer, r.sum.Filter, r.sum.Key, r.sum.Prefix = cfg.Observer, cfg.Filter, cfg.Kind, cfg.Prefix
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
 	r.totals.DroppedBy = make(map[string]uint64)
@@ -256,7 +263,11 @@ func (r *Reporter) Close() error {
 	}
 	wg.Wait()
 	if r.out != nil {
-		line := appendTotals(nil, &r.totals, r.windows)
+		var damaged map[string]uint64
+		if r.damaged != nil {
+			damaged = r.damaged()
+		}
+		line := appendTotals(nil, &r.totals, r.windows, damaged)
 		for _, q := range r.exports {
 			line = appendExportTotals(line, q.Stats())
 		}
@@ -296,7 +307,9 @@ func (r *Reporter) add(s *pipeline.WindowSummary) {
 // appendTotals appends the one-line run totals:
 //
 //	totals: packets 1000, malformed 3 (bad_header 1, truncated 2), skipped 2 (not_ip 2), keys 995, distinct 120, dropped 0, windows 2
-func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
+//
+// and, when files were damaged, ", damaged files 2 (empty 1, truncated 1)".
+func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64, damaged map[string]uint64) []byte {
 	b = append(b, "totals: packets "...)
 	b = strconv.AppendUint(b, t.Packets, 10)
 	b = append(b, ", malformed "...)
@@ -320,6 +333,14 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 	}
 	b = append(b, ", windows "...)
 	b = strconv.AppendUint(b, windows, 10)
+	var files uint64
+	for _, n := range damaged {
+		files += n
+	}
+	if files != 0 {
+		b = append(b, ", damaged files "...)
+		b = appendCountBy(b, files, damaged)
+	}
 	return append(b, '\n')
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
@@ -48,8 +49,9 @@ leaves out, mem=auto resolved) is printed on stderr at start.
 A truncated or damaged capture file (an empty one too) gets one warning on stderr
 naming the file, the record and its byte offset; what it held before the damage is
 replayed, the rest of it skipped, and the files after it are read as usual. Its
-summary counts it as malformed (reason corrupt_file). The exit status stays 0
-unless --strict is given. A file that is not a capture at all, or is missing,
+summary counts the record it cost as malformed (reason corrupt_file), and the
+totals count the file (damaged files, by reason: empty, truncated, damaged); an
+empty file cost no record. The exit status stays 0 unless --strict is given. A file that is not a capture at all, or is missing,
 stops the replay before it starts.`
 
 const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
@@ -106,6 +108,7 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 		stderr = &lockedWriter{w: stderr}
 	}
 	src := &warnSource{Reader: reader, warn: stderr, erase: isTerminal(stderr)}
+	cfg.damagedFiles = src.damagedBy
 	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
 	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{}, stdout, stderr)
 	if err != nil {
@@ -132,13 +135,21 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 
 // warnSource is replay's capture source: the files, with a warning on
 // stderr for each damaged one as it is found (the reader reports a file
-// once, then moves on to the next). The error still goes to the pipeline,
-// which counts it (malformed_by corrupt_file).
+// once, then moves on to the next), counted by reason for the run totals
+// (damagedBy). The error still goes to the pipeline, which counts the
+// record it cost as a malformed frame (malformed_by corrupt_file), unless
+// the file was empty: that cost none.
 type warnSource struct {
 	*pcapfile.Reader
-	warn  io.Writer
-	erase bool // stderr is a terminal: clear the progress line first
+	warn    io.Writer
+	erase   bool // stderr is a terminal: clear the progress line first
+	damaged [len(damageReasons)]atomic.Uint64
 }
+
+// damageReasons are the reasons damaged files are counted under in the
+// run totals: a file with no data at all (capture.ErrEmpty), one that ends
+// inside its header or a record, one whose framing is wrong.
+var damageReasons = [...]string{"empty", "truncated", "damaged"}
 
 func (s *warnSource) Next(p *capture.Packet) error {
 	err := s.Reader.Next(p)
@@ -148,8 +159,28 @@ func (s *warnSource) Next(p *capture.Packet) error {
 			line = "\r\033[K" + line
 		}
 		io.WriteString(s.warn, line)
+		switch {
+		case errors.Is(err, capture.ErrEmpty):
+			s.damaged[0].Add(1)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			s.damaged[1].Add(1)
+		default:
+			s.damaged[2].Add(1)
+		}
 	}
 	return err
+}
+
+// damagedBy returns the damaged files seen so far by reason, for
+// report.Config.DamagedFiles.
+func (s *warnSource) damagedBy() map[string]uint64 {
+	m := make(map[string]uint64)
+	for i := range s.damaged {
+		if n := s.damaged[i].Load(); n != 0 {
+			m[damageReasons[i]] = n
+		}
+	}
+	return m
 }
 
 // damageWarning says what is wrong with a damaged capture file, in the
