@@ -48,6 +48,7 @@ type producer struct {
 	id    int
 	src   capture.Source
 	kind  flow.KeyKind
+	mask  flow.Mask
 	seed  uint64
 	live  bool
 	wall  bool // WallClockWindows
@@ -138,6 +139,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		id:    id,
 		src:   src,
 		kind:  cfg.Key,
+		mask:  cfg.Prefix,
 		seed:  cfg.Seed,
 		live:  cfg.Live,
 		wall:  cfg.WallClockWindows,
@@ -287,6 +289,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 			return
 		}
 	}
+	p.mask.Apply(&key) // one branch when off; a kernel-masked key stays as it is
 	h := flow.HashKey(&key, p.seed)
 	if pkt.Observer != 0 {
 		h = observerHash(h, pkt.Observer)

@@ -136,6 +136,10 @@ type Summary struct {
 	// counting different things are not merged. Zero (not a valid kind)
 	// means unknown: a summary of a flowdedup that did not write it.
 	Key flow.KeyKind
+	// Prefix is the prefix lengths the keys' addresses are masked to
+	// (--prefix), the zero Mask for hosts: with Key, what the window
+	// counts.
+	Prefix flow.Mask
 	// ExportDropped counts, for this window, what each export destination
 	// could not deliver: by destination (its URL without credentials), then
 	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing

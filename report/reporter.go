@@ -18,6 +18,7 @@ type Config struct {
 	Out     io.Writer    // distinct-flow records; nil writes none
 	Format  string       // record format, one of Formats; "" is jsonl
 	Kind    flow.KeyKind // key kind of the records and summaries (Summary.Key)
+	Prefix  flow.Mask    // prefix lengths of the keys (Summary.Prefix); zero for hosts
 	Summary io.Writer    // window summaries, one JSON line each; nil writes none
 	Totals  io.Writer    // run totals, one text line on Close (stderr), and a line per export; nil writes none
 
@@ -116,7 +117,7 @@ func New(cfg Config) (*Reporter, error) {
 	r.sinks = append(r.sinks, cfg.Destinations...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
 	r.stage.Observer = cfg.Observer
-	r.sum.Observer, r.sum.Filter, r.sum.Key = cfg.Observer, cfg.Filter, cfg.Kind
+	r.sum.Observer, r.sum.Filter, r.sum.Key, r.sum.Prefix = cfg.Observer, cfg.Filter, cfg.Kind, cfg.Prefix
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
 	r.totals.DroppedBy = make(map[string]uint64)

@@ -32,8 +32,10 @@ import (
 // pipeline kept it) and export_dropped (Summary.ExportDropped: by
 // destination, then by reason; {} when nothing was lost). key (Summary.Key,
 // the key kind the window counts, spelt as --key takes it: src, dst, pair
-// or 5tuple) came last but sits beside filter, the other field that says
-// how the run counted; it is left out when the kind is not valid (unknown).
+// or 5tuple; for keys by network, followed by / and the prefix lengths,
+// Summary.Prefix, as in src/24,64: flow.KeySpec's text) came last but sits
+// beside filter, the other field that says how the run counted; it is left
+// out when the kind is not valid (unknown).
 //
 // The last line, after the final window's, is the run totals (Totals,
 // AppendRunTotals): {"run_totals":{...}}, written by the Reporter's Close
@@ -93,13 +95,13 @@ func orEmpty(m map[string]uint64) map[string]uint64 {
 	return m
 }
 
-// keyName returns the --key spelling of k, or "" (the field left out) for
-// an invalid kind.
-func keyName(k flow.KeyKind) string {
+// keyName returns the --key spelling of k, followed by /V4LEN,V6LEN for
+// keys by network, or "" (the field left out) for an invalid kind.
+func keyName(k flow.KeyKind, m flow.Mask) string {
 	if !k.IsValid() {
 		return ""
 	}
-	return k.String()
+	return flow.KeySpec{Kind: k, Mask: m}.String()
 }
 
 // AppendSummary appends the JSON line of s, newline included: the line
@@ -125,7 +127,7 @@ func AppendSummary(b []byte, s *Summary) []byte {
 		Final:            s.Final,
 		Observer:         s.Observer,
 		Filter:           s.Filter,
-		Key:              keyName(s.Key),
+		Key:              keyName(s.Key, s.Prefix),
 		Late:             s.Late,
 		LateBy:           orEmpty(s.LateBy),
 		DistinctEstimate: s.DistinctEstimate,
@@ -210,8 +212,9 @@ func (e *SummaryError) Unwrap() error { return e.Err }
 // after the first version (prefiltered, observer, filter, key, late,
 // late_by, distinct_estimate, sketch, export_dropped) are zero when absent:
 // a summary without key is of an unknown kind (Summary.Key zero). A key
-// that is not one of src, dst, pair and 5tuple is a *SummaryError, not an
-// unknown kind: it would be one that a merge could not check.
+// that is not one of src, dst, pair and 5tuple, optionally by network
+// (src/24,64), is a *SummaryError, not an unknown kind: it would be one
+// that a merge could not check.
 type SummaryReader struct {
 	sc   *bufio.Scanner
 	line int
@@ -357,9 +360,11 @@ func ParseSummary(line []byte, s *Summary) error {
 	w.Late, w.LateBy = in.Late, in.LateBy
 	w.DistinctEstimate = in.DistinctEstimate
 	if in.Key != nil {
-		if s.Key, err = flow.ParseKeyKind(*in.Key); err != nil {
+		spec, err := flow.ParseKeySpec(*in.Key)
+		if err != nil {
 			return fmt.Errorf("%w: key: %w", ErrSummary, err)
 		}
+		s.Key, s.Prefix = spec.Kind, spec.Mask
 	}
 	if in.Sketch != nil {
 		if w.Sketch, err = base64.StdEncoding.DecodeString(*in.Sketch); err != nil {

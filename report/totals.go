@@ -24,6 +24,7 @@ type RunTotals struct {
 	Observer string
 	Filter   string
 	Key      flow.KeyKind
+	Prefix   flow.Mask // the prefix lengths of the keys (Summary.Prefix)
 	// DamagedFiles counts input files found damaged, by reason (replay:
 	// "empty", "truncated", "damaged"); nil for other runs.
 	DamagedFiles map[string]uint64
@@ -120,7 +121,7 @@ func AppendRunTotals(b []byte, t *RunTotals) []byte {
 		LateBy:       orEmpty(t.LateBy),
 		Observer:     t.Observer,
 		Filter:       t.Filter,
-		Key:          keyName(t.Key),
+		Key:          keyName(t.Key, t.Prefix),
 		DamagedFiles: t.DamagedFiles,
 		Exports:      make(map[string]exportTotalsJSON, len(t.Exports)),
 	}
@@ -154,7 +155,7 @@ func AppendRunTotals(b []byte, t *RunTotals) []byte {
 // runTotals returns the Reporter's totals, with the exports' counts (read
 // after they were closed) and the damaged files.
 func (r *Reporter) runTotals() *RunTotals {
-	t := &RunTotals{WindowSummary: r.totals, Windows: r.windows, Observer: r.sum.Observer, Filter: r.sum.Filter, Key: r.sum.Key}
+	t := &RunTotals{WindowSummary: r.totals, Windows: r.windows, Observer: r.sum.Observer, Filter: r.sum.Filter, Key: r.sum.Key, Prefix: r.sum.Prefix}
 	t.StartNs, t.EndNs = r.firstNs, r.lastNs
 	t.MalformedBy, t.SkippedBy = maps.Clone(r.totals.MalformedBy), maps.Clone(r.totals.SkippedBy)
 	t.DroppedBy, t.LateBy = maps.Clone(r.totals.DroppedBy), maps.Clone(r.totals.LateBy)

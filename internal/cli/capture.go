@@ -60,6 +60,7 @@ const maxOpenWindows = 64
 // docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
 	Key      flow.KeyKind
+	Prefix   flow.Mask // --prefix: keys by network; zero for hosts
 	Filter   string
 	Workers  int
 	Window   time.Duration
@@ -103,6 +104,7 @@ func newCaptureConfig() CaptureConfig {
 // defaults.
 func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.TextVar(&c.Key, "key", c.Key, "flow `KIND`: src | dst | pair | 5tuple")
+	fs.TextVar(&c.Prefix, "prefix", c.Prefix, prefixUsage)
 	fs.StringVar(&c.Filter, "filter", c.Filter, "duplicate filter `SPEC` of each worker's shard; mem= is per shard, and parameters the spec leaves out take the product defaults 'flowdedup filters' lists")
 	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards, each owning one filter per open window; the default is the number of CPUs, the most %d per CPU", maxWorkersPerCPU))
 	durationFlag(fs, &c.Window, "window", "landmark window `D`, e.g. 1h: each key is reported at most once per window and filters are cleared at its end (0: one window for the whole run)")
@@ -118,6 +120,10 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	c.Export.bind(fs)
 	c.Profile.BindFlags(fs)
 }
+
+// prefixUsage is the help of --prefix, shared by every command that keys
+// packets.
+const prefixUsage = "key addresses by their networks: `V4LEN[,V6LEN]` prefix lengths (0-32, 0-128; V6LEN 128 when left out), e.g. 24,64; records print CIDR text such as 10.1.2.0/24 (default: hosts)"
 
 // completeCaptureFlags registers the shell completions of the shared flags.
 func completeCaptureFlags(cmd *cobra.Command) {
@@ -192,6 +198,9 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 // describe says what the filters are, for the line printed at start.
 func (c *CaptureConfig) describe() string {
 	s := fmt.Sprintf("filter %s, %d workers", c.spec, c.Workers)
+	if !c.Prefix.IsZero() {
+		s += fmt.Sprintf(", keys by network (IPv4 /%d, IPv6 /%d)", c.Prefix.Bits(false), c.Prefix.Bits(true))
+	}
 	if c.Window > 0 {
 		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
 	}
@@ -233,7 +242,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		s.close()
 		return nil, err
 	}
-	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
 		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles})
 	if err != nil {
 		closeQueues(exports)
@@ -241,7 +250,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key,
+		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
