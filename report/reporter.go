@@ -93,6 +93,9 @@ type Reporter struct {
 	damaged func() map[string]uint64
 	totals  pipeline.WindowSummary
 	windows uint64
+	firstNs int64 // the first window's start
+	lastNs  int64 // the last window's end
+	final   *RunTotals
 	err     error
 	closed  bool
 
@@ -238,11 +241,16 @@ func (r *Reporter) Flush() error {
 	return r.err
 }
 
-// Close hands on the records gathered, closes the synchronous sinks and
+// Close hands on the records gathered, closes the record outputs and
 // the export Queues (which drain, all at once, each for up to its
-// DrainTimeout), and writes the run totals and a line per export. It
-// returns the first error of the Reporter's life; calls after Close
-// return an error.
+// DrainTimeout), then, when there are exports, gives the summary outputs
+// the run totals (RunTotals, their last line: what the exports lost at the
+// end is in no window summary), closes them, and writes the totals on
+// Config.Totals: a line of the run's counts and a line per export. The
+// summary outputs get the totals only when no output failed before: their
+// lines are then complete; a run without exports writes summaries only,
+// one per window, as it always did. Close returns the first error of the Reporter's life; calls
+// after Close return an error.
 func (r *Reporter) Close() error {
 	if r.closed {
 		return errFirst(r.err, errClosed)
@@ -254,7 +262,13 @@ func (r *Reporter) Close() error {
 	if r.obs != nil {
 		r.obs.dispatch(r.exports, &r.obsBatch)
 	}
+	// The record files are complete: they need not wait for the drain.
+	var summaries []totalsDestination
 	for _, s := range r.sinks {
+		if td, ok := s.(totalsDestination); ok {
+			summaries = append(summaries, td)
+			continue
+		}
 		r.err = errFirst(r.err, s.Close())
 	}
 	var wg sync.WaitGroup
@@ -262,14 +276,18 @@ func (r *Reporter) Close() error {
 		wg.Go(func() { q.Close() })
 	}
 	wg.Wait()
-	if r.out != nil {
-		var damaged map[string]uint64
-		if r.damaged != nil {
-			damaged = r.damaged()
+	t := r.runTotals()
+	r.final = t
+	for _, s := range summaries {
+		if r.err == nil && len(r.exports) > 0 {
+			r.err = s.Totals(t)
 		}
-		line := appendTotals(nil, &r.totals, r.windows, damaged)
-		for _, q := range r.exports {
-			line = appendExportTotals(line, q.Stats())
+		r.err = errFirst(r.err, s.Close())
+	}
+	if r.out != nil {
+		line := appendTotals(nil, &r.totals, r.windows, t.DamagedFiles)
+		for _, st := range t.Exports {
+			line = appendExportTotals(line, st)
 		}
 		tw := wholeWriter{w: r.out, op: "totals"}
 		r.err = errFirst(r.err, tw.write(line, 1))
@@ -279,7 +297,15 @@ func (r *Reporter) Close() error {
 	return err
 }
 
+// Totals returns the run totals Close gave the summary outputs, or nil
+// before Close. The caller must not change them.
+func (r *Reporter) Totals() *RunTotals { return r.final }
+
 func (r *Reporter) add(s *pipeline.WindowSummary) {
+	if r.windows == 0 {
+		r.firstNs = s.StartNs
+	}
+	r.lastNs = s.EndNs
 	t := &r.totals
 	t.Packets += s.Packets
 	t.Malformed += s.Malformed

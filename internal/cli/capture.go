@@ -222,6 +222,7 @@ type session struct {
 	reporter    *report.Reporter
 	closers     []io.Closer
 	stderr      io.Writer
+	live        bool
 	stopProfile func() error // nil once stopped
 }
 
@@ -250,7 +251,7 @@ type sessionMode struct {
 // closed (session.run closes it).
 func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdout, stderr io.Writer) (*session, error) {
 	live := mode.live
-	s := &session{cfg: cfg, stderr: stderr}
+	s := &session{cfg: cfg, stderr: stderr, live: live}
 	var err error
 	if s.stopProfile, err = cfg.Profile.start(); err != nil {
 		return nil, err
@@ -326,12 +327,21 @@ func (s *session) close() error {
 
 // run drives the pipeline over sources, with a progress line on a
 // terminal, and closes the outputs. The pipeline closes the reporter.
+// When an export destination lost records (exportLoss), a replay fails
+// with that error; a live run (run, collect: daemons, which exit 0 when
+// stopped by a signal) says it on stderr.
 func (s *session) run(ctx context.Context, sources ...capture.Source) error {
 	stopProgress := startProgress(s.stderr, s.pipe)
 	err := s.pipe.Run(ctx, sources...)
 	stopProgress()
 	if cerr := s.close(); err == nil {
 		err = cerr
+	}
+	if lerr := exportLoss(s.reporter.Totals(), &s.cfg.Export); lerr != nil {
+		if !s.live {
+			return errors.Join(err, lerr)
+		}
+		fmt.Fprintf(s.stderr, "flowdedup: %v\n", lerr)
 	}
 	return err
 }
