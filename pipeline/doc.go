@@ -22,6 +22,22 @@
 // exchange batches, the workers and the collator exchange batches of
 // records over a channel (one operation per batch) and recycle them.
 //
+// # Parallel parsing (replay)
+//
+// With Config.Parsers, a source that frames in bulk (capture.BatchSource:
+// replay's files, stdin included) is read by its producer a buffer at a
+// time, by reference, and keyed by Parsers goroutines. The producer keeps
+// every decision that depends on file order (the time-jump guard, windows,
+// lateness, the markers that close windows) and hands each run of frames,
+// with the window of each frame and the markers due between them, to the
+// next parse goroutine in turn, which keys, hashes and writes the keys into
+// its own ring to each worker, then a turn item. Each worker reads the
+// parse goroutines' rings in that same turn, so every shard's filter takes
+// its keys in file order: records, summaries and Stats are those of the
+// producer keying alone, for any number of parse goroutines and any filter.
+// Frames the parsers cannot key are counted by them and sent to worker 0
+// before the marker that closes their window.
+//
 // A worker that finds its rings empty yields a few times, then parks on a
 // channel; a producer wakes it only when it is parked (one atomic load per
 // published batch). Producers blocked on a full ring park the same way.

@@ -78,6 +78,15 @@ func TestNextBatch(t *testing.T) {
 	gz := write("c.pcap.gz", gzipBytes(t, writePcap(t, pkts[:7000], flow.LinkEthernet, false)))
 	whole := writePcap(t, pkts[:3000], flow.LinkEthernet, false)
 	cut := write("d.pcap", whole[:len(whole)-30])
+	// A record header that cannot be right, in the middle of a file: the
+	// rest of the file is skipped, and the next one read into the buffer.
+	bad := bytes.Clone(whole)
+	off := 24
+	for range 1000 {
+		off += 16 + int(binary.LittleEndian.Uint32(bad[off+8:]))
+	}
+	binary.LittleEndian.PutUint32(bad[off+8:], 0xfffffff0)
+	damaged := write("f.pcap", bad)
 	// A block longer than the buffer: its packet is spilled.
 	w := &ngWriter{order: binary.LittleEndian}
 	w.shb()
@@ -88,7 +97,7 @@ func TestNextBatch(t *testing.T) {
 	long := write("e.pcapng", w.b)
 
 	testdata, _ := filepath.Glob("../../testdata/pcaps/*.pcap*")
-	sets := [][]string{{pcap}, {ng}, {gz}, {cut}, {long}, {pcap, cut, ng, gz, long, pcap}, testdata}
+	sets := [][]string{{pcap}, {ng}, {gz}, {cut}, {long}, {pcap, cut, ng, gz, long, pcap}, {damaged, pcap, damaged, ng}, testdata}
 	for _, paths := range sets {
 		want, wantErrs := readAllErrs(t, paths)
 		for _, lag := range []int{0, 1, 3, -1} {

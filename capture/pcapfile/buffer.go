@@ -47,6 +47,7 @@ const freeBuffers = 64
 // Reset discards the buffered bytes and reads from rd. The bytes stay
 // where they are (dirty): a batch may point to them.
 func (b *buffer) Reset(rd io.Reader) {
+	b.dirty = b.dirty || b.w > 0 // records may have been handed out of the window without a Discard
 	b.r, b.w, b.rd, b.err = 0, 0, rd, nil
 }
 

@@ -58,6 +58,8 @@ const maxOpenWindows = 64
 // CaptureConfig holds the flags replay and run share (DESIGN.md section
 // 5). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
+	// parsers is replay's --parsers, resolved (pipeline.Config.Parsers).
+	parsers  int
 	Key      flow.KeyKind
 	Filter   string
 	Workers  int
@@ -225,7 +227,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key,
+		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
