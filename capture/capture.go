@@ -18,9 +18,11 @@ type Packet struct {
 	LinkType flow.LinkType // how to parse Data
 
 	// Key, when valid, is the frame's flow key, already extracted by a
-	// source that parses in the kernel (the XDP fast path). Data is then
-	// empty and the frame is counted by the source's KernelCounter, not
-	// per Packet. Sources of frames leave it zero.
+	// source that parses in the kernel (the XDP fast path) or that reads
+	// keys rather than frames (collect's flow records). Data is then
+	// empty. A source that implements KernelCounter counts the frames
+	// behind its keys there, not per Packet; any other source's keyed
+	// Packet counts as one packet. Sources of frames leave it zero.
 	//
 	// Such a source says so in its type: it implements KernelCounter,
 	// whose counts stand for the frames behind its keys. The key itself
@@ -31,6 +33,15 @@ type Packet struct {
 	// serve both kinds; a second method would need a second copy of that
 	// per-packet path, or a type switch on it, to save one branch.
 	Key flow.Key
+
+	// Observer, when not 0, says which of several observation points a
+	// source gathers the frame or key came from (collect's exporters: a
+	// router and its observation domain, numbered by the source). The
+	// pipeline deduplicates the keys of each observer apart, so that a
+	// key two observers saw is reported for each, and hands the number on
+	// in its records (pipeline.Record.Observer). Sources of one
+	// observation point leave it 0.
+	Observer uint32
 }
 
 // Source yields frames in capture order. A Source is used by one goroutine.
@@ -42,7 +53,8 @@ type Source interface {
 	// a file source returns it too when it reads a pipe whose writer is
 	// quiet, so that what it read is handed on),
 	// or an error that wraps ErrCorrupt when the input itself is damaged
-	// (a record header that cannot be right). The framing of that input is
+	// (a record header that cannot be right), and ErrEmpty too when it held
+	// no data at all (no frame was lost then). The framing of that input is
 	// lost: a single-file source then returns io.EOF, a multi-file source
 	// moves on to its next file. The caller counts the error and calls Next
 	// again; only io.EOF and ErrClosed end a source.
@@ -104,6 +116,11 @@ type KernelCounts struct {
 var (
 	ErrClosed  = errors.New("capture: source closed")
 	ErrCorrupt = errors.New("capture: corrupt capture file")
+	// ErrEmpty is wrapped, with ErrCorrupt, by the error of an input file
+	// that holds no data at all (0 bytes, or gzip data that decompresses
+	// to none), such as a capture killed before its first write: not even
+	// a header, so no frame either.
+	ErrEmpty   = errors.New("capture: empty capture file")
 	ErrTimeout = errors.New("capture: no frame within the poll interval")
 	// ErrWindowGone: WindowCounts of a window the kernel no longer keeps.
 	ErrWindowGone = errors.New("capture: the kernel no longer keeps this window's counts")

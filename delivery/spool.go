@@ -39,7 +39,7 @@ const (
 // destinations could not take yet, on disk, at most Max bytes in all. Each
 // destination has a directory of its own in it, named after the
 // destination, and each of its files names the destination again (see the
-// spool file format in the package documentation), so that destinations
+// spool file format in spoolfile.go), so that destinations
 // never read each other's files.
 //
 // A Spool is opened once per run and shared by the run's Queues

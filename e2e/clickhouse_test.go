@@ -106,10 +106,11 @@ var fleetRouters = []struct{ name, flows, packets, ipv6 string }{
 // different --observer names, replay three captures whose sources overlap
 // (IPv4 and IPv6) and export to one ClickHouse with --window 1m
 // --summary-sketch. Then, for every minute, the distinct sources
-// ClickHouse counts over all routers (the DESIGN.md query) are the exact
-// union computed from the captures, and `flowdedup merge` of the three
-// summary files estimates it within 2%. The routers run the exact filter,
-// so that what reaches ClickHouse depends on the export alone.
+// ClickHouse counts over all routers (the network-wide query of
+// docs/export.md) are the exact union computed from the captures, and
+// `flowdedup merge` of the three summary files estimates it within 2%.
+// The routers run the exact filter, so that what reaches ClickHouse
+// depends on the export alone.
 //
 // Tolerance: the merged sketch's estimate has the error of one HyperLogLog
 // of 2^14 registers, a relative standard error of 1.04/sqrt(2^14) = 0.81%

@@ -210,7 +210,7 @@ func TestWriteFormats(t *testing.T) {
 	for _, k := range []string{"filter", "stream", "memory_bits", "elements", "distinct", "duplicates",
 		"false_positives", "false_negatives", "fpr", "fnr", "ns_per_op"} {
 		if _, ok := m[k]; !ok {
-			t.Errorf("json record lacks %q (DESIGN.md section 6)", k)
+			t.Errorf("json record lacks %q (docs/architecture.md#eval-results)", k)
 		}
 	}
 	if m["filter"] != "lru:entries=10" || m["memory_bits"] != 640.0 {

@@ -106,6 +106,13 @@ func TestFanoutSameOutput(t *testing.T) {
 	c := base
 	c.Filter, c.Workers, c.Window = "exact", 3, time.Minute
 	setups = append(setups, setup{"exact/3workers", c})
+	c = base
+	c.Filter = "exact"
+	var err error
+	if c.Prefix, err = flow.MakeMask(24, 48); err != nil {
+		t.Fatal(err)
+	}
+	setups = append(setups, setup{"exact/prefix", c})
 	kinds := []string{"src", "5tuple"}
 	inputs := fanoutInputs(t)
 	if raceEnabled {

@@ -17,6 +17,7 @@ import (
 type parser struct {
 	id    int
 	kind  flow.KeyKind
+	mask  flow.Mask
 	seed  uint64
 	src   capture.BatchSource
 	in    <-chan *frames
@@ -39,6 +40,7 @@ func newParser(id int, cfg *Config, f *fanout, rings []*ring, wake []*parker) *p
 	q := &parser{
 		id:    id,
 		kind:  cfg.Key,
+		mask:  cfg.Prefix,
 		seed:  cfg.Seed,
 		src:   f.src,
 		in:    f.in[id],
@@ -91,6 +93,7 @@ func (q *parser) parse(fr *frames) {
 			parseError(q.counts(r.w), err)
 			continue
 		}
+		q.mask.Apply(&key)
 		h := flow.HashKey(&key, q.seed)
 		q.key(flow.ShardOf(h, len(q.rings)), r.w, h, &key, r.t)
 	}

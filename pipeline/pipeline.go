@@ -47,6 +47,10 @@ type Config struct {
 	Filter string
 	// Key is the flow key kind.
 	Key flow.KeyKind
+	// Prefix masks the addresses of every key to its network (flow.Mask:
+	// --prefix), the keys it parses and those a source hands it, before
+	// they are hashed. The zero Mask keys hosts.
+	Prefix flow.Mask
 	// Seed keys the flow hash (flow.Key.Hash). It should be secret and
 	// random per run unless reproducibility is wanted.
 	Seed uint64

@@ -48,6 +48,7 @@ type producer struct {
 	id    int
 	src   capture.Source
 	kind  flow.KeyKind
+	mask  flow.Mask
 	seed  uint64
 	live  bool
 	wall  bool // WallClockWindows
@@ -87,6 +88,7 @@ type producer struct {
 	// Off the per-packet path, so last.
 	kc, kcNew     capture.KernelCounts
 	wc            capture.WindowCounter // src, when it counts by window in the kernel
+	kernelKeyed   bool                  // src is a capture.KernelCounter: it counts the packets behind its keys
 	kcWin, kcAttr capture.KernelCounts
 
 	// The jump guard of packet-time windows (see screen): a packet more
@@ -115,6 +117,7 @@ type sideKeys struct {
 	hashes []uint64
 	keys   []flow.Key
 	times  []int64
+	obs    []uint32
 }
 
 // producerStats are a producer's cumulative counters, published for Stats
@@ -137,6 +140,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		id:    id,
 		src:   src,
 		kind:  cfg.Key,
+		mask:  cfg.Prefix,
 		seed:  cfg.Seed,
 		live:  cfg.Live,
 		wall:  cfg.WallClockWindows,
@@ -153,6 +157,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 	}
 	p.ready = p.slotFree
 	p.wc, _ = src.(capture.WindowCounter)
+	_, p.kernelKeyed = src.(capture.KernelCounter)
 	p.guard = !cfg.Live && !cfg.WallClockWindows && cfg.Window > 0
 	p.jump = uint64(max(2*cfg.Window+cfg.Lateness, minTimeJump))
 	for s := range p.side {
@@ -160,6 +165,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 			hashes: make([]uint64, cfg.BatchSize),
 			keys:   make([]flow.Key, cfg.BatchSize),
 			times:  make([]int64, cfg.BatchSize),
+			obs:    make([]uint32, cfg.BatchSize),
 		}
 	}
 	p.open = make([]openCounts, p.win.open())
@@ -184,7 +190,8 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 // capture.ErrCorrupt is counted as a malformed frame (reason
 // "corrupt_file") without failing the run: the source has lost the framing
 // of that file and moves on to its next one (or ends), and what was read
-// is good.
+// is good. An empty file (capture.ErrEmpty) held no frame and counts
+// nothing here: the source's owner counts damaged files (replay's totals).
 //
 // When the pipeline stops (SIGINT), a live producer first drains the frames
 // its source already holds (the kernel ring), up to the source's first idle
@@ -220,6 +227,8 @@ func (p *producer) run() error {
 				continue
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 				return nil
+			case errors.Is(err, capture.ErrEmpty):
+				continue
 			case errors.Is(err, capture.ErrCorrupt):
 				c := p.current()
 				c.packets++
@@ -276,9 +285,12 @@ func (p *producer) packet(pkt *capture.Packet) {
 	// failed store-to-load forwarding) three times a packet.
 	var key flow.Key
 	if pkt.Key.IsValid() {
-		// Parsed in the kernel, and counted there as a packet with the
-		// frames its KernelCounter reports.
+		// Keyed by the source; parsed in the kernel, and counted there as
+		// a packet, when it is a KernelCounter.
 		key = pkt.Key
+		if !p.kernelKeyed {
+			c.packets++
+		}
 	} else {
 		c.packets++
 		if err := key.Decode(pkt.Data, pkt.LinkType, p.kind); err != nil {
@@ -286,10 +298,14 @@ func (p *producer) packet(pkt *capture.Packet) {
 			return
 		}
 	}
+	p.mask.Apply(&key) // one branch when off; a kernel-masked key stays as it is
 	h := flow.HashKey(&key, p.seed)
+	if pkt.Observer != 0 {
+		h = observerHash(h, pkt.Observer)
+	}
 	s := flow.ShardOf(h, len(p.rings))
 	if w != p.hi {
-		p.sideKey(s, w, h, &key, t, c)
+		p.sideKey(s, w, h, &key, t, pkt.Observer)
 		return
 	}
 	b := p.cur[s]
@@ -303,6 +319,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 	b.hashes[i] = h
 	b.keys[i] = key
 	b.times[i] = t
+	b.obs[i] = pkt.Observer
 	b.n = i + 1
 	if b.n == len(b.hashes) {
 		p.publish(s)
@@ -313,7 +330,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 // window has closed, and placing it in another would be wrong.
 func (p *producer) late(pkt *capture.Packet) {
 	c := p.hiCounts
-	if !pkt.Key.IsValid() {
+	if !pkt.Key.IsValid() || !p.kernelKeyed {
 		c.packets++ // a kernel-keyed packet is counted by the kernel
 	}
 	c.late[lateClosed]++
@@ -340,7 +357,7 @@ func slotOf(w int64, n int) int {
 }
 
 // sideKey buffers a key of open window w older than hi.
-func (p *producer) sideKey(s int, w int64, h uint64, k *flow.Key, t int64, c *counts) {
+func (p *producer) sideKey(s int, w int64, h uint64, k *flow.Key, t int64, obs uint32) {
 	sk := &p.side[s]
 	if sk.n > 0 && (sk.window != w || sk.n == len(sk.hashes)) {
 		p.flushSide(s)
@@ -350,7 +367,7 @@ func (p *producer) sideKey(s int, w int64, h uint64, k *flow.Key, t int64, c *co
 		p.old = min(p.old, t)
 	}
 	i := sk.n
-	sk.hashes[i], sk.keys[i], sk.times[i] = h, *k, t
+	sk.hashes[i], sk.keys[i], sk.times[i], sk.obs[i] = h, *k, t, obs
 	sk.n = i + 1
 }
 
@@ -385,6 +402,7 @@ func (p *producer) flushSide(s int) {
 	b.n = copy(b.hashes, sk.hashes[:sk.n])
 	copy(b.keys, sk.keys[:sk.n])
 	copy(b.times, sk.times[:sk.n])
+	copy(b.obs, sk.obs[:sk.n])
 	sk.n = 0
 	r.publish()
 	p.wake[s].wake()

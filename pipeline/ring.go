@@ -30,6 +30,7 @@ type batch struct {
 	hashes []uint64   // data: Key.Hash(Seed) of keys[i]
 	keys   []flow.Key // data
 	times  []int64    // data: packet time, Unix ns
+	obs    []uint32   // data: capture.Packet.Observer of keys[i]
 
 	// marker: the producer's counts for the window it closes, and its new
 	// low window: it sends nothing for windows before next (winDone: its
@@ -76,9 +77,10 @@ func newRing(nbatches, batchSize int) *ring {
 	hashes := make([]uint64, n*batchSize)
 	keys := make([]flow.Key, n*batchSize)
 	times := make([]int64, n*batchSize)
+	obs := make([]uint32, n*batchSize)
 	for i := range r.slots {
 		lo, hi := i*batchSize, (i+1)*batchSize
-		r.slots[i] = batch{hashes: hashes[lo:hi:hi], keys: keys[lo:hi:hi], times: times[lo:hi:hi]}
+		r.slots[i] = batch{hashes: hashes[lo:hi:hi], keys: keys[lo:hi:hi], times: times[lo:hi:hi], obs: obs[lo:hi:hi]}
 	}
 	return r
 }

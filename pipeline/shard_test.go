@@ -47,7 +47,8 @@ func errorRates(t *testing.T, spec string, nfilters int, hashes []uint64, route 
 	return float64(fp) / float64(distinct), float64(fn) / float64(dups), distinct, dups
 }
 
-// TestShardedErrorRatesMatchSingle is DESIGN.md section 3's check: four
+// TestShardedErrorRatesMatchSingle checks that sharding costs no accuracy
+// (docs/architecture.md#the-data-path, step 3): four
 // shards of qht:mem=64KiB, each fed the keys flow.ShardOf gives it, must
 // err as often as one qht:mem=256KiB fed every key, on a uniform key
 // stream. The rates are proportions over n trials; the tolerance is six

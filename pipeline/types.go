@@ -11,10 +11,14 @@ type Record struct {
 	WindowNs    int64 // start of its window, Unix ns (0 when windows are off)
 	WindowEndNs int64 // end of its window (0 when windows are off)
 	Worker      int   // the shard that reported it
+	// Observer is the capture.Packet.Observer of the first sighting: the
+	// key is distinct among that observer's keys of the window. 0 for
+	// sources of one observation point.
+	Observer uint32
 }
 
-// WindowSummary describes one closed window (DESIGN.md section 6,
-// --summary). With windows off, the whole run is one window.
+// WindowSummary describes one closed window (--summary; its fields are in
+// docs/architecture.md#records-and-summaries). With windows off, the whole run is one window.
 type WindowSummary struct {
 	StartNs, EndNs int64
 	Packets        uint64            // frames read in the window

@@ -89,6 +89,7 @@ type workerStats struct {
 	distinct   atomic.Uint64
 	fill       atomic.Uint64 // math.Float64bits of the fill ratio
 	fillWanted atomic.Bool   // set by Stats: compute the fill ratio at the next batch boundary
+	waiting    atomic.Bool   // send waits for a free output batch: all of them are with the collator
 	_          cacheLinePad
 }
 
@@ -251,7 +252,7 @@ func (w *worker) observe(b *batch) {
 	filters.ObserveAll(sl.filter, hashes, dup) // the batch path, when the filter has one
 	for i, d := range dup {
 		if !d {
-			w.emit(sl, &b.keys[i], b.times[i])
+			w.emit(sl, &b.keys[i], b.times[i], b.obs[i])
 		}
 	}
 	sl.sketch.add(b.keys[:b.n], hashes) // every key, not only the unseen: the estimate must not inherit the filter's errors
@@ -268,11 +269,11 @@ func (w *worker) observe(b *batch) {
 }
 
 // emit appends a record of an unseen key of slot sl's window.
-func (w *worker) emit(sl *wslot, k *flow.Key, t int64) {
+func (w *worker) emit(sl *wslot, k *flow.Key, t int64, obs uint32) {
 	if len(w.ob.recs) == cap(w.ob.recs) {
 		w.send()
 	}
-	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id})
+	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, Observer: obs})
 	sl.distinct++
 	w.distinct++
 }
@@ -283,7 +284,13 @@ func (w *worker) emit(sl *wslot, k *flow.Key, t int64) {
 // rings on the producers.
 func (w *worker) send() {
 	w.out <- w.ob
-	w.ob = <-w.free
+	select {
+	case w.ob = <-w.free:
+	default:
+		w.stats.waiting.Store(true)
+		w.ob = <-w.free
+		w.stats.waiting.Store(false)
+	}
 }
 
 // closeBefore closes, in order, the windows the worker holds that are

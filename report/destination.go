@@ -2,6 +2,9 @@ package report
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -133,9 +136,29 @@ type Summary struct {
 	// counting different things are not merged. Zero (not a valid kind)
 	// means unknown: a summary of a flowdedup that did not write it.
 	Key flow.KeyKind
+	// Prefix is the prefix lengths the keys' addresses are masked to
+	// (--prefix), the zero Mask for hosts: with Key, what the window
+	// counts.
+	Prefix flow.Mask
 	// ExportDropped counts, for this window, what each export destination
 	// could not deliver: by destination (its URL without credentials), then
 	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing
 	// was lost.
 	ExportDropped map[string]map[string]uint64
+}
+
+// CheckAddress checks that addr, a destination's address, is HOST:PORT with
+// a non-empty host and a port from 1 to 65535.
+func CheckAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: want HOST:PORT (%v)", addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("address %q has no host", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("address %q: port %q is not a number from 1 to 65535", addr, port)
+	}
+	return nil
 }

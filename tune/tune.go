@@ -90,7 +90,7 @@ type Config struct {
 	// the refine phase; 0: DefaultKeep.
 	Keep int
 	// CoarseElements is the key count the coarse phase thins the sample
-	// to (see the package documentation); 0: DefaultCoarseElements.
+	// to (docs/filters.md, "How tune works"); 0: DefaultCoarseElements.
 	CoarseElements int
 	// Exhaustive skips the pruning: every grid point runs on the whole
 	// sample with every seed.
@@ -166,7 +166,7 @@ func (c *Config) fill() error {
 // Result is what Run found. Rates are over the samples' keys as replay
 // counts them: FPR = false positives / distinct (first occurrences of a key
 // in its window), FNR = false negatives / duplicates, both summed over the
-// shards and samples of one seed (DESIGN.md section 6).
+// shards and samples of one seed, as eval counts them.
 type Result struct {
 	Samples   []SampleInfo `json:"samples"`
 	Key       string       `json:"key"`
@@ -255,7 +255,7 @@ type Search struct {
 
 // Run tunes: it reads the samples once, evaluates every grid point (Grid)
 // as replay would run it on them, and ranks the filters by the objective.
-// See the package documentation for the method.
+// docs/filters.md ("How tune works") describes the method.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	start := time.Now()
 	if err := cfg.fill(); err != nil {

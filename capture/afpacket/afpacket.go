@@ -233,22 +233,9 @@ type resources struct {
 	ring []byte           // the mapped ring, nil once unmapped
 }
 
-func (r *resources) closeFDs() {
-	if r.fd >= 0 {
-		unix.Close(r.fd)
-		r.fd = -1
-	}
-	if r.wait != nil {
-		r.wait.Close()
-	}
-}
+func (r *resources) closeFDs() { sockwait.CloseSocket(&r.fd, r.wait) }
 
-func (r *resources) unmap() {
-	if r.ring != nil {
-		unix.Munmap(r.ring)
-		r.ring = nil
-	}
-}
+func (r *resources) unmap() { sockwait.Unmap(&r.ring) }
 
 func (r *resources) release() {
 	r.closeFDs()

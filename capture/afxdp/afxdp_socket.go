@@ -120,31 +120,11 @@ type xskResources struct {
 }
 
 // unmapRings unmaps the rings: with the fd closed, that releases the socket.
-func (r *xskResources) unmapRings() {
-	for _, m := range []*[]byte{&r.rx, &r.fill} {
-		if *m != nil {
-			unix.Munmap(*m)
-			*m = nil
-		}
-	}
-}
+func (r *xskResources) unmapRings() { sockwait.Unmap(&r.rx, &r.fill) }
 
-func (r *xskResources) unmapUMEM() {
-	if r.umem != nil {
-		unix.Munmap(r.umem)
-		r.umem = nil
-	}
-}
+func (r *xskResources) unmapUMEM() { sockwait.Unmap(&r.umem) }
 
-func (r *xskResources) closeFDs() {
-	if r.fd >= 0 {
-		unix.Close(r.fd)
-		r.fd = -1
-	}
-	if r.wait != nil {
-		r.wait.Close()
-	}
-}
+func (r *xskResources) closeFDs() { sockwait.CloseSocket(&r.fd, r.wait) }
 
 func (r *xskResources) release() {
 	r.closeFDs()

@@ -20,6 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // DefaultFilter is the filter replay and run use unless told otherwise:
@@ -55,12 +56,13 @@ const DefaultLateness = 5 * time.Second
 // agree).
 const maxOpenWindows = 64
 
-// CaptureConfig holds the flags replay and run share (DESIGN.md section
-// 5). Flags both will gain (exports, per-window files) belong here.
+// CaptureConfig holds the flags replay and run share (the common flags of
+// docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
 	// parsers is replay's --parsers, resolved (pipeline.Config.Parsers).
 	parsers  int
 	Key      flow.KeyKind
+	Prefix   flow.Mask // --prefix: keys by network; zero for hosts
 	Filter   string
 	Workers  int
 	Window   time.Duration
@@ -74,6 +76,7 @@ type CaptureConfig struct {
 	Pin      bool
 	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
 	Export   ExportConfig
+	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
 
 	latenessSet bool
 
@@ -81,6 +84,10 @@ type CaptureConfig struct {
 	spec         string // the filter spec in effect: canonical, product defaults in
 	open         int    // windows open at once, each with a filter per worker
 	out, summary output // --out and --summary parsed
+
+	// damagedFiles, set by replay, counts the capture files found
+	// damaged, for the run totals (report.Config.DamagedFiles).
+	damagedFiles func() map[string]uint64
 }
 
 // newCaptureConfig returns the defaults of replay and run.
@@ -99,6 +106,7 @@ func newCaptureConfig() CaptureConfig {
 // defaults.
 func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.TextVar(&c.Key, "key", c.Key, "flow `KIND`: src | dst | pair | 5tuple")
+	fs.TextVar(&c.Prefix, "prefix", c.Prefix, prefixUsage)
 	fs.StringVar(&c.Filter, "filter", c.Filter, "duplicate filter `SPEC` of each worker's shard; mem= is per shard, and parameters the spec leaves out take the product defaults 'flowdedup filters' lists")
 	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards, each owning one filter per open window; the default is the number of CPUs, the most %d per CPU", maxWorkersPerCPU))
 	durationFlag(fs, &c.Window, "window", "landmark window `D`, e.g. 1h: each key is reported at most once per window and filters are cleared at its end (0: one window for the whole run)")
@@ -112,7 +120,12 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
 	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
 	c.Export.bind(fs)
+	c.Profile.BindFlags(fs)
 }
+
+// prefixUsage is the help of --prefix, shared by every command that keys
+// packets.
+const prefixUsage = "key addresses by their networks: `V4LEN[,V6LEN]` prefix lengths (0-32, 0-128; V6LEN 128 when left out), e.g. 24,64; records print CIDR text such as 10.1.2.0/24 (default: hosts)"
 
 // completeCaptureFlags registers the shell completions of the shared flags.
 func completeCaptureFlags(cmd *cobra.Command) {
@@ -187,28 +200,40 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 // describe says what the filters are, for the line printed at start.
 func (c *CaptureConfig) describe() string {
 	s := fmt.Sprintf("filter %s, %d workers", c.spec, c.Workers)
+	if !c.Prefix.IsZero() {
+		s += fmt.Sprintf(", keys by network (IPv4 /%d, IPv6 /%d)", c.Prefix.Bits(false), c.Prefix.Bits(true))
+	}
 	if c.Window > 0 {
 		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
 	}
 	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
-		s += ", up to " + formatBytes(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
+		s += ", up to " + units.Approx(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
 	}
 	return s
 }
 
-// session is one replay or run: outputs opened, pipeline built.
+// session is one replay, run or collect: profiles started, outputs opened,
+// pipeline built.
 type session struct {
-	cfg      *CaptureConfig
-	pipe     *pipeline.Pipeline
-	reporter *report.Reporter
-	closers  []io.Closer
-	stderr   io.Writer
+	cfg         *CaptureConfig
+	pipe        *pipeline.Pipeline
+	reporter    *report.Reporter
+	closers     []io.Closer
+	stderr      io.Writer
+	live        bool
+	stopProfile func() error // nil once stopped
 }
 
-// openSession opens the outputs and builds the pipeline. live selects the
-// live backpressure policy (drop and count) and wall-clock windows.
+// openSession starts the profiles cfg asks for, opens the outputs and
+// builds the pipeline. live selects the live backpressure policy (drop and
+// count) and wall-clock windows. The profiles run until the session is
+// closed (session.run closes it).
 func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
-	s := &session{cfg: cfg, stderr: stderr}
+	s := &session{cfg: cfg, stderr: stderr, live: live}
+	var err error
+	if s.stopProfile, err = cfg.Profile.start(); err != nil {
+		return nil, err
+	}
 	sinks, err := s.outputs(stdout, stderr)
 	if err != nil {
 		s.close()
@@ -219,15 +244,15 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		s.close()
 		return nil, err
 	}
-	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: asExports(exports)})
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
+		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles})
 	if err != nil {
 		closeQueues(exports)
 		s.close()
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key,
+		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
@@ -262,22 +287,36 @@ func metricsRegistry(stats func() pipeline.Stats, filter string) *prometheus.Reg
 	return reg
 }
 
+// close closes the outputs and stops the profiles.
 func (s *session) close() error {
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
+	}
+	if s.stopProfile != nil {
+		errs = append(errs, s.stopProfile())
+		s.stopProfile = nil
 	}
 	return errors.Join(errs...)
 }
 
 // run drives the pipeline over sources, with a progress line on a
 // terminal, and closes the outputs. The pipeline closes the reporter.
+// When an export destination lost records (exportLoss), a replay fails
+// with that error; a live run (run, collect: daemons, which exit 0 when
+// stopped by a signal) says it on stderr.
 func (s *session) run(ctx context.Context, sources ...capture.Source) error {
 	stopProgress := startProgress(s.stderr, s.pipe)
 	err := s.pipe.Run(ctx, sources...)
 	stopProgress()
 	if cerr := s.close(); err == nil {
 		err = cerr
+	}
+	if lerr := exportLoss(s.reporter.Totals(), &s.cfg.Export); lerr != nil {
+		if !s.live {
+			return errors.Join(err, lerr)
+		}
+		fmt.Fprintf(s.stderr, "flowdedup: %v\n", lerr)
 	}
 	return err
 }

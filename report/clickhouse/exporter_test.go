@@ -351,7 +351,7 @@ func TestUnreachableThenUp(t *testing.T) {
 	}
 }
 
-// The network-wide query of DESIGN.md section 7: distinct sources per
+// The network-wide query of docs/export.md: distinct sources per
 // window over the rows of several observers, equal to the exact union.
 func TestDistinctSourcesPerWindow(t *testing.T) {
 	ch := testutil.StartClickHouse(t)

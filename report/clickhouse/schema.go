@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Names of the tables in the database, DESIGN.md section 7.
+// Names of the tables in the database (docs/architecture.md#export).
 const (
 	FlowsTable   = "flows"
 	WindowsTable = "windows"
@@ -29,8 +29,8 @@ type table struct {
 	columns string // the column list, quoted: `a`, `b`, ...
 }
 
-// flowsColumns are the columns of flows: DESIGN.md section 7's, then kind
-// and batch. They are written in this order.
+// flowsColumns are the columns of flows: those of the first release, then
+// kind and batch. They are written in this order.
 var flowsColumns = []column{
 	{"observer", "String"},
 	{"window", "DateTime('UTC')"},
@@ -51,8 +51,8 @@ var flowsColumns = []column{
 	{"batch", "UInt64"},
 }
 
-// windowsColumns are the columns of windows: DESIGN.md section 7's, then
-// the other counts of a summary, its filter, kind and final flag, and id.
+// windowsColumns are the columns of windows: those of the first release,
+// then the other counts of a summary, its filter, kind and final flag, and id.
 var windowsColumns = []column{
 	{"observer", "String"},
 	{"window_start", "DateTime('UTC')"},

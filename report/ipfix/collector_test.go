@@ -107,12 +107,13 @@ func sameFlows(t *testing.T, what string, got, want []wireFlow) {
 // ieSpec is an Information Element of a template: IANA ID and length.
 type ieSpec struct{ id, length uint16 }
 
-// wantFields lists the template fields for a flow, from DESIGN.md section 7
-// and the IANA registry (sourceIPv4Address 8, destinationIPv4Address 12,
-// sourceIPv6Address 27, destinationIPv6Address 28, protocolIdentifier 4,
-// sourceTransportPort 7, destinationTransportPort 11, flowStartMilliseconds
-// 152, flowEndMilliseconds 153), in a canonical order (sorted by ID) since the order of a template's
-// fields is the exporter's choice.
+// wantFields lists the template fields for a flow, from
+// docs/architecture.md#export and the IANA registry (sourceIPv4Address 8,
+// destinationIPv4Address 12, sourceIPv6Address 27, destinationIPv6Address
+// 28, protocolIdentifier 4, sourceTransportPort 7, destinationTransportPort
+// 11, flowStartMilliseconds 152, flowEndMilliseconds 153), in a canonical
+// order (sorted by ID) since the order of a template's fields is the
+// exporter's choice.
 func wantFields(f wireFlow) []ieSpec {
 	var fs []ieSpec
 	v6 := f.Src.Is6() || f.Dst.Is6()
@@ -146,7 +147,7 @@ type decodedMessage struct {
 
 // decodeStream decodes back-to-back IPFIX messages (a TCP stream, or one
 // UDP datagram) with goflow2, keeping templates in ts. Every field of every
-// data record is checked against the elements DESIGN.md names.
+// data record is checked against the elements docs/architecture.md names.
 func decodeStream(t *testing.T, data []byte, ts netflow.NetFlowTemplateSystem) []decodedMessage {
 	t.Helper()
 	var msgs []decodedMessage

@@ -129,7 +129,7 @@ type Config struct {
 // Stats counts what an Exporter has done since New.
 type Stats struct {
 	Messages   uint64 // messages sent
-	Records    uint64 // data records sent
+	Records    uint64 // data records sent: on TCP, whose bytes the collector's host acknowledged (Linux)
 	Templates  uint64 // template sets sent
 	Dials      uint64 // connection attempts
 	SendErrors uint64 // messages that failed to go out (they are kept and sent again)
@@ -165,6 +165,19 @@ type Exporter struct {
 	conn   net.Conn
 	peek   *peeker // TCP: finds a collector that closed the connection
 	maxMsg int     // message size limit of the current connection
+
+	// TCP (see acked.go): the connection's raw socket, whether its
+	// acknowledged byte count can be read and its value at connect, the
+	// bytes written on it, the messages written and not acknowledged,
+	// those of a broken connection waiting for the next, and spare
+	// buffers for their copies.
+	raw      rawConn
+	canAck   bool
+	ackBase  uint64
+	written  uint64
+	inflight []inflight
+	resend   []inflight
+	spare    [][]byte
 
 	session  uint64 // transport sessions opened; a template is due once per session and domain
 	lastDial time.Time
@@ -236,7 +249,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Network != "udp" && cfg.Network != "tcp" {
 		return nil, fmt.Errorf("%w: network %q: want udp or tcp", ErrConfig, cfg.Network)
 	}
-	if err := checkAddress(cfg.Address); err != nil {
+	if err := report.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if !cfg.Kind.IsValid() {
@@ -360,7 +373,10 @@ func (e *Exporter) ready(d *domain, m *message) error {
 // Elements for a window's counts, and --summary and ClickHouse carry them.
 func (e *Exporter) Window(s *report.Summary) error { return e.Flush() }
 
-// Flush sends every message that holds records, of every domain.
+// Flush sends every message that holds records, of every domain. On TCP
+// it then waits, up to Config.Timeout, until the collector's host has
+// acknowledged every byte written (Linux; see acked.go), so that what a
+// successful Flush returns for has reached the collector's host.
 func (e *Exporter) Flush() error {
 	if e.closed {
 		return ErrClosed
@@ -374,7 +390,15 @@ func (e *Exporter) Flush() error {
 			}
 		}
 	}
-	return nil
+	if len(e.resend) > 0 { // a connection broke with nothing new to send
+		if err := e.connect(); err != nil {
+			return err
+		}
+		if err := e.sendResend(); err != nil {
+			return err
+		}
+	}
+	return e.waitAcked()
 }
 
 // Close flushes and closes the connection. Records that could not be sent
@@ -392,7 +416,7 @@ func (e *Exporter) Close() error {
 		e.conn = nil
 	}
 	if err != nil {
-		lost := 0
+		lost := e.unacked()
 		for _, d := range e.doms {
 			for i := range d.msgs {
 				lost += d.msgs[i].n
@@ -434,6 +458,11 @@ func (e *Exporter) connect() error {
 	switch c := c.(type) {
 	case *net.TCPConn:
 		e.peek = newPeeker(c)
+		e.written = 0
+		e.raw, e.canAck = newRawConn(c)
+		if e.canAck {
+			e.ackBase, e.canAck = bytesAcked(e.raw)
+		}
 	case *net.UDPConn:
 		if e.cfg.MessageSize == 0 {
 			e.maxMsg = udpMessageSize(c)
@@ -498,12 +527,23 @@ func (e *Exporter) forgetTemplates() {
 
 // send sends the records of m, a message of d, in one message with d's
 // header and sequence number, and its template when the template is due
-// in d. On success m is empty; on failure m is unchanged.
+// in d, after what a broken TCP connection left unacknowledged. On success
+// m is empty; on failure m is unchanged.
 func (e *Exporter) send(d *domain, m *message) error {
 	if err := e.connect(); err != nil {
 		e.stats.SendErrors++
 		return err
 	}
+	if len(e.resend) > 0 {
+		if err := e.sendResend(); err != nil {
+			return err
+		}
+	}
+	return e.write(d, m)
+}
+
+// write writes m, a message of d, on the connection: see send.
+func (e *Exporter) write(d *domain, m *message) error {
 	now := e.now()
 	t := m.t
 	data := headerLen + len(t.set)
@@ -528,7 +568,7 @@ func (e *Exporter) send(d *domain, m *message) error {
 		// into the kernel's buffer and answer with a reset: the message
 		// would be lost without an error. Look before writing.
 		if e.peek.peerClosed() {
-			e.disconnect()
+			e.lostConn()
 			e.stats.SendErrors++
 			return fmt.Errorf("%w %s", ErrPeerClosed, e.cfg.Address)
 		}
@@ -538,7 +578,7 @@ func (e *Exporter) send(d *domain, m *message) error {
 		if e.tcp {
 			// Part of the message may be on the stream: only a new
 			// connection can carry a whole one again.
-			e.disconnect()
+			e.lostConn()
 		}
 		// On UDP the socket stays: ECONNREFUSED reports an ICMP port
 		// unreachable for an earlier datagram, and this one was not sent.
@@ -563,7 +603,7 @@ func (e *Exporter) send(d *domain, m *message) error {
 	}
 	d.seq += uint32(m.n)
 	e.stats.Messages++
-	e.stats.Records += uint64(m.n)
+	e.wrote(d, m, len(msg))
 	if withTemplate {
 		m.session, m.sentAt, m.since = e.session, now, 0
 		e.stats.Templates++

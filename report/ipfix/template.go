@@ -7,7 +7,7 @@ import (
 )
 
 // IANA Information Element identifiers (https://www.iana.org/assignments/ipfix)
-// of the fields DESIGN.md section 7 exports.
+// of the fields a record exports (docs/architecture.md#export).
 const (
 	ieProtocolIdentifier       = 4   // unsigned8
 	ieSourceTransportPort      = 7   // unsigned16

@@ -2,9 +2,9 @@ package ipfix
 
 import (
 	"fmt"
-	"net"
 	"net/url"
-	"strconv"
+
+	"github.com/flowdedup/flowdedup/report"
 )
 
 // URL schemes of --export destinations this package serves.
@@ -38,24 +38,8 @@ func ParseURL(s string) (Config, error) {
 	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return Config{}, fmt.Errorf("%w %q: want %s://HOST:PORT, with no credentials, path or query", ErrURL, s, u.Scheme)
 	}
-	if err := checkAddress(u.Host); err != nil {
+	if err := report.CheckAddress(u.Host); err != nil {
 		return Config{}, fmt.Errorf("%w %q: %v", ErrURL, s, err)
 	}
 	return Config{Network: network, Address: u.Host}, nil
-}
-
-// checkAddress checks that addr is HOST:PORT with a non-empty host and a
-// port from 1 to 65535.
-func checkAddress(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("address %q: want HOST:PORT (%v)", addr, err)
-	}
-	if host == "" {
-		return fmt.Errorf("address %q has no host", addr)
-	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return fmt.Errorf("address %q: port %q is not a number from 1 to 65535", addr, port)
-	}
-	return nil
 }

@@ -104,3 +104,28 @@ func SockError(fd int) error {
 	}
 	return err
 }
+
+// CloseSocket closes the socket *fd, unless it is -1 already, and sets *fd
+// to -1, then closes w (when not nil), which wakes a Wait in progress. A
+// capture source releases its kernel objects with it and Unmap, on Close or
+// from the cleanup of a source dropped without Close; both are safe to call
+// again.
+func CloseSocket(fd *int, w *Waiter) {
+	if *fd >= 0 {
+		unix.Close(*fd)
+		*fd = -1
+	}
+	if w != nil {
+		w.Close()
+	}
+}
+
+// Unmap unmaps each mapping that is not nil and sets it to nil.
+func Unmap(maps ...*[]byte) {
+	for _, m := range maps {
+		if *m != nil {
+			unix.Munmap(*m)
+			*m = nil
+		}
+	}
+}

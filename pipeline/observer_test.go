@@ -1,0 +1,82 @@
+package pipeline
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// keyedPacket is a key a source hands over (collect's flow records), with
+// its observer and time.
+type keyedPacket struct {
+	key flow.Key
+	obs uint32
+	t   int64
+}
+
+// observerSource yields keyed packets; it is not a capture.KernelCounter, so
+// each counts as a packet.
+type observerSource struct {
+	pkts []keyedPacket
+	i    int
+}
+
+func (s *observerSource) Next(p *capture.Packet) error {
+	if s.i == len(s.pkts) {
+		return io.EOF
+	}
+	k := s.pkts[s.i]
+	s.i++
+	*p = capture.Packet{Key: k.key, Observer: k.obs, TimeNs: k.t}
+	return nil
+}
+
+func (s *observerSource) Close() error { return nil }
+
+// TestObservers: each observer's keys are deduplicated apart, a key two
+// observers saw is reported for each with its observer, and keyed packets
+// of a source that counts nothing itself are packets.
+func TestObservers(t *testing.T) {
+	w := int64(time.Minute)
+	var pkts []keyedPacket
+	for round := range 3 {
+		for i := range 100 {
+			for obs := range uint32(3) { // 0: no observer
+				// Round 2 is in the next window: everything again.
+				pkts = append(pkts, keyedPacket{srcKey(i), obs, int64(round/2)*w + int64(round*1000+i)})
+			}
+		}
+	}
+	for _, workers := range []int{1, 3} {
+		sink, p := run(t, Config{Workers: workers, Filter: "exact", Key: flow.KeySrc, Window: time.Minute}, &observerSource{pkts: pkts})
+		recs, wins := sink.snapshot()
+		seen := map[[2]int64]int{}
+		for _, r := range recs {
+			seen[[2]int64{int64(r.Observer), r.WindowNs}]++
+		}
+		for obs := range int64(3) {
+			for win := range int64(2) {
+				if n := seen[[2]int64{obs, win * w}]; n != 100 {
+					t.Errorf("workers %d: observer %d, window %d: %d records, want 100", workers, obs, win, n)
+				}
+			}
+		}
+		if len(recs) != 600 {
+			t.Errorf("workers %d: %d records, want 600", workers, len(recs))
+		}
+		var packets, distinct uint64
+		for _, s := range wins {
+			packets += s.Packets
+			distinct += s.Distinct
+		}
+		if packets != uint64(len(pkts)) || distinct != 600 {
+			t.Errorf("workers %d: summaries count %d packets and %d distinct, want %d and 600", workers, packets, distinct, len(pkts))
+		}
+		if st := p.Stats(); st.Packets != uint64(len(pkts)) {
+			t.Errorf("workers %d: Stats: %d packets, want %d", workers, st.Packets, len(pkts))
+		}
+	}
+}
