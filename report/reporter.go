@@ -43,6 +43,18 @@ type Config struct {
 	// "truncated", "damaged"), which the run totals show apart from the
 	// packets: an empty file held no frame, so it is no packet.
 	DamagedFiles func() map[string]uint64
+
+	// Observers, when set, names the observers of records that carry one
+	// (pipeline.Record.Observer: flowdedup collect's exporters). The
+	// record file (Out) writes each record's observer; the exports get
+	// each observer's records in batches of their own, named by it
+	// (Batch.Observer), while summaries keep Observer (the collector).
+	Observers ObserverNames
+	// Annotate, when set, is called with each summary before it is handed
+	// on (flowdedup collect adds Summary.Collect); the Reporter then
+	// counts each exporter's records of the window in
+	// Summary.Collect.Exporters[i].Distinct.
+	Annotate func(*Summary)
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -86,6 +98,10 @@ type Reporter struct {
 	final   *RunTotals
 	err     error
 	closed  bool
+
+	obs      *observerStages // Config.Observers: the exports' records by observer
+	obsBatch Batch           // the batch obs hands on
+	annotate func(*Summary)
 }
 
 var _ pipeline.Sink = (*Reporter)(nil)
@@ -109,6 +125,9 @@ func New(cfg Config) (*Reporter, error) {
 		if err != nil {
 			return nil, err
 		}
+		if cfg.Observers != nil {
+			records.SetObservers(cfg.Observers) // a new writer: cannot fail
+		}
 		r.sinks = append(r.sinks, records)
 	}
 	if cfg.Summary != nil {
@@ -117,6 +136,10 @@ func New(cfg Config) (*Reporter, error) {
 	r.sinks = append(r.sinks, cfg.Destinations...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
 	r.stage.Observer = cfg.Observer
+	if cfg.Observers != nil {
+		r.obs = newObserverStages(cfg.Observers)
+	}
+	r.annotate = cfg.Annotate
 	r.sum.Observer, r.sum.Filter, r.sum.Key, r.sum.Prefix = cfg.Observer, cfg.Filter, cfg.Kind, cfg.Prefix
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
@@ -131,6 +154,9 @@ func (r *Reporter) Record(rec *pipeline.Record) error {
 		return r.err
 	}
 	r.stage.Records = append(r.stage.Records, *rec)
+	if r.obs != nil && r.obs.add(rec) {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	if len(r.stage.Records) == stageSize {
 		return r.dispatch()
 	}
@@ -142,8 +168,10 @@ func (r *Reporter) dispatch() error {
 	if len(r.stage.Records) == 0 {
 		return r.err
 	}
-	for _, q := range r.exports {
-		q.Records(&r.stage)
+	if r.obs == nil {
+		for _, q := range r.exports {
+			q.Records(&r.stage)
+		}
 	}
 	for _, s := range r.sinks {
 		if r.err = s.Records(&r.stage); r.err != nil {
@@ -165,9 +193,19 @@ func (r *Reporter) Window(s *pipeline.WindowSummary) error {
 	if err := r.dispatch(); err != nil {
 		return err
 	}
+	if r.obs != nil {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	sum := &r.sum
 	sum.WindowSummary = *s
 	sum.ExportDropped = nil
+	sum.Collect = nil
+	if r.annotate != nil {
+		r.annotate(sum)
+	}
+	if r.obs != nil {
+		r.obs.finishExporters(sum)
+	}
 	for _, q := range r.exports {
 		q.TakeDropped(&sum.ExportDropped)
 	}
@@ -191,6 +229,9 @@ func (r *Reporter) Flush() error {
 	}
 	if err := r.dispatch(); err != nil {
 		return err
+	}
+	if r.obs != nil && r.obs.due() {
+		r.obs.dispatch(r.exports, &r.obsBatch)
 	}
 	for _, s := range r.sinks {
 		if r.err = s.Flush(); r.err != nil {
@@ -217,6 +258,9 @@ func (r *Reporter) Close() error {
 	r.closed = true
 	if r.err == nil {
 		r.dispatch()
+	}
+	if r.obs != nil {
+		r.obs.dispatch(r.exports, &r.obsBatch)
 	}
 	// The record files are complete: they need not wait for the drain.
 	var summaries []totalsDestination

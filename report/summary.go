@@ -85,6 +85,7 @@ type summaryLine struct {
 	DistinctEstimate uint64                       `json:"distinct_estimate"`
 	Sketch           []byte                       `json:"sketch,omitempty"` // standard base64
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
+	Collect          *CollectCounts               `json:"collect,omitempty"`
 }
 
 // orEmpty returns m, or an empty map for nil: {} reads better than null.
@@ -133,6 +134,7 @@ func AppendSummary(b []byte, s *Summary) []byte {
 		DistinctEstimate: s.DistinctEstimate,
 		Sketch:           s.Sketch,
 		ExportDropped:    dropped,
+		Collect:          s.Collect,
 	}
 	j, err := json.Marshal(&line)
 	if err != nil {

@@ -31,6 +31,7 @@ type RecordFiles struct {
 	kind   flow.KeyKind
 	byWin  map[int64]*fileRecords // by window start: the file its records go to
 	byName map[string]*fileRecords
+	names  ObserverNames // SetObservers
 	err    error
 }
 
@@ -69,6 +70,9 @@ func (rf *RecordFiles) file(startNs int64) (*fileRecords, error) {
 		rw, err := NewRecordWriter(f, rf.format, rf.kind)
 		if err != nil {
 			return nil, err
+		}
+		if rf.names != nil {
+			rw.SetObservers(rf.names) // a new writer: cannot fail
 		}
 		fr = &fileRecords{f: f, rw: rw}
 		rf.byName[name] = fr

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ type CaptureConfig struct {
 	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
 
 	latenessSet bool
+	// lateDefault is the lateness of a run that does not give one, at most
+	// one window; 0 means DefaultLateness (collect's is a window).
+	lateDefault time.Duration
 
 	// Set by check.
 	spec         string // the filter spec in effect: canonical, product defaults in
@@ -156,7 +160,7 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 	case c.latenessSet && c.Window == 0:
 		return usagef("--lateness needs --window: without windows the whole run is one window and no packet is late")
 	case !c.latenessSet:
-		c.Lateness = min(DefaultLateness, c.Window)
+		c.Lateness = min(cmp.Or(c.lateDefault, DefaultLateness), c.Window)
 	}
 	c.open = 1
 	if c.Window > 0 {
@@ -222,17 +226,37 @@ type session struct {
 	stopProfile func() error // nil once stopped
 }
 
+// sessionMode says how a session runs its pipeline and what the command
+// adds to its reports.
+type sessionMode struct {
+	// live selects the live backpressure policy: a full ring drops and
+	// counts rather than waits (run, collect).
+	live bool
+	// wallClock closes windows by the wall clock (run); without it,
+	// windows follow the packets' (records') times. idleWallClock closes
+	// them by the wall clock on idle ticks only (collect:
+	// pipeline.Config.IdleWallClock).
+	wallClock, idleWallClock bool
+	// observers names the records' observers (collect's exporters:
+	// report.Config.Observers); annotate adds to each summary
+	// (report.Config.Annotate); metrics are registered beside the
+	// pipeline's.
+	observers report.ObserverNames
+	annotate  func(*report.Summary)
+	metrics   []prometheus.Collector
+}
+
 // openSession starts the profiles cfg asks for, opens the outputs and
-// builds the pipeline. live selects the live backpressure policy (drop and
-// count) and wall-clock windows. The profiles run until the session is
+// builds the pipeline as mode says. The profiles run until the session is
 // closed (session.run closes it).
-func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
+func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdout, stderr io.Writer) (*session, error) {
+	live := mode.live
 	s := &session{cfg: cfg, stderr: stderr, live: live}
 	var err error
 	if s.stopProfile, err = cfg.Profile.start(); err != nil {
 		return nil, err
 	}
-	sinks, err := s.outputs(stdout, stderr)
+	sinks, err := s.outputs(stdout, stderr, mode.observers)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -243,7 +267,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		return nil, err
 	}
 	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles})
+		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles, Observers: mode.observers, Annotate: mode.annotate})
 	if err != nil {
 		closeQueues(exports)
 		s.close()
@@ -252,7 +276,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 	s.pipe, err = pipeline.New(pipeline.Config{
 		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
-		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
+		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
 	}, s.reporter)
 	if err != nil {
@@ -263,6 +287,9 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 	if cfg.Metrics != "" {
 		reg := metricsRegistry(s.pipe.Stats, cfg.spec)
 		registerExports(reg, cfg.spec, exports)
+		for _, m := range mode.metrics {
+			prometheus.WrapRegistererWith(prometheus.Labels{"filter": cfg.spec}, reg).MustRegister(m)
+		}
 		addr, err := report.Serve(ctx, cfg.Metrics, reg)
 		if err != nil {
 			closeQueues(exports)
