@@ -180,8 +180,8 @@ func TestUnitVerifies(t *testing.T) {
 	u := parseUnit(t, unitFile)
 	exe := strings.Fields(u.get("Service", "ExecStart"))[0]
 	envPath := u.get("Service", "EnvironmentFile")
-	if exe != "/usr/local/bin/flowdedup" || envPath != "/etc/flowdedup/flowdedup.env" {
-		t.Fatalf("ExecStart binary %q, EnvironmentFile %q: README's install steps put them at /usr/local/bin/flowdedup and /etc/flowdedup/flowdedup.env", exe, envPath)
+	if exe != "/usr/bin/flowdedup" || envPath != "/etc/default/flowdedup" {
+		t.Fatalf("ExecStart binary %q, EnvironmentFile %q: the Debian package (packaging/nfpm.yaml) and docs/install.md put them at /usr/bin/flowdedup and /etc/default/flowdedup", exe, envPath)
 	}
 	verifyUnit(t, bin, string(mustRead(t, unitFile)), mustRead(t, envFile))
 }

@@ -337,7 +337,7 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 		}
 		defer pr.Close()
 	}
-	s, err := openSession(ctx, &cfg.CaptureConfig, true, stdout, stderr)
+	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{live: true, wallClock: true}, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -348,7 +348,7 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 func (l *liveSetup) openXDP() (*liveSources, error) {
 	cfg := l.cfg
 	x, err := xdp.Open(xdp.Config{
-		Iface: cfg.Live.iface, Key: cfg.Key, Seed: xdp.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
+		Iface: cfg.Live.iface, Key: cfg.Key, Prefix: cfg.Prefix, Seed: xdp.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
 		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.Live.pollTimeout,
 	})
 	if err != nil {
