@@ -94,7 +94,7 @@ func TestNetFlow(t *testing.T) {
 			e2.Domain = 4
 			msgs := append(e.Encode(exportTime, flows, 30), e2.Encode(exportTime, flows, 30)...)
 			send(t, c.Addrs()[0], msgs)
-			got := read(t, c.Sources()[0], 1<<20)
+			got := read(t, c.Source(), 1<<20)
 			want := map[packet]int{}
 			for i := range flows {
 				f := &flows[i]
@@ -143,14 +143,14 @@ func TestMissingField(t *testing.T) {
 		flows[i].Src, flows[i].Dst = netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	}
 	send(t, c.Addrs()[0], e.Encode(exportTime, flows, 30))
-	if got := read(t, c.Sources()[0], 10); len(got) != 10 {
+	if got := read(t, c.Source(), 10); len(got) != 10 {
 		t.Fatalf("%d packets", len(got))
 	}
 	// IPFIX records of a template without a destination address.
 	c2 := open(t, NetFlow, flow.KeyPair, nil)
 	msg := ipfixSrcOnly(t, 5)
 	send(t, c2.Addrs()[0], [][]byte{msg})
-	got := read(t, c2.Sources()[0], 1)
+	got := read(t, c2.Source(), 1)
 	if st := c2.Stats(); len(got) != 0 || st.Errors[MissingField] != 5 {
 		t.Errorf("%d packets, missing_field %d, want 0 and 5", len(got), st.Errors[MissingField])
 	}
@@ -179,7 +179,7 @@ func TestSFlow(t *testing.T) {
 	samples := []collecttest.SFlowSample{{Header: frame, Protocol: 1, FrameLength: uint32(len(frame)), SamplingRate: 64}}
 	before := time.Now().UnixNano()
 	send(t, c.Addrs()[0], [][]byte{a.Datagram(samples, true), a.Datagram(samples, false)})
-	got := read(t, c.Sources()[0], 2)
+	got := read(t, c.Source(), 2)
 	if len(got) != 2 {
 		t.Fatalf("%d packets", len(got))
 	}
@@ -201,7 +201,7 @@ func TestAllow(t *testing.T) {
 	e := collecttest.Exporter{Version: 5, Boot: exportTime.Add(-time.Hour)}
 	msgs := e.Encode(exportTime, collecttest.Flows(60, 3, exportTime), 30)
 	send(t, c.Addrs()[0], msgs)
-	if got := read(t, c.Sources()[0], 1); len(got) != 0 {
+	if got := read(t, c.Source(), 1); len(got) != 0 {
 		t.Errorf("%d packets from a rejected exporter", len(got))
 	}
 	if st := c.Stats(); st.Errors[RejectedExporter] != uint64(len(msgs)) || len(st.Observers) != 1 {
@@ -228,7 +228,7 @@ func TestSequenceLoss(t *testing.T) {
 			kept = append(kept, m)
 		}
 		send(t, c.Addrs()[0], kept)
-		read(t, c.Sources()[0], 1<<20)
+		read(t, c.Source(), 1<<20)
 		want, unit := uint64(len(msgs)-len(kept)), "datagrams"
 		if v == 10 {
 			want, unit = uint64(lostRecords), "records"
@@ -248,7 +248,7 @@ func TestObserverOverflow(t *testing.T) {
 		msgs = append(msgs, e.Encode(exportTime, collecttest.Flows(1, 5, exportTime), 1)...)
 	}
 	send(t, c.Addrs()[0], msgs)
-	got := read(t, c.Sources()[0], 5)
+	got := read(t, c.Source(), 5)
 	obs := map[uint32]int{}
 	for _, p := range got {
 		obs[p.observer]++
@@ -280,7 +280,7 @@ func TestTCP(t *testing.T) {
 		conn.Close()
 		total += len(flows)
 	}
-	got := read(t, c.Sources()[0], 1<<20) // to the idle end: a message is accounted for when read to its end
+	got := read(t, c.Source(), 1<<20) // to the idle end: a message is accounted for when read to its end
 	if len(got) != total {
 		t.Fatalf("%d packets, want %d", len(got), total)
 	}
@@ -298,7 +298,7 @@ func TestNoAllocPerRecord(t *testing.T) {
 	msgs := e.Encode(exportTime, flows, 30)
 	msgs = append(msgs, e.Encode(exportTime, flows, 30)...)
 	send(t, c.Addrs()[0], msgs[:1])
-	src := c.Sources()[0]
+	src := c.Source()
 	read(t, src, 30)
 	const rounds = 20
 	for range rounds + 1 {
@@ -329,7 +329,7 @@ func TestParseListener(t *testing.T) {
 		{"ipfix+tcp://[::1]:4739", Listener{IPFIXTCP, "[::1]:4739"}, true},
 		{"sflow://127.0.0.1:6343", Listener{SFlow, "127.0.0.1:6343"}, true},
 		{"netflow://127.0.0.1", Listener{}, false},
-		{"netflow://127.0.0.1:0", Listener{}, false},
+		{"netflow://127.0.0.1:0", Listener{NetFlow, "127.0.0.1:0"}, true},
 		{"netflow://127.0.0.1:70000", Listener{}, false},
 		{"udp://127.0.0.1:2055", Listener{}, false},
 		{"netflow://127.0.0.1:2055/x", Listener{}, false},

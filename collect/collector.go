@@ -63,12 +63,12 @@ type Config struct {
 }
 
 // Collector listens for flow records and hands them to the pipeline as
-// capture.Sources: one per UDP socket and one per TCP listener.
+// one capture.Source (see source).
 type Collector struct {
-	cfg     Config
-	reg     *registry
-	sources []capture.Source
-	stats   []*sourceStats
+	cfg   Config
+	reg   *registry
+	src   *source
+	addrs []string
 }
 
 // Open binds every listener. It fails if any cannot be bound.
@@ -95,86 +95,74 @@ func Open(cfg Config) (*Collector, error) {
 		cfg.MaxExporters = DefaultMaxExporters
 	}
 	c := &Collector{cfg: cfg, reg: newRegistry(cfg.MaxObservers)}
+	st := new(sourceStats)
+	s := &source{
+		decoder: decoder{kind: cfg.Key, reg: c.reg, stats: st, lim: cfg.Limits},
+		done:    make(chan struct{}),
+		timer:   time.NewTimer(time.Hour),
+		timeout: cfg.PollInterval,
+		allow:   cfg.Allow,
+		exps:    newExporters(cfg.MaxExporters, cfg.Limits, st),
+	}
+	s.timer.Stop()
+	c.src = s
+	type udp struct {
+		rx    *receiver
+		proto Protocol
+	}
+	var udps []udp
 	for _, l := range cfg.Listeners {
-		if err := c.listen(l); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("collect: listen on %s: %w", l, err)
+		if l.Protocol == IPFIXTCP {
+			tl, err := listenTCP(l.Addr)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("collect: listen on %s: %w", l, err)
+			}
+			tl.src = s
+			s.tls = append(s.tls, tl)
+			c.addrs = append(c.addrs, tl.ln.Addr().String())
+			continue
 		}
+		addr := l.Addr
+		for i := range cfg.Sockets {
+			rx, granted, err := listenUDP(addr, cfg.Rcvbuf)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("collect: listen on %s: %w", l, err)
+			}
+			s.rxs = append(s.rxs, rx)
+			udps = append(udps, udp{rx, l.Protocol})
+			if i == 0 {
+				// Port 0: the others join the port the kernel gave the first.
+				addr = rx.localAddr().String()
+				c.addrs = append(c.addrs, addr)
+				if granted < cfg.Rcvbuf && cfg.Warnings != nil {
+					fmt.Fprintf(cfg.Warnings, "flowdedup collect: warning: %s: receive buffer %d bytes, not the %d asked for: a burst of datagrams may be dropped (counted as dropped_by kernel); run with CAP_NET_ADMIN, or raise the limit: sysctl -w net.core.rmem_max=%d\n",
+						l, granted, cfg.Rcvbuf, cfg.Rcvbuf)
+				}
+			}
+		}
+	}
+	s.units = make(chan unit, len(s.rxs)*batchesPerSocket+len(s.tls)*tcpBuffers)
+	for _, u := range udps {
+		s.wg.Go(func() { s.readUDP(u.rx, u.proto) })
+	}
+	for _, tl := range s.tls {
+		s.wg.Go(tl.accept)
 	}
 	return c, nil
 }
 
-// decoder returns a new source's decoder, with counters of its own.
-func (c *Collector) decoder() decoder {
-	st := new(sourceStats)
-	c.stats = append(c.stats, st)
-	return decoder{kind: c.cfg.Key, reg: c.reg, stats: st, lim: c.cfg.Limits}
-}
+// Source returns the source to run the pipeline over. The Collector owns
+// it: Close closes it.
+func (c *Collector) Source() capture.Source { return c.src }
 
-func (c *Collector) listen(l Listener) error {
-	if l.Protocol == IPFIXTCP {
-		ln, err := listenTCP(l.Addr)
-		if err != nil {
-			return err
-		}
-		c.sources = append(c.sources, newTCPSource(ln, c.decoder(), c.cfg.Allow, c.cfg.PollInterval))
-		return nil
-	}
-	addr := l.Addr
-	for i := range c.cfg.Sockets {
-		rx, granted, err := listenUDP(addr, c.cfg.Rcvbuf, c.cfg.PollInterval)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			// Port 0: the others join the port the kernel gave the first.
-			addr = rx.localAddr().String()
-			if granted < c.cfg.Rcvbuf && c.cfg.Warnings != nil {
-				fmt.Fprintf(c.cfg.Warnings, "flowdedup collect: warning: %s: receive buffer %d bytes, not the %d asked for: a burst of datagrams may be dropped (counted as dropped_by kernel); run with CAP_NET_ADMIN, or raise the limit: sysctl -w net.core.rmem_max=%d\n",
-					l, granted, c.cfg.Rcvbuf, c.cfg.Rcvbuf)
-			}
-		}
-		d := c.decoder()
-		c.sources = append(c.sources, &udpSource{
-			decoder: d, proto: l.Protocol, rx: rx, allow: c.cfg.Allow,
-			exps: newExporters(c.cfg.MaxExporters, c.cfg.Limits, d.stats),
-		})
-	}
-	return nil
-}
+// Addrs returns the address each listener is bound to, in Config order
+// (the port the kernel chose for port 0).
+func (c *Collector) Addrs() []string { return c.addrs }
 
-// Sources returns the sources to run the pipeline over. The Collector
-// owns them: Close closes them.
-func (c *Collector) Sources() []capture.Source { return c.sources }
-
-// Addrs returns the addresses the sources listen on, one per listener in
-// Config order (the port the kernel chose for port 0).
-func (c *Collector) Addrs() []string {
-	var addrs []string
-	for _, s := range c.sources {
-		switch s := s.(type) {
-		case *udpSource:
-			a := s.rx.localAddr().String()
-			if len(addrs) == 0 || addrs[len(addrs)-1] != a {
-				addrs = append(addrs, a)
-			}
-		case *tcpSource:
-			addrs = append(addrs, s.ln.Addr().String())
-		}
-	}
-	return addrs
-}
-
-// Close closes every source. Safe to call more than once.
-func (c *Collector) Close() error {
-	var errs []error
-	for _, s := range c.sources {
-		if err := s.Close(); err != nil && !errors.Is(err, errClosedConn) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+// Close closes every socket and listener. Safe to call more than once.
+func (c *Collector) Close() error { return c.src.Close() }
 
 // ObserverName returns the name of observer id (pipeline.Record.Observer):
 // Name(address, domain) of an exporter, OtherName, or "" for 0.
@@ -184,7 +172,7 @@ func (c *Collector) ObserverName(id uint32) string { return c.reg.name(id) }
 func (c *Collector) Stats() Stats {
 	s := Stats{Errors: make(map[string]uint64, numReasons)}
 	var errs [numReasons]uint64
-	for _, st := range c.stats {
+	for _, st := range []*sourceStats{c.src.stats} {
 		s.Datagrams += st.datagrams.Load()
 		s.Records += st.records.Load()
 		for i := range errs {
@@ -196,6 +184,7 @@ func (c *Collector) Stats() Stats {
 		s.CounterSamples += st.counterSamples.Load()
 		s.KernelDrops += st.kernelDrops.Load()
 		s.Connections += st.connections.Load()
+		s.StartAhead += st.startAhead.Load()
 	}
 	for i, n := range errs {
 		s.Errors[reasons[i]] = n

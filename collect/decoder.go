@@ -1,6 +1,8 @@
 package collect
 
 import (
+	"time"
+
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/collect/sflow"
@@ -27,6 +29,7 @@ type decoder struct {
 	smp     sflow.Sample
 	nrec    uint64 // records or samples of the datagram decoded
 	missing uint64 // records of the datagram without a field of the key
+	ahead   uint64 // records of the datagram that start after maxAhead past their arrival
 	arrival int64  // when the datagram came, Unix ns (sFlow samples' time)
 }
 
@@ -36,8 +39,10 @@ const (
 	stateSFlow
 )
 
-// startNetFlow begins decoding a NetFlow or IPFIX message from exporter e.
-func (d *decoder) startNetFlow(b []byte, e *exporter) {
+// startNetFlow begins decoding a NetFlow or IPFIX message from exporter e,
+// which came at time now.
+func (d *decoder) startNetFlow(b []byte, e *exporter, now int64) {
+	d.arrival = now
 	d.sess = e.session(d.lim)
 	if err := d.msg.Reset(b, d.sess); err != nil {
 		d.sessionStats()
@@ -108,9 +113,23 @@ func (d *decoder) record(p *capture.Packet) bool {
 	if !k.IsValid() || (k.HasPorts() && !r.HasPorts) {
 		return false
 	}
-	*p = capture.Packet{Key: k, TimeNs: r.StartNs, Observer: d.obs.id}
+	t := r.StartNs
+	if t > d.arrival+maxAhead {
+		// A flow that starts after it was exported: the exporter's clock
+		// is wrong (softflowd reading a file sends times from the
+		// capture's uptime, weeks ahead). Its arrival is the better time,
+		// and such a time must not close the open windows.
+		t = d.arrival
+		d.ahead++
+	}
+	*p = capture.Packet{Key: k, TimeNs: t, Observer: d.obs.id}
 	return true
 }
+
+// maxAhead is how far a flow's start may be after the arrival of its
+// record (exporters' clocks are not quite in step with ours) before the
+// arrival is taken instead.
+const maxAhead = int64(time.Minute)
 
 // sample makes the packet of sFlow sample d.smp: its header as a frame,
 // or a key of the sampled IP fields.
@@ -148,8 +167,11 @@ func (d *decoder) endNetFlow() {
 	if d.missing != 0 {
 		d.stats.errors[errMissing].Add(d.missing)
 	}
+	if d.ahead != 0 {
+		d.stats.startAhead.Add(d.ahead)
+	}
 	d.sessionStats()
-	d.state, d.nrec, d.missing = stateNone, 0, 0
+	d.state, d.nrec, d.missing, d.ahead = stateNone, 0, 0, 0
 }
 
 // endSFlow accounts for the datagram read to its end.

@@ -6,21 +6,24 @@
 //	c, err := collect.Open(collect.Config{
 //		Listeners: []collect.Listener{{Protocol: collect.NetFlow, Addr: "0.0.0.0:2055"}},
 //		Key:       flow.KeySrc,
-//		Sockets:   workers,
 //	})
 //	...
 //	defer c.Close()
-//	err = pipe.Run(ctx, c.Sources()...)
+//	err = pipe.Run(ctx, c.Source())
 //
-// Each UDP listener is Config.Sockets sockets bound to one port with
-// SO_REUSEPORT (the kernel sends each exporter to one of them), each a
-// Source read by its own pipeline producer: it receives datagrams in
-// batches (recvmmsg(2) on Linux) and decodes them record by record as the
-// producer asks, without allocating. A flow record becomes a Packet
-// holding its key (Packet.Key) and its flow start time; an sFlow flow
-// sample becomes a Packet holding the packet header it carries, keyed by
-// the pipeline (flow.Parse) and stamped with its arrival. A TCP listener
-// is one Source, with a goroutine per connection that frames messages.
+// The Collector is one Source, read by one pipeline producer, whose
+// windows follow the records' times (several producers would each keep the
+// windows of their own exporters' clocks, and a quiet one would hold the
+// others back). Goroutines of its own receive: a reader per UDP socket
+// (Config.Sockets per listener, bound to one port with SO_REUSEPORT, each
+// exporter to one of them) takes datagrams in batches (recvmmsg(2) on
+// Linux), and a reader per TCP connection frames IPFIX messages. Next
+// decodes them record by record as the producer asks, allocating nothing
+// once an exporter is known. A flow record becomes a Packet holding its
+// key (Packet.Key) and its flow start time (its arrival when the start is
+// more than a minute after it: a wrong clock); an sFlow flow sample becomes
+// a Packet holding the packet header it carries, keyed by the pipeline
+// (flow.Parse) and stamped with its arrival.
 //
 // Each exporter's observation domain (its address and NetFlow v9 source
 // ID, IPFIX observation domain, v5 engine, or sFlow agent and sub-agent) is

@@ -143,7 +143,7 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 		if sflow {
 			d.startSFlow(msg, e, 1)
 		} else {
-			d.startNetFlow(msg, e)
+			d.startNetFlow(msg, e, 1)
 		}
 		for d.next(&p) {
 			switch {

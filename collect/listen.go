@@ -50,7 +50,8 @@ var ErrListen = errors.New("collect: bad listen URL")
 
 // ParseListener parses a listen URL: netflow://HOST:PORT (or ipfix://),
 // ipfix+tcp://HOST:PORT or sflow://HOST:PORT. HOST may be an address, a
-// name, or empty for every address ("netflow://:2055"); PORT is required.
+// name, or empty for every address ("netflow://:2055"); PORT is required,
+// and 0 takes a free port (Collector.Addrs says which).
 func ParseListener(s string) (Listener, error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -74,8 +75,8 @@ func ParseListener(s string) (Listener, error) {
 	if err != nil {
 		return Listener{}, fmt.Errorf("%w %q: %v (e.g. %s://0.0.0.0:%d)", ErrListen, s, err, u.Scheme, defaultPort(l.Protocol))
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return Listener{}, fmt.Errorf("%w %q: port %q is not a number from 1 to 65535", ErrListen, s, port)
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return Listener{}, fmt.Errorf("%w %q: port %q is not a number from 0 to 65535 (0: any free port)", ErrListen, s, port)
 	}
 	l.Addr = net.JoinHostPort(host, port)
 	return l, nil

@@ -13,7 +13,7 @@ const (
 	// together, under the name OtherName.
 	OtherObserver = 1
 	// OtherName is the name of OtherObserver.
-	OtherName = "other"
+	OtherName     = "other"
 	firstObserver = 2
 )
 

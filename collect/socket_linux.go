@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -32,23 +32,36 @@ type mmsghdr struct {
 	n   uint32
 }
 
+// batchesPerSocket is how many batches a socket's reader may fill ahead of
+// the decoding source (the rest waits in the kernel's socket buffer).
+const batchesPerSocket = 4
+
 // receiver reads batches of datagrams from one UDP socket with
-// recvmmsg(2), through the Go runtime's poller so that a read deadline
-// and Close wake it.
+// recvmmsg(2), through the Go runtime's poller so that Close wakes a read.
+// Its reader goroutine fills the batches of free and hands them to the
+// source, which gives them back once decoded.
 type receiver struct {
-	conn    *net.UDPConn
-	raw     syscall.RawConn
+	conn   *net.UDPConn
+	raw    syscall.RawConn
+	free   chan *batch
+	cur    *batch // the batch being read into
+	n      int    // datagrams of the last recvmmsg
+	errno  error
+	readFn func(fd uintptr) bool
+	ovfl   atomic.Uint32 // the largest SO_RXQ_OVFL count seen
+	ctlLen int
+}
+
+// batch is batchSize datagram buffers with their recvmmsg(2) headers.
+type batch struct {
+	rx      *receiver
 	msgs    []mmsghdr
 	iovs    []unix.Iovec
 	bufs    []byte // batchSize buffers of maxDatagram bytes
 	names   []unix.RawSockaddrInet6
-	control []byte // batchSize control buffers of ctlLen bytes
-	ctlLen  int
-	n       int   // datagrams of the last batch
-	errno   error // of the last recvmmsg
-	readFn  func(fd uintptr) bool
-	ovfl    uint32 // the largest SO_RXQ_OVFL count seen
-	timeout time.Duration
+	control []byte // batchSize control buffers of rx.ctlLen bytes
+	n       int    // datagrams received
+	now     int64  // when, Unix ns
 }
 
 // listenUDP opens one UDP socket bound to addr with SO_REUSEPORT (so that
@@ -57,7 +70,7 @@ type receiver struct {
 // process has CAP_NET_ADMIN, else SO_RCVBUF, which the kernel caps at
 // net.core.rmem_max) and SO_RXQ_OVFL. It returns the receive buffer the
 // kernel granted, which the caller compares with what it asked.
-func listenUDP(addr string, rcvbuf int, timeout time.Duration) (*receiver, int, error) {
+func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 	var granted int
 	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
@@ -81,8 +94,7 @@ func listenUDP(addr string, rcvbuf int, timeout time.Duration) (*receiver, int, 
 			}
 			// The kernel doubles what it is given (for its bookkeeping)
 			// and reports the doubled size.
-			v, gerr := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF)
-			if gerr == nil {
+			if v, gerr := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF); gerr == nil {
 				granted = v / 2
 			}
 		})
@@ -98,59 +110,64 @@ func listenUDP(addr string, rcvbuf int, timeout time.Duration) (*receiver, int, 
 		conn.Close()
 		return nil, 0, err
 	}
-	r := &receiver{
-		conn:    conn,
-		raw:     raw,
-		msgs:    make([]mmsghdr, batchSize),
-		iovs:    make([]unix.Iovec, batchSize),
-		bufs:    make([]byte, batchSize*maxDatagram),
-		names:   make([]unix.RawSockaddrInet6, batchSize),
-		ctlLen:  unix.CmsgSpace(4),
-		timeout: timeout,
-	}
-	r.control = make([]byte, batchSize*r.ctlLen)
-	for i := range r.msgs {
-		r.iovs[i].Base = &r.bufs[i*maxDatagram]
-		r.iovs[i].SetLen(maxDatagram)
-		h := &r.msgs[i].hdr
-		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
-		h.Iov = &r.iovs[i]
-		h.SetIovlen(1)
-		h.Control = &r.control[i*r.ctlLen]
+	r := &receiver{conn: conn, raw: raw, free: make(chan *batch, batchesPerSocket), ctlLen: unix.CmsgSpace(4)}
+	for range batchesPerSocket {
+		r.free <- r.newBatch()
 	}
 	r.readFn = r.read
 	return r, granted, nil
 }
 
-// recv waits up to the timeout for datagrams and reads a batch of them.
-// It returns capture.ErrTimeout (as errTimeout) when none came and
-// errClosed after close.
-func (r *receiver) recv() (int, error) {
-	if err := r.conn.SetReadDeadline(time.Now().Add(r.timeout)); err != nil {
-		return 0, errClosed
+func (r *receiver) newBatch() *batch {
+	b := &batch{
+		rx:      r,
+		msgs:    make([]mmsghdr, batchSize),
+		iovs:    make([]unix.Iovec, batchSize),
+		bufs:    make([]byte, batchSize*maxDatagram),
+		names:   make([]unix.RawSockaddrInet6, batchSize),
+		control: make([]byte, batchSize*r.ctlLen),
 	}
-	err := r.raw.Read(r.readFn)
-	switch {
-	case err == nil && r.errno == nil:
-		return r.n, nil
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return 0, errTimeout
-	case err != nil:
-		return 0, errClosed
+	for i := range b.msgs {
+		b.iovs[i].Base = &b.bufs[i*maxDatagram]
+		b.iovs[i].SetLen(maxDatagram)
+		h := &b.msgs[i].hdr
+		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+		h.Iov = &b.iovs[i]
+		h.SetIovlen(1)
+		h.Control = &b.control[i*r.ctlLen]
 	}
-	return 0, fmt.Errorf("recvmmsg: %w", r.errno)
+	return b
 }
 
-// read is the RawConn.Read callback: one recvmmsg(2), false to wait when
-// nothing is there.
+// recv waits for datagrams and reads a batch of them into b. It returns an
+// error once the socket is closed.
+func (r *receiver) recv(b *batch) error {
+	r.cur = b
+	for {
+		if err := r.raw.Read(r.readFn); err != nil {
+			return errClosed
+		}
+		if r.errno != nil {
+			return fmt.Errorf("recvmmsg: %w", r.errno)
+		}
+		if r.n > 0 {
+			b.n, b.now = r.n, time.Now().UnixNano()
+			return nil
+		}
+	}
+}
+
+// read is the RawConn.Read callback: one recvmmsg(2) into r.cur, false to
+// wait when nothing is there.
 func (r *receiver) read(fd uintptr) bool {
-	for i := range r.msgs {
-		h := &r.msgs[i].hdr
-		h.Namelen = uint32(unsafe.Sizeof(r.names[0]))
+	b := r.cur
+	for i := range b.msgs {
+		h := &b.msgs[i].hdr
+		h.Namelen = uint32(unsafe.Sizeof(b.names[0]))
 		h.SetControllen(r.ctlLen)
 		h.Flags = 0
 	}
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(len(r.msgs)), unix.MSG_DONTWAIT, 0, 0)
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.msgs)), unix.MSG_DONTWAIT, 0, 0)
 	switch e {
 	case 0:
 		r.n, r.errno = int(n), nil
@@ -165,13 +182,13 @@ func (r *receiver) read(fd uintptr) bool {
 	return true
 }
 
-// datagram returns datagram i of the last batch, in the receiver's buffer
-// (valid until the next recv), its source address, and whether it was
+// datagram returns datagram i of the batch, in its buffer (valid until the
+// batch goes back to its receiver), its source address, and whether it was
 // longer than the buffer.
-func (r *receiver) datagram(i int) (b []byte, from netip.Addr, truncated bool) {
-	m := &r.msgs[i]
-	b = r.bufs[i*maxDatagram : i*maxDatagram+int(m.n)]
-	name := &r.names[i]
+func (b *batch) datagram(i int) (d []byte, from netip.Addr, truncated bool) {
+	m := &b.msgs[i]
+	d = b.bufs[i*maxDatagram : i*maxDatagram+int(m.n)]
+	name := &b.names[i]
 	switch name.Family {
 	case unix.AF_INET:
 		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(name))
@@ -182,22 +199,23 @@ func (r *receiver) datagram(i int) (b []byte, from netip.Addr, truncated bool) {
 	if m.hdr.Controllen > 0 {
 		// SO_RXQ_OVFL: the socket's drop count when the datagram was
 		// queued.
-		c := r.control[i*r.ctlLen : (i+1)*r.ctlLen]
+		c := b.control[i*b.rx.ctlLen : (i+1)*b.rx.ctlLen]
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 		if h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL {
-			if v := binary.NativeEndian.Uint32(c[unix.CmsgLen(0):]); v-r.ovfl < 1<<31 {
-				r.ovfl = v
+			v := binary.NativeEndian.Uint32(c[unix.CmsgLen(0):])
+			if old := b.rx.ovfl.Load(); v-old < 1<<31 {
+				b.rx.ovfl.Store(v) // only the source goroutine stores
 			}
 		}
 	}
-	return b, from, m.hdr.Flags&unix.MSG_TRUNC != 0
+	return d, from, m.hdr.Flags&unix.MSG_TRUNC != 0
 }
 
 // drops returns the datagrams the kernel dropped on this socket for want
 // of room in its buffer: the larger of what SO_RXQ_OVFL said and what
 // SO_MEMINFO says now (drops after the last datagram read show there).
 func (r *receiver) drops() uint64 {
-	d := r.ovfl
+	d := r.ovfl.Load()
 	r.raw.Control(func(fd uintptr) {
 		var mem [unix.SK_MEMINFO_VARS]uint32
 		n := uint32(unsafe.Sizeof(mem))

@@ -3,10 +3,9 @@
 package collect
 
 import (
-	"errors"
 	"net"
 	"net/netip"
-	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,15 +13,28 @@ import (
 // fallback of the Linux receiver (recvmmsg, SO_REUSEPORT, SO_RXQ_OVFL),
 // for replay-only platforms that still build collect.
 type receiver struct {
-	conn    *net.UDPConn
-	buf     []byte
-	n       int
-	from    netip.Addr
-	trunc   bool
-	timeout time.Duration
+	conn *net.UDPConn
+	free chan *batch
+	ovfl atomic.Uint32
 }
 
-func listenUDP(addr string, rcvbuf int, timeout time.Duration) (*receiver, int, error) {
+// batch holds one datagram.
+type batch struct {
+	rx    *receiver
+	buf   []byte
+	n     int // datagrams: 1
+	len   int
+	from  netip.Addr
+	trunc bool
+	now   int64
+}
+
+const (
+	maxDatagram      = 65535
+	batchesPerSocket = 64
+)
+
+func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, 0, err
@@ -35,27 +47,23 @@ func listenUDP(addr string, rcvbuf int, timeout time.Duration) (*receiver, int, 
 	if conn.SetReadBuffer(rcvbuf) != nil {
 		granted = 0
 	}
-	return &receiver{conn: conn, buf: make([]byte, maxDatagram+1), timeout: timeout}, granted, nil
-}
-
-const maxDatagram = 65535
-
-func (r *receiver) recv() (int, error) {
-	r.conn.SetReadDeadline(time.Now().Add(r.timeout))
-	n, _, _, from, err := r.conn.ReadMsgUDPAddrPort(r.buf, nil)
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return 0, errTimeout
-	case err != nil:
-		return 0, errClosed
+	r := &receiver{conn: conn, free: make(chan *batch, batchesPerSocket)}
+	for range batchesPerSocket {
+		r.free <- &batch{rx: r, buf: make([]byte, maxDatagram+1)}
 	}
-	r.n, r.from, r.trunc = n, from.Addr().Unmap(), n > maxDatagram
-	return 1, nil
+	return r, granted, nil
 }
 
-func (r *receiver) datagram(int) ([]byte, netip.Addr, bool) {
-	return r.buf[:min(r.n, maxDatagram)], r.from, r.trunc
+func (r *receiver) recv(b *batch) error {
+	n, _, _, from, err := r.conn.ReadMsgUDPAddrPort(b.buf, nil)
+	if err != nil {
+		return errClosed
+	}
+	b.n, b.len, b.from, b.trunc, b.now = 1, min(n, maxDatagram), from.Addr().Unmap(), n > maxDatagram, time.Now().UnixNano()
+	return nil
 }
+
+func (b *batch) datagram(int) ([]byte, netip.Addr, bool) { return b.buf[:b.len], b.from, b.trunc }
 
 func (r *receiver) drops() uint64 { return 0 }
 

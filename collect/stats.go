@@ -81,6 +81,7 @@ type sourceStats struct {
 	counterSamples   atomic.Uint64
 	kernelDrops      atomic.Uint64
 	connections      atomic.Uint64 // TCP
+	startAhead       atomic.Uint64
 }
 
 // Stats are a Collector's counters since it opened. Safe to take from any
@@ -102,6 +103,10 @@ type Stats struct {
 	CounterSamples uint64
 	// Connections counts the IPFIX-over-TCP connections accepted.
 	Connections uint64
+	// StartAhead counts the flow records whose start was more than a
+	// minute after their arrival (an exporter's clock that is wrong):
+	// their arrival was taken as their time instead.
+	StartAhead uint64
 	// ObserverOverflow counts the exporters that came after the observer
 	// registry was full (Config.MaxObservers), counted as OtherName.
 	ObserverOverflow uint64

@@ -8,74 +8,52 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/flowdedup/flowdedup/capture"
 )
 
 // TCP limits.
 const (
-	// tcpBuffers is how many IPFIX messages (of up to 64 KiB each) wait
-	// between the connections' readers and the decoder: when all are
-	// taken, the readers stop reading and TCP flow control makes the
-	// exporters wait (an edge flowdedup spools), so nothing is lost.
+	// tcpBuffers is how many IPFIX messages (of up to 64 KiB each) of a
+	// listener's connections may wait for the source: when all are taken,
+	// the readers stop reading and TCP flow control makes the exporters
+	// wait (an edge flowdedup spools meanwhile), so nothing is lost.
 	tcpBuffers = 64
-	// maxConns bounds the connections at once; more are closed at once.
+	// maxConns bounds a listener's connections at once; more are closed
+	// at once.
 	maxConns = 1024
+	// ipfixHeaderLen is the length of an IPFIX message header.
+	ipfixHeaderLen = 16
 )
 
-// tcpSource is a capture.Source of IPFIX over TCP (RFC 7011 section
-// 10.4): a goroutine per connection reads whole messages into buffers,
-// and Next decodes them. Each connection is a transport session of its
+// tcpListener takes IPFIX over TCP (RFC 7011 section 10.4): a goroutine
+// per connection reads whole messages into the listener's buffers and
+// hands them to the source. Each connection is a transport session of its
 // own, with its own templates.
-type tcpSource struct {
-	decoder
-	ln      net.Listener
-	allow   []netip.Prefix
-	timeout time.Duration
-	msgs    chan tcpMessage
-	free    chan []byte
-	done    chan struct{}
-	timer   *time.Timer
-	cur     []byte // the buffer of the message being decoded
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-	once   sync.Once
+type tcpListener struct {
+	ln    net.Listener
+	src   *source
+	free  chan []byte
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	done  bool
 }
 
-// tcpMessage is one IPFIX message of a connection.
-type tcpMessage struct {
-	exp *exporter // the connection's: its own session
-	b   []byte
-}
-
-var _ capture.Source = (*tcpSource)(nil)
-
-func listenTCP(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
-
-func newTCPSource(ln net.Listener, d decoder, allow []netip.Prefix, timeout time.Duration) *tcpSource {
-	s := &tcpSource{
-		decoder: d, ln: ln, allow: allow, timeout: timeout,
-		msgs:  make(chan tcpMessage, tcpBuffers),
-		free:  make(chan []byte, tcpBuffers),
-		done:  make(chan struct{}),
-		timer: time.NewTimer(time.Hour),
-		conns: make(map[net.Conn]struct{}),
+func listenTCP(addr string) (*tcpListener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
 	}
-	s.timer.Stop()
+	tl := &tcpListener{ln: ln, free: make(chan []byte, tcpBuffers), conns: make(map[net.Conn]struct{})}
 	for range tcpBuffers {
-		s.free <- make([]byte, maxDatagram)
+		tl.free <- make([]byte, maxDatagram)
 	}
-	s.wg.Go(s.accept)
-	return s
+	return tl, nil
 }
 
 // accept takes connections until the listener closes.
-func (s *tcpSource) accept() {
+func (tl *tcpListener) accept() {
+	s := tl.src
 	for {
-		c, err := s.ln.Accept()
+		c, err := tl.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -89,32 +67,34 @@ func (s *tcpSource) accept() {
 		}
 		addr, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 		from := addr.Addr().Unmap()
-		s.mu.Lock()
-		full := len(s.conns) >= maxConns || s.closed
-		if !full && allowed(s.allow, from) {
-			s.conns[c] = struct{}{}
+		if !allowed(s.allow, from) {
+			s.stats.errors[errRejected].Add(1)
+			c.Close()
+			continue
 		}
-		_, ok := s.conns[c]
-		s.mu.Unlock()
+		tl.mu.Lock()
+		ok := len(tl.conns) < maxConns && !tl.done
+		if ok {
+			tl.conns[c] = struct{}{}
+		}
+		tl.mu.Unlock()
 		if !ok {
-			if !full {
-				s.stats.errors[errRejected].Add(1)
-			}
 			c.Close()
 			continue
 		}
 		s.stats.connections.Add(1)
 		e := &exporter{addr: from}
-		s.wg.Go(func() { s.read(c, e) })
+		s.wg.Go(func() { tl.read(c, e) })
 	}
 }
 
 // read reads c's messages until it closes or fails.
-func (s *tcpSource) read(c net.Conn, e *exporter) {
+func (tl *tcpListener) read(c net.Conn, e *exporter) {
+	s := tl.src
 	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
+		tl.mu.Lock()
+		delete(tl.conns, c)
+		tl.mu.Unlock()
 		c.Close()
 	}()
 	var hdr [ipfixHeaderLen]byte
@@ -134,74 +114,32 @@ func (s *tcpSource) read(c net.Conn, e *exporter) {
 		}
 		var b []byte
 		select {
-		case b = <-s.free:
+		case b = <-tl.free:
 		case <-s.done:
 			return
 		}
 		copy(b, hdr[:])
 		if _, err := io.ReadFull(c, b[ipfixHeaderLen:n]); err != nil {
 			s.stats.errors[errTruncated].Add(1)
-			s.free <- b
+			tl.free <- b
 			return
 		}
 		select {
-		case s.msgs <- tcpMessage{exp: e, b: b[:n]}:
+		case s.units <- unit{msg: b[:n], exp: e, tl: tl}:
 		case <-s.done:
 			return
 		}
 	}
 }
 
-// Next returns the next record of the connections' messages, in the order
-// their messages came; capture.ErrTimeout when none came for the poll
-// interval, capture.ErrClosed after Close.
-func (s *tcpSource) Next(p *capture.Packet) error {
-	for {
-		if s.next(p) {
-			return nil
-		}
-		if s.cur != nil {
-			s.free <- s.cur[:cap(s.cur)]
-			s.cur = nil
-		}
-		var m tcpMessage
-		select {
-		case m = <-s.msgs:
-		default:
-			s.timer.Reset(s.timeout)
-			select {
-			case m = <-s.msgs:
-				s.timer.Stop()
-			case <-s.timer.C:
-				return errTimeout
-			case <-s.done:
-				s.timer.Stop()
-				return errClosed
-			}
-		}
-		s.cur = m.b
-		s.stats.datagrams.Add(1)
-		s.startNetFlow(m.b, m.exp)
+// close stops accepting and closes the connections.
+func (tl *tcpListener) close() error {
+	err := tl.ln.Close()
+	tl.mu.Lock()
+	tl.done = true
+	for c := range tl.conns {
+		c.Close()
 	}
-}
-
-// Close stops accepting, closes the connections and waits for their
-// readers. Messages read but not decoded are dropped.
-func (s *tcpSource) Close() error {
-	var err error
-	s.once.Do(func() {
-		close(s.done)
-		err = s.ln.Close()
-		s.mu.Lock()
-		s.closed = true
-		for c := range s.conns {
-			c.Close()
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
-	})
+	tl.mu.Unlock()
 	return err
 }
-
-// ipfixHeaderLen is the length of an IPFIX message header.
-const ipfixHeaderLen = 16

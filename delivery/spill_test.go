@@ -109,22 +109,26 @@ func TestSpoolFull(t *testing.T) {
 	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: batch, MaxQueued: 4 * batch, BatchAge: time.Hour, Spool: spool,
 		RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Notices: notices})
+	// One batch at a time, each waited for until it is on disk or the
+	// spool said it is full: the fourth does not fit. (Putting batches
+	// without waiting, a bounded number of times, failed when the manager
+	// was not scheduled before the bound was reached.)
 	next := 0
-	for !strings.Contains(notices.String(), "spool full") {
-		if next == 1000 {
+	spoolFull := func() bool { return strings.Contains(notices.String(), "spool full") }
+	for !spoolFull() {
+		if next == 10*batch {
 			t.Fatalf("no spool full notice after %d records:\n%s", next, notices)
 		}
 		put(t, q, genRecords(next, batch))
 		next += batch
-		time.Sleep(time.Millisecond) // let the manager spill: not an assertion's wait
+		waitFor(t, "the batch on disk, or the spool full", func() bool { return q.Stats().Spooled == next || spoolFull() })
+	}
+	if next != 4*batch {
+		t.Errorf("the spool was full after %d records, want after the 4th batch", next)
 	}
 	// The spool is full and the destination down: memory no longer
-	// drains, so what it can take now is exact.
-	waitFor(t, "memory settled", func() bool {
-		a := q.Stats().Queued
-		time.Sleep(5 * time.Millisecond)
-		return q.Stats().Queued == a
-	})
+	// drains (the batch in flight and the fourth stay), so what it can
+	// take now is exact.
 	room := 4*batch - q.Stats().Queued
 	before := q.Stats().Dropped
 	put(t, q, genRecords(next, 100))

@@ -19,9 +19,9 @@ import (
 // encoding and so the hash values are stable across runs and releases: a
 // given seed reproduces them.
 //
-// The seed should be secret and random per run (see the design notes): an
-// attacker who cannot predict the hash cannot craft keys that collide in a
-// filter to hide flows.
+// The seed should be secret and random per run (docs/architecture.md, the
+// data path, step 3): an attacker who cannot predict the hash cannot craft
+// keys that collide in a filter to hide flows.
 //
 // All 64 bits are usable: filters may take bucket indexes from the high bits
 // and fingerprints from the low bits. Code that also derives a shard from the

@@ -161,7 +161,9 @@ printf '%s\n' "${COMPREPLY[@]}"`
 		t.Fatalf("dpkg -L lists only %d files: %q", len(files), installed)
 	}
 	run("dpkg", "--purge", "flowdedup")
-	for _, f := range append(files, wants, "/usr/share/doc/flowdedup") {
+	// deb-systemd-helper's record of the unit's links goes too.
+	state := "/var/lib/systemd/deb-systemd-helper-enabled/flowdedup.service.dsh-also"
+	for _, f := range append(files, wants, state, "/usr/share/doc/flowdedup") {
 		if _, err := os.Lstat(f); err == nil {
 			t.Errorf("%s is left after dpkg --purge", f)
 		}

@@ -84,6 +84,15 @@ type Config struct {
 	// window is the current one. Packets are still placed by their
 	// capture time, which for a live source is the wall clock.
 	WallClockWindows bool
+	// IdleWallClock closes windows by the wall clock on a live source's
+	// idle ticks (capture.ErrTimeout) only, and only once the source has
+	// given a packet: otherwise packets' own times place them and move
+	// the windows, and the first window is the first packet's. For
+	// sources whose times are not their arrival (collect's flow records
+	// carry their flow start, which is the capture's time when an
+	// exporter reads a file) whose windows should still close on a quiet
+	// network. Ignored with WallClockWindows.
+	IdleWallClock bool
 	// RingBatches is the capacity of each (producer, worker) ring in
 	// batches (rounded up to a power of two), BatchSize the keys per
 	// batch. 0 means DefaultRingBatches (DefaultReplayRingBatches without

@@ -45,23 +45,24 @@ const (
 // worker a marker with its counts of that window and its new lo, after
 // which it never sends that window anything again.
 type producer struct {
-	id    int
-	src   capture.Source
-	kind  flow.KeyKind
-	mask  flow.Mask
-	seed  uint64
-	live  bool
-	wall  bool // WallClockWindows
-	win   windowing
-	stop  *atomic.Bool
-	rings []*ring    // by shard
-	cur   []*batch   // by shard: the reserved slot being filled with keys of window hi, or nil
-	age   []int64    // by shard: time of the first key in cur (live flush)
-	side  []sideKeys // by shard: keys of the older open windows
-	old   int64      // live: a lower bound of the first-key times of the filled batches and side buffers; math.MaxInt64: none
-	wake  []*parker  // by shard: the worker's parker
-	park  *parker    // this producer's, woken by its workers when they free a slot
-	ready func() bool
+	id       int
+	src      capture.Source
+	kind     flow.KeyKind
+	mask     flow.Mask
+	seed     uint64
+	live     bool
+	wall     bool // WallClockWindows
+	idleWall bool // IdleWallClock
+	win      windowing
+	stop     *atomic.Bool
+	rings    []*ring    // by shard
+	cur      []*batch   // by shard: the reserved slot being filled with keys of window hi, or nil
+	age      []int64    // by shard: time of the first key in cur (live flush)
+	side     []sideKeys // by shard: keys of the older open windows
+	old      int64      // live: a lower bound of the first-key times of the filled batches and side buffers; math.MaxInt64: none
+	wake     []*parker  // by shard: the worker's parker
+	park     *parker    // this producer's, woken by its workers when they free a slot
+	ready    func() bool
 
 	// The open windows lo..hi (both winUnknown before the first packet of
 	// packet-time windows), and what the hot path compares packet times
@@ -136,23 +137,24 @@ type producerStats struct {
 // lo..hi (startWindows).
 func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *atomic.Bool, rings []*ring, wake []*parker) *producer {
 	p := &producer{
-		id:    id,
-		src:   src,
-		kind:  cfg.Key,
-		mask:  cfg.Prefix,
-		seed:  cfg.Seed,
-		live:  cfg.Live,
-		wall:  cfg.WallClockWindows,
-		win:   newWindowing(cfg),
-		stop:  stop,
-		rings: rings,
-		cur:   make([]*batch, len(rings)),
-		age:   make([]int64, len(rings)),
-		side:  make([]sideKeys, len(rings)),
-		wake:  wake,
-		park:  newParker(),
-		old:   math.MaxInt64,
-		stats: new(producerStats),
+		id:       id,
+		src:      src,
+		kind:     cfg.Key,
+		mask:     cfg.Prefix,
+		seed:     cfg.Seed,
+		live:     cfg.Live,
+		wall:     cfg.WallClockWindows,
+		idleWall: cfg.IdleWallClock,
+		win:      newWindowing(cfg),
+		stop:     stop,
+		rings:    rings,
+		cur:      make([]*batch, len(rings)),
+		age:      make([]int64, len(rings)),
+		side:     make([]sideKeys, len(rings)),
+		wake:     wake,
+		park:     newParker(),
+		old:      math.MaxInt64,
+		stats:    new(producerStats),
 	}
 	p.ready = p.slotFree
 	p.wc, _ = src.(capture.WindowCounter)
@@ -437,7 +439,7 @@ func (p *producer) periodic() {
 // what is buffered so records are not held back on a quiet link, and close
 // windows by the wall clock.
 func (p *producer) idle() {
-	if now := time.Now().UnixNano(); p.wall && now >= p.next {
+	if now := time.Now().UnixNano(); (p.wall || p.idleWall && p.hi != winUnknown) && now >= p.next {
 		p.advance(now)
 	}
 	p.flush()

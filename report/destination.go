@@ -145,6 +145,9 @@ type Summary struct {
 	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing
 	// was lost.
 	ExportDropped map[string]map[string]uint64
+	// Collect holds what flowdedup collect counted since the previous
+	// summary (Config.Annotate fills it); nil for replay and run.
+	Collect *CollectCounts
 }
 
 // CheckAddress checks that addr, a destination's address, is HOST:PORT with

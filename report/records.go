@@ -65,8 +65,10 @@ type RecordWriter struct {
 	out     wholeWriter
 	format  format
 	kind    flow.KeyKind
-	buf     []byte // whole records not yet written
-	pending int    // records in buf
+	buf     []byte        // whole records not yet written
+	pending int           // records in buf
+	started bool          // a record was given
+	names   ObserverNames // SetObservers: the records' observers are written
 }
 
 var _ Destination = (*RecordWriter)(nil)
@@ -145,6 +147,10 @@ func (rw *RecordWriter) Record(r *pipeline.Record) error {
 	case formatText:
 		rw.buf = appendText(rw.buf, r)
 	}
+	if rw.names != nil {
+		rw.buf = appendObserver(rw.buf, rw.format, rw.names, r)
+	}
+	rw.started = true
 	rw.pending++
 	if len(rw.buf) >= bufSize {
 		return rw.Flush()

@@ -43,6 +43,18 @@ type Config struct {
 	// "truncated", "damaged"), which the run totals show apart from the
 	// packets: an empty file held no frame, so it is no packet.
 	DamagedFiles func() map[string]uint64
+
+	// Observers, when set, names the observers of records that carry one
+	// (pipeline.Record.Observer: flowdedup collect's exporters). The
+	// record file (Out) writes each record's observer; the exports get
+	// each observer's records in batches of their own, named by it
+	// (Batch.Observer), while summaries keep Observer (the collector).
+	Observers ObserverNames
+	// Annotate, when set, is called with each summary before it is handed
+	// on (flowdedup collect adds Summary.Collect); the Reporter then
+	// counts each exporter's records of the window in
+	// Summary.Collect.Exporters[i].Distinct.
+	Annotate func(*Summary)
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -81,8 +93,15 @@ type Reporter struct {
 	damaged func() map[string]uint64
 	totals  pipeline.WindowSummary
 	windows uint64
+	firstNs int64 // the first window's start
+	lastNs  int64 // the last window's end
+	final   *RunTotals
 	err     error
 	closed  bool
+
+	obs      *observerStages // Config.Observers: the exports' records by observer
+	obsBatch Batch           // the batch obs hands on
+	annotate func(*Summary)
 }
 
 var _ pipeline.Sink = (*Reporter)(nil)
@@ -106,6 +125,9 @@ func New(cfg Config) (*Reporter, error) {
 		if err != nil {
 			return nil, err
 		}
+		if cfg.Observers != nil {
+			records.SetObservers(cfg.Observers) // a new writer: cannot fail
+		}
 		r.sinks = append(r.sinks, records)
 	}
 	if cfg.Summary != nil {
@@ -114,6 +136,10 @@ func New(cfg Config) (*Reporter, error) {
 	r.sinks = append(r.sinks, cfg.Destinations...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
 	r.stage.Observer = cfg.Observer
+	if cfg.Observers != nil {
+		r.obs = newObserverStages(cfg.Observers)
+	}
+	r.annotate = cfg.Annotate
 	r.sum.Observer, r.sum.Filter, r.sum.Key, r.sum.Prefix = cfg.Observer, cfg.Filter, cfg.Kind, cfg.Prefix
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
@@ -128,6 +154,9 @@ func (r *Reporter) Record(rec *pipeline.Record) error {
 		return r.err
 	}
 	r.stage.Records = append(r.stage.Records, *rec)
+	if r.obs != nil && r.obs.add(rec) {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	if len(r.stage.Records) == stageSize {
 		return r.dispatch()
 	}
@@ -139,8 +168,10 @@ func (r *Reporter) dispatch() error {
 	if len(r.stage.Records) == 0 {
 		return r.err
 	}
-	for _, q := range r.exports {
-		q.Records(&r.stage)
+	if r.obs == nil {
+		for _, q := range r.exports {
+			q.Records(&r.stage)
+		}
 	}
 	for _, s := range r.sinks {
 		if r.err = s.Records(&r.stage); r.err != nil {
@@ -162,9 +193,19 @@ func (r *Reporter) Window(s *pipeline.WindowSummary) error {
 	if err := r.dispatch(); err != nil {
 		return err
 	}
+	if r.obs != nil {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	sum := &r.sum
 	sum.WindowSummary = *s
 	sum.ExportDropped = nil
+	sum.Collect = nil
+	if r.annotate != nil {
+		r.annotate(sum)
+	}
+	if r.obs != nil {
+		r.obs.finishExporters(sum)
+	}
 	for _, q := range r.exports {
 		q.TakeDropped(&sum.ExportDropped)
 	}
@@ -189,6 +230,9 @@ func (r *Reporter) Flush() error {
 	if err := r.dispatch(); err != nil {
 		return err
 	}
+	if r.obs != nil && r.obs.due() {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	for _, s := range r.sinks {
 		if r.err = s.Flush(); r.err != nil {
 			break
@@ -197,11 +241,16 @@ func (r *Reporter) Flush() error {
 	return r.err
 }
 
-// Close hands on the records gathered, closes the synchronous sinks and
+// Close hands on the records gathered, closes the record outputs and
 // the export Queues (which drain, all at once, each for up to its
-// DrainTimeout), and writes the run totals and a line per export. It
-// returns the first error of the Reporter's life; calls after Close
-// return an error.
+// DrainTimeout), then, when there are exports, gives the summary outputs
+// the run totals (RunTotals, their last line: what the exports lost at the
+// end is in no window summary), closes them, and writes the totals on
+// Config.Totals: a line of the run's counts and a line per export. The
+// summary outputs get the totals only when no output failed before: their
+// lines are then complete; a run without exports writes summaries only,
+// one per window, as it always did. Close returns the first error of the Reporter's life; calls
+// after Close return an error.
 func (r *Reporter) Close() error {
 	if r.closed {
 		return errFirst(r.err, errClosed)
@@ -210,7 +259,16 @@ func (r *Reporter) Close() error {
 	if r.err == nil {
 		r.dispatch()
 	}
+	if r.obs != nil {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
+	// The record files are complete: they need not wait for the drain.
+	var summaries []totalsDestination
 	for _, s := range r.sinks {
+		if td, ok := s.(totalsDestination); ok {
+			summaries = append(summaries, td)
+			continue
+		}
 		r.err = errFirst(r.err, s.Close())
 	}
 	var wg sync.WaitGroup
@@ -218,14 +276,18 @@ func (r *Reporter) Close() error {
 		wg.Go(func() { q.Close() })
 	}
 	wg.Wait()
-	if r.out != nil {
-		var damaged map[string]uint64
-		if r.damaged != nil {
-			damaged = r.damaged()
+	t := r.runTotals()
+	r.final = t
+	for _, s := range summaries {
+		if r.err == nil && len(r.exports) > 0 {
+			r.err = s.Totals(t)
 		}
-		line := appendTotals(nil, &r.totals, r.windows, damaged)
-		for _, q := range r.exports {
-			line = appendExportTotals(line, q.Stats())
+		r.err = errFirst(r.err, s.Close())
+	}
+	if r.out != nil {
+		line := appendTotals(nil, &r.totals, r.windows, t.DamagedFiles)
+		for _, st := range t.Exports {
+			line = appendExportTotals(line, st)
 		}
 		tw := wholeWriter{w: r.out, op: "totals"}
 		r.err = errFirst(r.err, tw.write(line, 1))
@@ -235,7 +297,15 @@ func (r *Reporter) Close() error {
 	return err
 }
 
+// Totals returns the run totals Close gave the summary outputs, or nil
+// before Close. The caller must not change them.
+func (r *Reporter) Totals() *RunTotals { return r.final }
+
 func (r *Reporter) add(s *pipeline.WindowSummary) {
+	if r.windows == 0 {
+		r.firstNs = s.StartNs
+	}
+	r.lastNs = s.EndNs
 	t := &r.totals
 	t.Packets += s.Packets
 	t.Malformed += s.Malformed

@@ -37,6 +37,12 @@ import (
 // beside filter, the other field that says how the run counted; it is left
 // out when the kind is not valid (unknown).
 //
+// The last line, after the final window's, is the run totals (Totals,
+// AppendRunTotals): {"run_totals":{...}}, written by the Reporter's Close
+// once the exports have drained, so that it counts every record an export
+// could not deliver, which the window summaries (export_dropped, what was
+// known when each was written) cannot all carry.
+//
 // Each line goes to the destination in one Write as soon as its window
 // closes: nothing is buffered, so a summary is on disk (in the page cache;
 // there is no fsync) when Window returns. The first write error is returned
@@ -79,6 +85,7 @@ type summaryLine struct {
 	DistinctEstimate uint64                       `json:"distinct_estimate"`
 	Sketch           []byte                       `json:"sketch,omitempty"` // standard base64
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
+	Collect          *CollectCounts               `json:"collect,omitempty"`
 }
 
 // orEmpty returns m, or an empty map for nil: {} reads better than null.
@@ -127,6 +134,7 @@ func AppendSummary(b []byte, s *Summary) []byte {
 		DistinctEstimate: s.DistinctEstimate,
 		Sketch:           s.Sketch,
 		ExportDropped:    dropped,
+		Collect:          s.Collect,
 	}
 	j, err := json.Marshal(&line)
 	if err != nil {
@@ -144,6 +152,15 @@ func (sw *SummaryWriter) Window(s *Summary) error {
 		return sw.out.err
 	}
 	return sw.out.write(AppendSummary(nil, s), 1)
+}
+
+// Totals writes the run totals line (AppendRunTotals), the last line of
+// the output; the Reporter's Close calls it after the exports' drain.
+func (sw *SummaryWriter) Totals(t *RunTotals) error {
+	if sw.out.err != nil {
+		return sw.out.err
+	}
+	return sw.out.write(AppendRunTotals(nil, t), 1)
 }
 
 // Records does nothing: a summary file holds no records.
@@ -164,6 +181,11 @@ const MaxSummaryLine = 1 << 20
 // ErrSummary is wrapped by the errors of a SummaryReader for a line that
 // is not a summary.
 var ErrSummary = errors.New("malformed summary")
+
+// ErrRunTotals is returned by ParseSummary for the run totals line
+// ({"run_totals":{...}}, see SummaryWriter): a line of a summary output
+// that is no window's summary. SummaryReader skips it.
+var ErrRunTotals = errors.New("report: the run totals, not a window summary")
 
 // A SummaryError is a line a SummaryReader could not read as a summary.
 type SummaryError struct {
@@ -186,7 +208,8 @@ func (e *SummaryError) Unwrap() error { return e.Err }
 // negative or fractional count, a sketch that is not base64), whose times
 // are not RFC 3339 or end before they start, or that is longer than
 // MaxSummaryLine, is a *SummaryError naming its line. Blank lines are
-// skipped. Fields it does not know are ignored, so that summaries of a
+// skipped, and so is the run totals line (an object whose one field is
+// run_totals, see SummaryWriter), which counts no window. Fields it does not know are ignored, so that summaries of a
 // newer flowdedup, which appends fields, can still be read; fields added
 // after the first version (prefiltered, observer, filter, key, late,
 // late_by, distinct_estimate, sketch, export_dropped) are zero when absent:
@@ -221,6 +244,9 @@ func (sr *SummaryReader) Read(s *Summary) error {
 			continue
 		}
 		if err := ParseSummary(line, s); err != nil {
+			if errors.Is(err, ErrRunTotals) {
+				continue
+			}
 			sr.err = &SummaryError{Line: sr.line, Err: err}
 			return sr.err
 		}
@@ -282,9 +308,11 @@ type summaryIn struct {
 	DistinctEstimate uint64                       `json:"distinct_estimate"`
 	Sketch           *string                      `json:"sketch"`
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
+	RunTotals        json.RawMessage              `json:"run_totals"`
 }
 
-// ParseSummary reads one summary line (without its newline) into s.
+// ParseSummary reads one summary line (without its newline) into s. The
+// run totals line is ErrRunTotals.
 func ParseSummary(line []byte, s *Summary) error {
 	if t := bytes.TrimLeft(line, " \t\r"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("%w: not a JSON object", ErrSummary)
@@ -296,6 +324,9 @@ func ParseSummary(line []byte, s *Summary) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: more after the JSON object", ErrSummary)
+	}
+	if len(in.RunTotals) > 0 && in.RunTotals[0] == '{' && in.WindowStart == nil {
+		return ErrRunTotals
 	}
 	for _, f := range []struct {
 		name    string

@@ -230,9 +230,17 @@ func (m *Message) nextV5(r *Record) bool {
 
 // uptimeToNs converts a time in ms of the exporter's uptime to Unix ns with
 // the header's clock. The uptime is a 32-bit count of ms that wraps every
-// 49.7 days: a flow's start is before its export, so the difference is
-// taken modulo 2^32.
+// 49.7 days, so a flow that began before a wrap has a start above the
+// uptime of its export: the difference is taken modulo 2^32. But a start
+// above the export's uptime by less than half of 2^32 ms is read as after
+// the export, as nfdump reads it: softflowd reading a capture sends
+// uptimes of the capture's clock and an export uptime of 0, and so do
+// exporters whose clocks are wrong. A collector then sees a flow starting
+// after it was exported, and can tell.
 func (m *Message) uptimeToNs(ms uint32) int64 {
+	if ahead := ms - m.Header.UptimeMs; ahead != 0 && ahead < 1<<31 {
+		return m.Header.ExportNs + int64(ahead)*1e6
+	}
 	age := m.Header.UptimeMs - ms
 	return m.Header.ExportNs - int64(age)*1e6
 }

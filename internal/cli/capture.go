@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ type CaptureConfig struct {
 	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
 
 	latenessSet bool
+	// lateDefault is the lateness of a run that does not give one, at most
+	// one window; 0 means DefaultLateness (collect's is a window).
+	lateDefault time.Duration
 
 	// Set by check.
 	spec         string // the filter spec in effect: canonical, product defaults in
@@ -156,7 +160,7 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 	case c.latenessSet && c.Window == 0:
 		return usagef("--lateness needs --window: without windows the whole run is one window and no packet is late")
 	case !c.latenessSet:
-		c.Lateness = min(DefaultLateness, c.Window)
+		c.Lateness = min(cmp.Or(c.lateDefault, DefaultLateness), c.Window)
 	}
 	c.open = 1
 	if c.Window > 0 {
@@ -218,20 +222,41 @@ type session struct {
 	reporter    *report.Reporter
 	closers     []io.Closer
 	stderr      io.Writer
+	live        bool
 	stopProfile func() error // nil once stopped
 }
 
+// sessionMode says how a session runs its pipeline and what the command
+// adds to its reports.
+type sessionMode struct {
+	// live selects the live backpressure policy: a full ring drops and
+	// counts rather than waits (run, collect).
+	live bool
+	// wallClock closes windows by the wall clock (run); without it,
+	// windows follow the packets' (records') times. idleWallClock closes
+	// them by the wall clock on idle ticks only (collect:
+	// pipeline.Config.IdleWallClock).
+	wallClock, idleWallClock bool
+	// observers names the records' observers (collect's exporters:
+	// report.Config.Observers); annotate adds to each summary
+	// (report.Config.Annotate); metrics are registered beside the
+	// pipeline's.
+	observers report.ObserverNames
+	annotate  func(*report.Summary)
+	metrics   []prometheus.Collector
+}
+
 // openSession starts the profiles cfg asks for, opens the outputs and
-// builds the pipeline. live selects the live backpressure policy (drop and
-// count) and wall-clock windows. The profiles run until the session is
+// builds the pipeline as mode says. The profiles run until the session is
 // closed (session.run closes it).
-func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
-	s := &session{cfg: cfg, stderr: stderr}
+func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdout, stderr io.Writer) (*session, error) {
+	live := mode.live
+	s := &session{cfg: cfg, stderr: stderr, live: live}
 	var err error
 	if s.stopProfile, err = cfg.Profile.start(); err != nil {
 		return nil, err
 	}
-	sinks, err := s.outputs(stdout, stderr)
+	sinks, err := s.outputs(stdout, stderr, mode.observers)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -242,7 +267,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		return nil, err
 	}
 	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles})
+		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles, Observers: mode.observers, Annotate: mode.annotate})
 	if err != nil {
 		closeQueues(exports)
 		s.close()
@@ -251,7 +276,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 	s.pipe, err = pipeline.New(pipeline.Config{
 		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
-		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
+		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
 	}, s.reporter)
 	if err != nil {
@@ -262,6 +287,9 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 	if cfg.Metrics != "" {
 		reg := metricsRegistry(s.pipe.Stats, cfg.spec)
 		registerExports(reg, cfg.spec, exports)
+		for _, m := range mode.metrics {
+			prometheus.WrapRegistererWith(prometheus.Labels{"filter": cfg.spec}, reg).MustRegister(m)
+		}
 		addr, err := report.Serve(ctx, cfg.Metrics, reg)
 		if err != nil {
 			closeQueues(exports)
@@ -299,12 +327,21 @@ func (s *session) close() error {
 
 // run drives the pipeline over sources, with a progress line on a
 // terminal, and closes the outputs. The pipeline closes the reporter.
+// When an export destination lost records (exportLoss), a replay fails
+// with that error; a live run (run, collect: daemons, which exit 0 when
+// stopped by a signal) says it on stderr.
 func (s *session) run(ctx context.Context, sources ...capture.Source) error {
 	stopProgress := startProgress(s.stderr, s.pipe)
 	err := s.pipe.Run(ctx, sources...)
 	stopProgress()
 	if cerr := s.close(); err == nil {
 		err = cerr
+	}
+	if lerr := exportLoss(s.reporter.Totals(), &s.cfg.Export); lerr != nil {
+		if !s.live {
+			return errors.Join(err, lerr)
+		}
+		fmt.Fprintf(s.stderr, "flowdedup: %v\n", lerr)
 	}
 	return err
 }

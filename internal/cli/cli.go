@@ -62,6 +62,7 @@ func commands() []command {
 		filtersCommand(),
 		replayCommand(),
 		runCommand(),
+		collectCommand(),
 		mergeCommand(),
 		genCommand(),
 		tuneCommand(),

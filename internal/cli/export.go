@@ -64,7 +64,7 @@ const exportHelp = "also send every distinct-flow record (and window summary, wh
 	"USER's password comes from the file PATH of the query ?password_file=PATH (its trailing newline dropped), else from $" + clickhouse.PasswordEnv + ", else is empty, " +
 	"e.g. --export 'clickhouse://writer@ch:8123/db?password_file=pw'; under systemd, LoadCredential=NAME:FILE and password_file=${CREDENTIALS_DIRECTORY}/NAME. " +
 	"USER:PASSWORD@ in the URL works too, but every user of the host sees it (ps), and flowdedup warns. " +
-	"A destination that is down is retried (and spooled with --spool); what cannot be delivered is counted in the summaries' export_dropped, never an error of the run"
+	"A destination that is down is retried (and spooled with --spool); what cannot be delivered is counted by reason (the summaries' export_dropped, and the run totals that end the --summary output); replay then exits 1, run says it on stderr"
 
 // bind registers the flags on fs.
 func (c *ExportConfig) bind(fs *pflag.FlagSet) {
@@ -146,6 +146,49 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 		}
 	}
 	return qs, nil
+}
+
+// exportLoss returns nil when the exports of a run lost nothing (t is the
+// Reporter's run totals; nil: the Reporter was not closed), and otherwise
+// an error that says how many records and window summaries were not
+// delivered, by destination and reason, and what keeps them: replay fails
+// with it (exit 1); run and collect, daemons whose exit status stays 0
+// when stopped by a signal, say it on stderr (session.run does both).
+// Delivered later from the spool is not lost.
+func exportLoss(t *report.RunTotals, c *ExportConfig) error {
+	if t == nil || t.Lost() == 0 {
+		return nil
+	}
+	reasons := map[string]bool{}
+	var dests []string
+	for _, st := range t.Exports {
+		var n uint64
+		var by []string
+		for _, r := range delivery.DropReasons {
+			if d := st.Dropped[r]; d > 0 {
+				n += d
+				by = append(by, fmt.Sprintf("%s %d", r, d))
+				reasons[r] = true
+			}
+		}
+		if n > 0 {
+			dests = append(dests, fmt.Sprintf("%s %d (%s)", st.Dest, n, strings.Join(by, ", ")))
+		}
+	}
+	msg := fmt.Sprintf("%d records and window summaries were not delivered: %s", t.Lost(), strings.Join(dests, ", "))
+	switch {
+	case c.Spool == "" && (reasons[delivery.DropQueueFull] || reasons[delivery.DropShutdown]):
+		msg += "; --spool DIR keeps what a destination cannot take on disk and sends it when it is back, in this run or the next"
+	case reasons[delivery.DropSpoolFull]:
+		msg += fmt.Sprintf("; the spool %s was full: a larger --spool-max (now %s) keeps more", c.Spool, units.FormatBytes(c.SpoolMax))
+	}
+	if reasons[delivery.DropRejected] {
+		msg += "; what the destination rejected is said above"
+	}
+	if reasons[delivery.DropSpoolCorrupt] {
+		msg += "; unreadable spool files were moved aside (see above)"
+	}
+	return errors.New(msg)
 }
 
 // registerExports adds the export Queues' metrics to reg, labelled with the

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net"
@@ -68,11 +69,13 @@ func TestExportUsageErrors(t *testing.T) {
 	}
 }
 
-// A destination that is down when the run starts is no error: the run
-// goes on, says so once per destination on stderr, exits 0, and counts
-// what the destination did not get (shutdown, without a spool) in the
-// totals and the summary of the last window. The default observer is the
-// host name.
+// A destination that is down when the run starts does not stop the run:
+// it goes on, says so once per destination on stderr, and counts what the
+// destination did not get (shutdown, without a spool) in the totals on
+// stderr and in the run totals, the last line of the summary output. As
+// records were lost, replay exits 1 and says how many, and that --spool
+// keeps them. Real dead ports: UDP (ICMP port unreachable), TCP and HTTP
+// (connection refused). The default observer is the host name.
 func TestExportUnreachableAtStart(t *testing.T) {
 	ipfixURL := fmt.Sprintf("ipfix://127.0.0.1:%d", testutil.FreeUDPPort(t))
 	tcpURL := fmt.Sprintf("ipfix+tcp://127.0.0.1:%d", freeTCPPort(t))
@@ -81,9 +84,10 @@ func TestExportUnreachableAtStart(t *testing.T) {
 	summary := filepath.Join(dir, "summary.jsonl")
 	code, _, errs := run("replay", "--key", "5tuple", "--filter", "exact", "--out", filepath.Join(dir, "out.jsonl"), "--summary", summary,
 		"--export", ipfixURL, "--export", tcpURL, "--export", chURL, "--export-drain", "300ms", pcapPath("small.pcap"))
-	if code != ExitOK {
-		t.Fatalf("exit %d: %s", code, errs)
+	if code != ExitError {
+		t.Fatalf("exit %d, want %d: %s", code, ExitError, errs)
 	}
+	totals := readRunTotals(t, summary)
 	for _, dest := range []string{ipfixURL, tcpURL, chURL} {
 		if n := strings.Count(errs, "export "+dest+": unreachable"); n != 1 {
 			t.Errorf("%s: said unreachable %d times, want once:\n%s", dest, n, errs)
@@ -92,12 +96,65 @@ func TestExportUnreachableAtStart(t *testing.T) {
 		if !strings.Contains(errs, "export "+dest+": sent 0 records and 0 window summaries, dropped 301 (shutdown 301)") {
 			t.Errorf("%s: totals do not count the 301 lost:\n%s", dest, errs)
 		}
+		if e := totals.Exports[dest]; e.Sent != 0 || e.Dropped != 301 || fmt.Sprint(e.DroppedBy) != "map[shutdown:301]" {
+			t.Errorf("%s: run totals %+v, want 301 dropped (shutdown 301)", dest, e)
+		}
+		if !strings.Contains(errs, dest+" 301 (shutdown 301)") {
+			t.Errorf("%s: the exit message does not count the 301 lost:\n%s", dest, errs)
+		}
+	}
+	if !strings.Contains(errs, "flowdedup replay: 903 records and window summaries were not delivered: ") ||
+		!strings.Contains(errs, "; --spool DIR keeps what a destination cannot take") {
+		t.Errorf("stderr does not end with what was lost and what keeps it:\n%s", errs)
 	}
 	host, _ := os.Hostname()
 	s := readSummaries(t, summary)
 	if len(s) != 1 || s[0].Observer != host || s[0].Distinct != 300 {
 		t.Fatalf("summaries %+v: want one, of observer %q with 300 distinct", s, host)
 	}
+	if totals.Windows != 1 || totals.Distinct != 300 || totals.Observer != host {
+		t.Errorf("run totals %+v: want 1 window, 300 distinct, observer %q", totals, host)
+	}
+}
+
+// runTotals is the run totals line of a summary output, as a user's
+// script reads it.
+type runTotals struct {
+	Windows  uint64 `json:"windows"`
+	Packets  uint64 `json:"packets"`
+	Distinct uint64 `json:"distinct"`
+	Observer string `json:"observer"`
+	Exports  map[string]struct {
+		Sent           uint64            `json:"sent"`
+		SentWindows    uint64            `json:"sent_windows"`
+		Dropped        uint64            `json:"dropped"`
+		DroppedBy      map[string]uint64 `json:"dropped_by"`
+		Spooled        int               `json:"spooled"`
+		SpooledWindows int               `json:"spooled_windows"`
+	} `json:"exports"`
+}
+
+// readRunTotals returns the run totals of the summary output at path,
+// which must be its last line, and the only one.
+func readRunTotals(t *testing.T, path string) runTotals {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var line struct {
+		RunTotals *runTotals `json:"run_totals"`
+	}
+	for i, l := range lines {
+		if strings.HasPrefix(l, `{"run_totals":`) != (i == len(lines)-1) {
+			t.Fatalf("%s: line %d of %d is %.60s..., want the run totals last and only there", path, i+1, len(lines), l)
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &line); err != nil || line.RunTotals == nil {
+		t.Fatalf("%s: the last line %q is not the run totals: %v", path, lines[len(lines)-1], err)
+	}
+	return *line.RunTotals
 }
 
 func freeTCPPort(t *testing.T) int {
