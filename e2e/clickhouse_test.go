@@ -25,6 +25,7 @@ func TestClickHouse(t *testing.T) {
 	flowdedup(t) // build before the clocks of the subtests start
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })
 	t.Run("Fleet", func(t *testing.T) { testFleet(t, ch) })
+	t.Run("Prefix", func(t *testing.T) { testPrefix(t, ch) })
 	t.Run("SchemaError", func(t *testing.T) { testSchemaError(t, ch) })
 	t.Run("WrongPassword", func(t *testing.T) { testWrongPassword(t, ch) })
 	t.Run("Rerun", func(t *testing.T) { testRerun(t, ch) })

@@ -24,7 +24,7 @@ mapfile -t list < <($GO list "${pkgs[@]}") || exit 1
 
 # The slow ones first (seconds on a 2-core machine, most first); the rest
 # in the order go list gives.
-slow=(e2e internal/cli tune filters report/clickhouse internal/soak bpf deploy report/export report/ipfix)
+slow=(e2e internal/cli packaging tune filters report/clickhouse internal/soak bpf deploy report/export report/ipfix)
 ordered=()
 for s in "${slow[@]}"; do
 	for p in "${list[@]}"; do [[ $p == */flowdedup/$s ]] && ordered+=("$p"); done

@@ -120,7 +120,7 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 		return nil, nil
 	}
 	o := export.Options{
-		Kind: cfg.Key, Observer: c.Observer, ObservationDomain: c.ObservationDomain,
+		Kind: cfg.Key, Prefix: cfg.Prefix, Observer: c.Observer, ObservationDomain: c.ObservationDomain,
 		DrainTimeout: c.Drain, Notices: stderr, Wait: !live, Env: c.env,
 	}
 	if c.Spool != "" {
@@ -182,8 +182,11 @@ func exportLoss(t *report.RunTotals, c *ExportConfig) error {
 	case reasons[delivery.DropSpoolFull]:
 		msg += fmt.Sprintf("; the spool %s was full: a larger --spool-max (now %s) keeps more", c.Spool, units.FormatBytes(c.SpoolMax))
 	}
-	if reasons[delivery.DropRejected] {
-		msg += "; what the destination rejected is said above"
+	switch {
+	case reasons[delivery.DropRejected] && c.Spool != "":
+		msg += "; what a destination rejected is said above, and kept in its rejected directory of the spool " + c.Spool + " while the spool has room"
+	case reasons[delivery.DropRejected]:
+		msg += "; what a destination rejected is said above (with --spool DIR it is kept for inspection)"
 	}
 	if reasons[delivery.DropSpoolCorrupt] {
 		msg += "; unreadable spool files were moved aside (see above)"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -416,5 +417,49 @@ func TestObserverTooLong(t *testing.T) {
 	}
 	if code, _, errs := run("replay", "--observer", strings.Repeat("r", 255), "--out", os.DevNull, pcapPath("small.pcap")); code != ExitOK {
 		t.Errorf("255 bytes: exit %d, stderr %q", code, errs)
+	}
+}
+
+// What a real ClickHouse cannot store (records of 2107, past its DateTime)
+// is rejected for good: with --spool the rejected batches are kept in the
+// spool's rejected directory, as JSON lines a user reads, with errors.log
+// saying why; the run says where, counts them as rejected, and exits 1.
+func TestExportKeepsRejected(t *testing.T) {
+	ch := testutil.StartClickHouse(t)
+	dir := t.TempDir()
+	capture := filepath.Join(dir, "late.pcapng")
+	if code, _, errs := run("gen", "--packets", "200", "--flows", "20", "--interfaces", "2", "--start", "2107-01-01T00:00:00Z", "-o", capture); code != ExitOK {
+		t.Fatalf("gen: exit %d: %s", code, errs)
+	}
+	out := filepath.Join(dir, "out.jsonl")
+	spool := filepath.Join(dir, "spool")
+	t.Setenv(clickhouse.PasswordEnv, testutil.ClickHousePassword)
+	url := "clickhouse://" + testutil.ClickHouseUser + "@" + ch.Addr + "/rejects"
+	dest := "clickhouse://" + ch.Addr + "/rejects"
+	code, _, errs := run("replay", "--key", "src", "--filter", "exact", "--out", out, "--export", url, "--spool", spool, "--export-drain", "5s", capture)
+	if code != ExitError {
+		t.Fatalf("exit %d, want %d: %s", code, ExitError, errs)
+	}
+	records := strings.Split(strings.TrimSpace(string(mustReadFile(t, out))), "\n")
+	kept, err := filepath.Glob(filepath.Join(spool, "*", "rejected", "batch-*.jsonl"))
+	if err != nil || len(kept) == 0 {
+		t.Fatalf("no rejected batch kept in %s: %v\n%s", spool, err, errs)
+	}
+	var got []string
+	for _, f := range kept {
+		got = append(got, strings.Split(strings.TrimSpace(string(mustReadFile(t, f))), "\n")...)
+	}
+	slices.Sort(got)
+	slices.Sort(records)
+	if !slices.Equal(got, records) {
+		t.Errorf("the rejected files hold %d records, want the run's %d, as --out wrote them", len(got), len(records))
+	}
+	log := string(mustReadFile(t, filepath.Join(filepath.Dir(kept[0]), "errors.log")))
+	if strings.Count(log, "\n") < len(kept) || !strings.Contains(log, filepath.Base(kept[0])+": batch ") {
+		t.Errorf("errors.log:\n%s", log)
+	}
+	if !strings.Contains(errs, "export "+dest+": rejected batch") || !strings.Contains(errs, "kept for inspection in "+filepath.Dir(kept[0])) ||
+		!strings.Contains(errs, fmt.Sprintf("%d records and window summaries were not delivered: %s %d (rejected %d)", len(records)+1, dest, len(records)+1, len(records)+1)) {
+		t.Errorf("stderr does not say what was rejected, where it is kept, and how many were lost:\n%s", errs)
 	}
 }

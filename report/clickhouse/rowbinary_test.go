@@ -16,8 +16,9 @@ import (
 
 // TestAppendRecordMatchesText: the row of every kind of key, IPv4 and
 // IPv6 (IPv4-mapped too), with and without ports, named and numbered
-// protocols, edge addresses, is the row written the plain way: the key's
-// text from flow.Key.AppendText and the addresses from net/netip, each
+// protocols, edge addresses, of hosts and of networks (--prefix, every
+// length), is the row written the plain way: the key's text from
+// flow.Key.AppendText and the addresses (or networks) from net/netip, each
 // as a RowBinary String.
 func TestAppendRecordMatchesText(t *testing.T) {
 	addrs := []netip.Addr{
@@ -51,18 +52,63 @@ func TestAppendRecordMatchesText(t *testing.T) {
 		}
 		for _, kind := range []flow.KeyKind{flow.KeySrc, flow.KeyDst, flow.KeyPair, flow.Key5Tuple} {
 			for _, proto := range []uint8{6, 17, 1, 58, 132, 200, 0, 255} {
-				k := flow.MakeKey(kind, a, c, proto, uint16(rng.IntN(65536)), uint16(rng.IntN(65536)))
-				f.kind = appendString(nil, kind.String())
-				r := pipeline.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
-				got, err := f.appendRecord(nil, &r, 9)
+				host := flow.MakeKey(kind, a, c, proto, uint16(rng.IntN(65536)), uint16(rng.IntN(65536)))
+				net := host
+				m, err := flow.MakeMask(rng.IntN(33), rng.IntN(129))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := plainRow(k, r.TimeNs, r.WindowNs); !bytes.Equal(got, want) {
-					t.Fatalf("%v (%s): row\n%q\nwant\n%q", kind, k, got, want)
+				m.Apply(&net)
+				for _, k := range []flow.Key{host, net} {
+					f.kind = appendString(nil, kind.String())
+					r := pipeline.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
+					got, err := f.appendRecord(nil, &r, 9)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := plainRow(k, r.TimeNs, r.WindowNs); !bytes.Equal(got, want) {
+						t.Fatalf("%v (%s): row\n%q\nwant\n%q", kind, k, got, want)
+					}
 				}
 			}
 		}
+	}
+}
+
+// appendIPv6 writes every kind of IPv6 address as net/netip does: zero
+// runs of every length at every place (the first of the longest as ::),
+// IPv4-mapped addresses, and random ones.
+func TestAppendIPv6(t *testing.T) {
+	check := func(a [16]byte) {
+		t.Helper()
+		if got, want := string(appendIPv6(nil, a[:])), netip.AddrFrom16(a).String(); got != want {
+			t.Fatalf("%x: %q, want %q", a, got, want)
+		}
+	}
+	// Every pattern of zero and non-zero groups, the non-zero ones of
+	// every width.
+	for mask := range 1 << 8 {
+		for _, v := range []uint16{1, 0xa, 0xab, 0xabc, 0xabcd, 0xffff} {
+			var a [16]byte
+			for i := range 8 {
+				if mask&(1<<i) != 0 {
+					binary.BigEndian.PutUint16(a[2*i:], v)
+				}
+			}
+			check(a)
+			a[10], a[11] = 0xff, 0xff // IPv4-mapped when the first 5 groups are zero
+			check(a)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		var a [16]byte
+		for i := range a {
+			if rng.IntN(2) == 0 {
+				a[i] = byte(rng.IntN(256))
+			}
+		}
+		check(a)
 	}
 }
 
@@ -84,14 +130,17 @@ func plainRow(k flow.Key, ts, win int64) []byte {
 	b = appendU32(b, uint32(ts%1e9))
 	text, _ := k.AppendText(nil)
 	b = appendString(b, string(text))
-	str := func(a netip.Addr) string {
-		if !a.IsValid() {
+	str := func(a netip.Prefix) string {
+		switch {
+		case !a.IsValid():
 			return ""
+		case k.Bits() < 0:
+			return a.Addr().String()
 		}
-		return a.String()
+		return a.String() // a network: CIDR text
 	}
-	b = appendString(b, str(k.Src()))
-	b = appendString(b, str(k.Dst()))
+	b = appendString(b, str(k.SrcPrefix()))
+	b = appendString(b, str(k.DstPrefix()))
 	b = append(b, k.Proto())
 	b = appendU16(b, k.SrcPort())
 	b = appendU16(b, k.DstPort())
