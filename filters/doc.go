@@ -24,6 +24,12 @@
 // state. ObserveAll takes that path when there is one; the pipeline's
 // workers call it on every batch they receive.
 //
+// bloom and sbf also come in a blocked layout (blocked=1: BlockedBloom,
+// BlockedSBF, after Putze, Sanders & Singler, WEA 2007): all of a key's
+// cells in one 64-byte cache line, so a key costs one cache miss, for
+// state far larger than the caches; their FP rates are somewhat higher at
+// the same memory.
+//
 // A filter is built from a spec, name[:key=value,...], by New; String gives
 // the canonical spec back. A Filter is owned by one goroutine: the pipeline
 // gives each worker its own shard. Reset makes a filter answer exactly as a
@@ -63,6 +69,11 @@
 //     and BSBF with k=1 keep filling towards 1. RSBF's published numbers at
 //     256 and 512 MB cannot come from Algorithm 1 (s exceeds the stream, so
 //     nothing is ever reset and FNR must be 0).
+//   - Blocked layouts: Putze et al.'s FPR uses the Bloom approximation
+//     within a block, which at 512 bits is 1-2% of the rate low. For the
+//     blocked SBF, Eq. 7 and 8 with m = a block's cells take a key's K
+//     cells as distinct; among 170 cells (Max=7) that moves the stable
+//     zero fraction by 0.9%.
 //   - A2 and b_DBF are only cited by the QHT paper; a2.go and bdbf.go state
 //     the reading implemented.
 package filters
