@@ -92,7 +92,8 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 	all := uint64(1)
 	c := newBlockCells(h)
 	for j := range s.k {
-		i := c.next(j, lineBits)
+		var i int
+		i, c = c.next(j, lineBits)
 		all &= blk[i>>6&(lineWords-1)] >> (i & 63)
 	}
 	if s.p > 0 {
@@ -106,7 +107,8 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 	}
 	c = newBlockCells(h)
 	for j := range s.k {
-		i := c.next(j, lineBits)
+		var i int
+		i, c = c.next(j, lineBits)
 		blk[i>>6&(lineWords-1)] |= 1 << (i & 63)
 	}
 	return all&1 != 0
@@ -117,7 +119,9 @@ func (s *BlockedSBF) observeCells(blk *line, h uint64) bool {
 	dup := true
 	c := newBlockCells(h)
 	for j := range s.k {
-		if s.get(blk, c.next(j, s.cells)) == 0 {
+		var i int
+		i, c = c.next(j, s.cells)
+		if s.get(blk, i) == 0 {
 			dup = false
 		}
 	}
@@ -126,7 +130,9 @@ func (s *BlockedSBF) observeCells(blk *line, h uint64) bool {
 	}
 	c = newBlockCells(h)
 	for j := range s.k {
-		s.set(blk, c.next(j, s.cells), s.max)
+		var i int
+		i, c = c.next(j, s.cells)
+		s.set(blk, i, s.max)
 	}
 	return dup
 }
