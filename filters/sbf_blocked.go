@@ -90,7 +90,8 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 	}
 	// The probe ANDs the bits instead of branching on them, as SBF's does.
 	all := uint64(1)
-	c := newBlockCells(h)
+	first := newBlockCells(h)
+	c := first
 	for j := range s.k {
 		var i int
 		i, c = c.next(j, lineBits)
@@ -105,7 +106,7 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 		}
 		sbfClearBits(blk[:], start, end)
 	}
-	c = newBlockCells(h)
+	c = first // the same cells again
 	for j := range s.k {
 		var i int
 		i, c = c.next(j, lineBits)
@@ -117,7 +118,8 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 // observeCells is Observe for cells of d > 1 bits.
 func (s *BlockedSBF) observeCells(blk *line, h uint64) bool {
 	dup := true
-	c := newBlockCells(h)
+	first := newBlockCells(h)
+	c := first
 	for j := range s.k {
 		var i int
 		i, c = c.next(j, s.cells)
@@ -128,7 +130,7 @@ func (s *BlockedSBF) observeCells(blk *line, h uint64) bool {
 	if s.p > 0 {
 		s.decrement(blk, s.rng.IntN(s.cells))
 	}
-	c = newBlockCells(h)
+	c = first // the same cells again
 	for j := range s.k {
 		var i int
 		i, c = c.next(j, s.cells)
