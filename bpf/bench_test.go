@@ -15,27 +15,36 @@ import (
 // repeat): ns/op and ns/pkt are the kernel's time per run, without the
 // syscall, and pkts/s its inverse, on one CPU. Each case runs with one
 // window and with hourly windows, where every frame reads the clock and
-// is counted in its window too.
+// is counted in its window too. The /prefix cases key by network (24,64),
+// beside the same frame keyed by host.
 func BenchmarkXDP(b *testing.B) {
 	v6ext := cat(eth(etIPv6), ip6(pHop, a6, b6, 0), ext6(pDst, 0), ext6(pRoute, 1), ext6(pFrag, 0),
 		frag6(pTCP, 0, true), tcp(443, 50000))
+	prefix, err := flow.ParseMask("24,64")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
-		name  string
-		kind  flow.KeyKind
-		frame []byte
-		want  bpf.Counters // per run
+		name   string
+		kind   flow.KeyKind
+		prefix flow.Mask
+		frame  []byte
+		want   bpf.Counters // per run
 	}{
-		{"hit/5tuple/ipv4-tcp", flow.Key5Tuple, tcp4(a4, b4, 1234, 80), hit},
-		{"hit/src/ipv4-tcp", flow.KeySrc, tcp4(a4, b4, 1234, 80), hit},
-		{"hit/5tuple/ipv6-4ext-tcp", flow.Key5Tuple, v6ext, hit},
-		{"notip/arp", flow.Key5Tuple, cat(eth(etARP), make([]byte, 28)), bpf.Counters{Packets: 1, Errors: [bpf.NumErrs]uint64{1: 1}}},
+		{"hit/5tuple/ipv4-tcp", flow.Key5Tuple, flow.Mask{}, tcp4(a4, b4, 1234, 80), hit},
+		{"hit/src/ipv4-tcp", flow.KeySrc, flow.Mask{}, tcp4(a4, b4, 1234, 80), hit},
+		{"hit/src/ipv4-tcp/prefix", flow.KeySrc, prefix, tcp4(a4, b4, 1234, 80), hit},
+		{"hit/src/ipv6-udp", flow.KeySrc, flow.Mask{}, udp6(a6, b6, 1234, 53), hit},
+		{"hit/src/ipv6-udp/prefix", flow.KeySrc, prefix, udp6(a6, b6, 1234, 53), hit},
+		{"hit/5tuple/ipv6-4ext-tcp", flow.Key5Tuple, flow.Mask{}, v6ext, hit},
+		{"notip/arp", flow.Key5Tuple, flow.Mask{}, cat(eth(etARP), make([]byte, 28)), bpf.Counters{Packets: 1, Errors: [bpf.NumErrs]uint64{1: 1}}},
 	} {
 		for _, window := range []time.Duration{0, time.Hour} {
 			name := c.name
 			if window > 0 {
 				name += "/1h-windows"
 			}
-			benchmarkXDP(b, name, bpf.Config{Kind: c.kind, Seed: 1, Window: window, RingBytes: 1 << 16}, c.frame, c.want)
+			benchmarkXDP(b, name, bpf.Config{Kind: c.kind, Prefix: c.prefix, Seed: 1, Window: window, RingBytes: 1 << 16}, c.frame, c.want)
 		}
 	}
 }

@@ -40,6 +40,10 @@ const (
 type Config struct {
 	// Kind is the key kind the program builds.
 	Kind flow.KeyKind
+	// Prefix masks every key's addresses to their networks in the
+	// kernel, before the prefilter (flow.Mask.Apply): the prefilter and
+	// the rings carry networks. The zero Mask keys hosts.
+	Prefix flow.Mask
 	// Seed keys the prefilter's hash; it should be random per run.
 	Seed uint64
 	// Window is the window length: the prefilter forgets every key at
@@ -116,6 +120,7 @@ type Objects struct {
 // settings are a Config checked, with its defaults applied.
 type settings struct {
 	kind      flow.KeyKind
+	prefix    flow.Mask
 	seed      uint64
 	windowNs  uint64
 	rows      uint32 // 0: prefilter off
@@ -123,7 +128,7 @@ type settings struct {
 }
 
 func (cfg Config) check() (settings, error) {
-	s := settings{kind: cfg.Kind, seed: cfg.Seed}
+	s := settings{kind: cfg.Kind, prefix: cfg.Prefix, seed: cfg.Seed}
 	if !cfg.Kind.IsValid() {
 		return s, fmt.Errorf("bpf: invalid key kind %d", uint8(cfg.Kind))
 	}
@@ -174,12 +179,22 @@ func Load(cfg Config) (*Objects, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bpf: reading the XDP object: %w", err)
 	}
-	for name, v := range map[string]any{
+	vars := map[string]any{
 		xdpVarFdKeyKind:       uint8(s.kind),
 		xdpVarFdHashSeed:      s.seed,
 		xdpVarFdWindowNs:      s.windowNs,
 		xdpVarFdPrefilterRows: s.rows,
-	} {
+	}
+	if !s.prefix.IsZero() {
+		b4, b6 := s.prefix.Bits(false), s.prefix.Bits(true)
+		mask4, mask6 := prefixMasks(b4, b6)
+		vars[xdpVarFdPrefix] = uint8(1)
+		vars[xdpVarFdPrefixV4] = uint8(b4)
+		vars[xdpVarFdPrefixV6] = uint8(b6)
+		vars[xdpVarFdMask4] = mask4
+		vars[xdpVarFdMask6] = mask6
+	}
+	for name, v := range vars {
 		vs, ok := spec.Variables[name]
 		if !ok {
 			return nil, fmt.Errorf("bpf: the XDP object has no variable %s", name)
@@ -220,6 +235,19 @@ func Load(cfg Config) (*Objects, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// prefixMasks returns the masks of IPv4 addresses of prefix length b4 and
+// of IPv6 addresses of length b6, as the program reads them: the mask's
+// bytes in network order, read as little-endian words (the object is
+// bpfel).
+func prefixMasks(b4, b6 int) (uint32, [2]uint64) {
+	var m [16]byte
+	binary.BigEndian.PutUint32(m[:4], ^uint32(0)<<(32-uint(b4)))
+	mask4 := binary.LittleEndian.Uint32(m[:4])
+	binary.BigEndian.PutUint64(m[:8], ^uint64(0)<<(64-uint(min(b6, 64))))
+	binary.BigEndian.PutUint64(m[8:], ^uint64(0)<<(128-uint(max(b6, 64))))
+	return mask4, [2]uint64{binary.LittleEndian.Uint64(m[:8]), binary.LittleEndian.Uint64(m[8:])}
 }
 
 // Close releases the program and its maps (a program still attached

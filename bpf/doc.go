@@ -1,7 +1,8 @@
 // Package bpf holds flowdedup's XDP program and loads it.
 //
 // xdp.c parses each frame by the rules of flow.Parse, builds the flow key of
-// the configured kind, asks a per-CPU prefilter (a QHT row table in a per-CPU
+// the configured kind (masked to its networks, as flow.Mask.Apply does, with
+// Config.Prefix), asks a per-CPU prefilter (a QHT row table in a per-CPU
 // array map) whether the key was seen on this CPU in the current window, and
 // writes unseen keys to the ring buffer of its CPU (a map of ring buffers
 // indexed by CPU, so no two CPUs contend for a ring). It always returns

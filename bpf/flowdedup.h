@@ -24,6 +24,7 @@ enum fd_kind {
 /* flow.Key flag bits. */
 #define FD_FLAG_V6 (1 << 0)
 #define FD_FLAG_PORTS (1 << 1)
+#define FD_FLAG_PREFIX (1 << 2) /* addresses are networks of prefix length bits */
 
 /*
  * Why a frame gave no key: the flow.Parse errors an Ethernet frame can
@@ -41,7 +42,9 @@ enum fd_err {
 /*
  * A flow key in flow.Key's binary form (flow.Key.AppendBinary): 40 bytes,
  * fields outside the kind zero, IPv4 addresses in the first 4 bytes of
- * src/dst, ports in network byte order.
+ * src/dst, ports in network byte order; keys by network have the host bits
+ * of their addresses zero, FD_FLAG_PREFIX set and their prefix length in
+ * bits (zero in host keys).
  */
 struct fd_key {
 	__u8 src[16];
@@ -51,7 +54,7 @@ struct fd_key {
 	__u8 proto;
 	__u8 kind;
 	__u8 flags;
-	__u8 zero;
+	__u8 bits;
 };
 
 /* One record of a per-CPU ring buffer: a key the CPU's prefilter had not seen

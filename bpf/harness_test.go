@@ -32,6 +32,7 @@ const xdpPass = 2
 // the counters summed over CPUs.
 type harness struct {
 	tb      testing.TB
+	mask    flow.Mask // the program's Config.Prefix
 	o       *bpf.Objects
 	readers []*ringbuf.Reader
 	rec     ringbuf.Record
@@ -48,7 +49,7 @@ func newHarness(tb testing.TB, cfg bpf.Config) *harness {
 	if err != nil {
 		tb.Fatalf("Load(%+v): %v", cfg, err)
 	}
-	h := &harness{tb: tb, o: o}
+	h := &harness{tb: tb, o: o, mask: cfg.Prefix}
 	tb.Cleanup(func() {
 		for _, r := range h.readers {
 			r.Close()

@@ -58,7 +58,7 @@ func TestLayout(t *testing.T) {
 	checkStruct(t, spec, "fd_key", flow.KeySize, []member{
 		// flow.Key.AppendBinary's layout.
 		{"src", 0, 16}, {"dst", 16, 16}, {"sport", 32, 2}, {"dport", 34, 2},
-		{"proto", 36, 1}, {"kind", 37, 1}, {"flags", 38, 1}, {"zero", 39, 1},
+		{"proto", 36, 1}, {"kind", 37, 1}, {"flags", 38, 1}, {"bits", 39, 1},
 	})
 	checkStruct(t, spec, "fd_event", bpf.EventSize, []member{
 		// DecodeEvent: the time, then the key.
@@ -117,7 +117,8 @@ func TestLayout(t *testing.T) {
 	if v, ok := spec.Variables["fd_floor_ns"]; !ok || v.Size() != 8 || v.Constant() {
 		t.Errorf("variable fd_floor_ns: %+v, want 8 bytes, writable", v)
 	}
-	for name, size := range map[string]uint32{"fd_key_kind": 1, "fd_hash_seed": 8, "fd_window_ns": 8, "fd_prefilter_rows": 4} {
+	for name, size := range map[string]uint32{"fd_key_kind": 1, "fd_hash_seed": 8, "fd_window_ns": 8, "fd_prefilter_rows": 4,
+		"fd_prefix": 1, "fd_prefix_v4": 1, "fd_prefix_v6": 1, "fd_mask4": 4, "fd_mask6": 16} {
 		v, ok := spec.Variables[name]
 		if !ok {
 			t.Errorf("no variable %s", name)

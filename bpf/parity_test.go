@@ -35,6 +35,28 @@ func parityHarnesses(tb testing.TB) map[flow.KeyKind]*harness {
 	return hs
 }
 
+// prefixSets are the masks the prefix parity tests load, one per kind in
+// each set: the common /24 and /64, lengths that cut a byte or a word, the
+// extremes (/0, whole addresses).
+var prefixSets = [][4]string{
+	{"24,64", "17,100", "0,0", "32,128"},
+	{"1,127", "31,65", "8,63", "24,64"},
+}
+
+// prefixHarnesses loads one program per key kind, prefilter off, each
+// masking keys by the mask of set that its kind's place names.
+func prefixHarnesses(tb testing.TB, set [4]string) map[flow.KeyKind]*harness {
+	hs := make(map[flow.KeyKind]*harness)
+	for i, k := range kinds {
+		m, err := flow.ParseMask(set[i])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		hs[k] = newHarness(tb, bpf.Config{Kind: k, Prefix: m, PrefilterBytes: -1, RingBytes: 1 << 20})
+	}
+	return hs
+}
+
 // result is what a parser made of a frame: a key, or an error class.
 type result struct {
 	key flow.Key
@@ -52,12 +74,14 @@ func (r result) String() string {
 }
 
 // parity runs the program (of kind) on frame and compares what it did
-// with flow.Parse: "" when they agree, else a description of the
-// difference. Besides the result, it checks that the counters moved as the
-// result says and that an event's time is now.
+// with flow.Parse, and the program's Mask applied after it: "" when they
+// agree, else a description of the difference. Besides the result, it
+// checks that the counters moved as the result says and that an event's
+// time is now.
 func (h *harness) parity(frame []byte, kind flow.KeyKind) string {
 	h.tb.Helper()
 	k, err := flow.Parse(frame, flow.LinkEthernet, kind)
+	h.mask.Apply(&k)
 	want := result{key: k, err: -1}
 	if err != nil {
 		want.err = errIndex(err)
@@ -113,7 +137,7 @@ func (h *harness) parity(frame []byte, kind flow.KeyKind) string {
 	if got != want {
 		problems = append([]string{fmt.Sprintf("kernel: %v, flow.Parse: %v", got, want)}, problems...)
 	}
-	return fmt.Sprintf("%v key of frame %x: %s", kind, frame, strings.Join(problems, "; "))
+	return fmt.Sprintf("%v key (prefix %q) of frame %x: %s", kind, h.mask, frame, strings.Join(problems, "; "))
 }
 
 // parityAll checks frame with every kind, and counts a failure per frame;
@@ -173,6 +197,32 @@ func TestParityCaptures(t *testing.T) {
 		p.frames, len(caps), skipped, p.keyed[flow.KeySrc], p.keyed[flow.KeyDst], p.keyed[flow.KeyPair], p.keyed[flow.Key5Tuple], p.classes)
 	for _, h := range hs {
 		checkInvariants(t, h.o)
+	}
+}
+
+// TestParityPrefix: with Config.Prefix, the program's keys are flow.Parse's
+// masked by flow.Mask.Apply, for every frame of the captures and every
+// crafted frame, every kind, and masks of many lengths.
+func TestParityPrefix(t *testing.T) {
+	caps, _ := loadCaptures(t)
+	for _, set := range prefixSets {
+		p := &parityRun{tb: t, hs: prefixHarnesses(t, set)}
+		for _, c := range caps {
+			for _, f := range c.frames {
+				p.check(f)
+			}
+		}
+		for _, c := range crafted() {
+			p.check(c.frame)
+		}
+		if p.keyed[flow.KeySrc] == 0 || p.keyed[flow.Key5Tuple] == 0 {
+			t.Fatalf("prefixes %v: no frame keyed", set)
+		}
+		t.Logf("prefixes %v: %d frames, keyed src %d dst %d pair %d 5tuple %d", set, p.frames,
+			p.keyed[flow.KeySrc], p.keyed[flow.KeyDst], p.keyed[flow.KeyPair], p.keyed[flow.Key5Tuple])
+		for _, h := range p.hs {
+			checkInvariants(t, h.o)
+		}
 	}
 }
 
@@ -396,10 +446,12 @@ func TestRunShortFrame(t *testing.T) {
 }
 
 // FuzzParity feeds the program of each key kind and flow.Parse the same
-// frames: they must agree. Frames shorter than an Ethernet header or
-// longer than maxRunLen cannot be run and are ignored.
+// frames, with and without a prefix mask: they must agree. Frames shorter
+// than an Ethernet header or longer than maxRunLen cannot be run and are
+// ignored.
 func FuzzParity(f *testing.F) {
 	hs := parityHarnesses(f)
+	masked := prefixHarnesses(f, prefixSets[0])
 	caps, _ := loadCaptures(f)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for _, c := range caps {
@@ -415,10 +467,11 @@ func FuzzParity(f *testing.F) {
 			return
 		}
 		for _, k := range kinds {
-			h := hs[k]
-			h.tb = t
-			if msg := h.parity(frame, k); msg != "" {
-				t.Fatal(msg)
+			for _, h := range []*harness{hs[k], masked[k]} {
+				h.tb = t
+				if msg := h.parity(frame, k); msg != "" {
+					t.Fatal(msg)
+				}
 			}
 		}
 	})

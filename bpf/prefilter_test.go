@@ -86,6 +86,46 @@ func TestPrefilter(t *testing.T) {
 	checkInvariants(t, h.o)
 }
 
+// TestPrefilterPrefix: with Config.Prefix the prefilter sees networks: the
+// first host of a /24 (or a /64) is emitted as its network, the other
+// hosts of it are prefilter hits, and another network is emitted.
+func TestPrefilterPrefix(t *testing.T) {
+	m, err := flow.ParseMask("24,64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, bpf.Config{Kind: flow.KeySrc, Prefix: m, Seed: 42, RingBytes: 1 << 16})
+	cpu := testutil.PinThread(t)
+	network := func(frame []byte) flow.Key {
+		k, err := flow.Parse(frame, flow.LinkEthernet, flow.KeySrc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Apply(&k)
+		return k
+	}
+	host := func(net byte, i int) []byte { return udp4([4]byte{198, 51, net, byte(i)}, b4, 1000, 53) }
+	host6 := func(net byte, i int) []byte {
+		a := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0, net, 0, 0}
+		a[8], a[15] = byte(i), byte(i*7)
+		return udp6(a, [16]byte{0xff, 0x02, 15: 1}, 1000, 53)
+	}
+	h.expect("first host of 198.51.100.0/24", host(100, 1), cpu, emitted, network(host(100, 1)))
+	for i := 2; i < 256; i++ {
+		h.expect("another host of the /24", host(100, i), cpu, hit)
+	}
+	h.expect("first host of 198.51.101.0/24", host(101, 1), cpu, emitted, network(host(101, 1)))
+	h.expect("first host of 2001:db8:0:1::/64", host6(1, 1), cpu, emitted, network(host6(1, 1)))
+	for i := 2; i < 100; i++ {
+		h.expect("another host of the /64", host6(1, i), cpu, hit)
+	}
+	h.expect("first host of 2001:db8:0:2::/64", host6(2, 1), cpu, emitted, network(host6(2, 1)))
+	if k := network(host(100, 1)); k.String() != "198.51.100.0/24" {
+		t.Errorf("network key %v", k)
+	}
+	checkInvariants(t, h.o)
+}
+
 // TestPrefilterWindow: the prefilter forgets its keys at window boundaries
 // of the program's clock (CLOCK_BOOTTIME plus the offset user space sets,
 // never back across a boundary), and events carry that clock's time.

@@ -43,6 +43,20 @@ volatile const __u64 fd_window_ns = 0;      /* 0: one window for the whole run *
 volatile const __u32 fd_prefilter_rows = 0; /* 0: prefilter off, every key is emitted */
 
 /*
+ * Keys by network (flow.Mask, --prefix): with fd_prefix 1, every key's
+ * addresses are masked to their networks before the prefilter sees them,
+ * and the key says so (FD_FLAG_PREFIX, bits), as flow.Mask.Apply does.
+ * fd_prefix_v4 and fd_prefix_v6 are the prefix lengths; fd_mask4 and
+ * fd_mask6 the masks the loader computes from them, in the byte order of
+ * the key's addresses (network order) read as words.
+ */
+volatile const __u8 fd_prefix = 0;
+volatile const __u8 fd_prefix_v4 = 0;
+volatile const __u8 fd_prefix_v6 = 0;
+volatile const __u32 fd_mask4 = 0;
+volatile const __u64 fd_mask6[2] = {0, 0};
+
+/*
  * The floor of the program's clock, Unix ns, set by user space when it ends
  * a window (bpf.Objects.EndWindow): a frame whose time is earlier is
  * stamped fd_floor_ns, so that no frame is counted in a window user space
@@ -151,6 +165,7 @@ struct {
 #define LD16(p) (*(const __u16 *)(const void *)(p)) /* network byte order */
 
 _Static_assert(sizeof(struct fd_key) == 40, "struct fd_key is flow.Key's 40-byte binary form");
+_Static_assert(__builtin_offsetof(struct fd_event, key) % 8 == 0, "fd_mask and fd_hash read the key as words");
 _Static_assert(sizeof(struct fd_event) == 48, "struct fd_event is bpf.EventSize bytes");
 _Static_assert(sizeof(struct fd_row) == 32, "struct fd_row is bpf.RowBytes bytes");
 _Static_assert((FD_WINDOW_SLOTS & (FD_WINDOW_SLOTS - 1)) == 0, "FD_WINDOW_SLOTS is a power of two");
@@ -390,6 +405,30 @@ ipv6:
 	return fd_ip(ctx, off, lim, 6, ev);
 }
 
+/*
+ * flow.Mask.Apply on a key just parsed: its addresses masked to their
+ * networks, its prefix length set. An address the kind does not hold is
+ * zero and stays zero. k is 8-aligned (see fd_xdp).
+ */
+static __always_inline void fd_mask(struct fd_key *k)
+{
+	__u64 *w = (__u64 *)(void *)k;
+	__u32 *src4 = (__u32 *)(void *)k->src, *dst4 = (__u32 *)(void *)k->dst;
+
+	if (k->flags & FD_FLAG_V6) {
+		w[0] &= fd_mask6[0];
+		w[1] &= fd_mask6[1];
+		w[2] &= fd_mask6[0];
+		w[3] &= fd_mask6[1];
+		k->bits = fd_prefix_v6;
+	} else {
+		*src4 &= fd_mask4;
+		*dst4 &= fd_mask4;
+		k->bits = fd_prefix_v4;
+	}
+	k->flags |= FD_FLAG_PREFIX;
+}
+
 /* Hash constants: odd multipliers (XXH64's primes and MurmurHash3's fmix64
  * constants). */
 #define H_M0 0x9E3779B185EBCA87ULL
@@ -481,8 +520,9 @@ static __always_inline __u64 fd_clock(struct fd_cpu *pc, const struct fd_config 
  * Per frame: take the time (windows: see fd_clock) and find the CPU's
  * window slot, taking it over for the window if it holds an older one;
  * count the frame; parse it (on failure count the error class, done);
- * count the key; look its fingerprint up in the CPU's prefilter row for
- * the window (found: count a hit, done); reserve an event in the CPU's
+ * mask the key to its networks (keys by network); count the key; look its
+ * fingerprint up in the CPU's prefilter row for the window (found: count
+ * a hit, done); reserve an event in the CPU's
  * ring (full: count it, done, and the key is not remembered, so that the
  * flow's next packet tries again); fill in the time and the key, submit
  * it, count it; remember the fingerprint in the row. Every count goes to
@@ -527,6 +567,8 @@ int fd_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	ev.key.kind = fd_key_kind;
+	if (fd_prefix)
+		fd_mask(&ev.key);
 	COUNT(keyed);
 
 	if (rows) {

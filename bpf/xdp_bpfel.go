@@ -61,7 +61,12 @@ const (
 	xdpVarFdFloorNs       = "fd_floor_ns"
 	xdpVarFdHashSeed      = "fd_hash_seed"
 	xdpVarFdKeyKind       = "fd_key_kind"
+	xdpVarFdMask4         = "fd_mask4"
+	xdpVarFdMask6         = "fd_mask6"
 	xdpVarFdPrefilterRows = "fd_prefilter_rows"
+	xdpVarFdPrefix        = "fd_prefix"
+	xdpVarFdPrefixV4      = "fd_prefix_v4"
+	xdpVarFdPrefixV6      = "fd_prefix_v6"
 	xdpVarFdWindowNs      = "fd_window_ns"
 )
 
@@ -128,7 +133,12 @@ type xdpVariableSpecs struct {
 	FdFloorNs       *ebpf.VariableSpec `ebpf:"fd_floor_ns"`
 	FdHashSeed      *ebpf.VariableSpec `ebpf:"fd_hash_seed"`
 	FdKeyKind       *ebpf.VariableSpec `ebpf:"fd_key_kind"`
+	FdMask4         *ebpf.VariableSpec `ebpf:"fd_mask4"`
+	FdMask6         *ebpf.VariableSpec `ebpf:"fd_mask6"`
 	FdPrefilterRows *ebpf.VariableSpec `ebpf:"fd_prefilter_rows"`
+	FdPrefix        *ebpf.VariableSpec `ebpf:"fd_prefix"`
+	FdPrefixV4      *ebpf.VariableSpec `ebpf:"fd_prefix_v4"`
+	FdPrefixV6      *ebpf.VariableSpec `ebpf:"fd_prefix_v6"`
 	FdWindowNs      *ebpf.VariableSpec `ebpf:"fd_window_ns"`
 }
 
@@ -176,7 +186,12 @@ type xdpVariables struct {
 	FdFloorNs       *ebpf.Variable `ebpf:"fd_floor_ns"`
 	FdHashSeed      *ebpf.Variable `ebpf:"fd_hash_seed"`
 	FdKeyKind       *ebpf.Variable `ebpf:"fd_key_kind"`
+	FdMask4         *ebpf.Variable `ebpf:"fd_mask4"`
+	FdMask6         *ebpf.Variable `ebpf:"fd_mask6"`
 	FdPrefilterRows *ebpf.Variable `ebpf:"fd_prefilter_rows"`
+	FdPrefix        *ebpf.Variable `ebpf:"fd_prefix"`
+	FdPrefixV4      *ebpf.Variable `ebpf:"fd_prefix_v4"`
+	FdPrefixV6      *ebpf.Variable `ebpf:"fd_prefix_v6"`
 	FdWindowNs      *ebpf.Variable `ebpf:"fd_window_ns"`
 }
 

@@ -53,7 +53,8 @@ type Source interface {
 	// a file source returns it too when it reads a pipe whose writer is
 	// quiet, so that what it read is handed on),
 	// or an error that wraps ErrCorrupt when the input itself is damaged
-	// (a record header that cannot be right). The framing of that input is
+	// (a record header that cannot be right), and ErrEmpty too when it held
+	// no data at all (no frame was lost then). The framing of that input is
 	// lost: a single-file source then returns io.EOF, a multi-file source
 	// moves on to its next file. The caller counts the error and calls Next
 	// again; only io.EOF and ErrClosed end a source.
@@ -115,6 +116,11 @@ type KernelCounts struct {
 var (
 	ErrClosed  = errors.New("capture: source closed")
 	ErrCorrupt = errors.New("capture: corrupt capture file")
+	// ErrEmpty is wrapped, with ErrCorrupt, by the error of an input file
+	// that holds no data at all (0 bytes, or gzip data that decompresses
+	// to none), such as a capture killed before its first write: not even
+	// a header, so no frame either.
+	ErrEmpty   = errors.New("capture: empty capture file")
 	ErrTimeout = errors.New("capture: no frame within the poll interval")
 	// ErrWindowGone: WindowCounts of a window the kernel no longer keeps.
 	ErrWindowGone = errors.New("capture: the kernel no longer keeps this window's counts")

@@ -16,8 +16,12 @@
 //     spool, so a destination can make a retried write idempotent.
 //   - Retry: an error that does not wrap report.ErrRejected is transient:
 //     the batch is retried, in order, after a backoff doubling from
-//     RetryMin to RetryMax with jitter. A rejected batch is dropped and
-//     counted.
+//     RetryMin to RetryMax with jitter. The error is said once when the
+//     destination begins to fail, and once more for each new thing the
+//     operator must fix (report.Fixer), never at each retry. A rejected
+//     batch is counted and, with a spool, kept in the destination's
+//     rejected directory of the spool for inspection (records as JSON
+//     lines, errors.log saying why), within the spool's bound.
 //   - Spool ([Spool], --spool DIR, bounded by --spool-max): while a
 //     destination fails, or when memory is half full, batches go to disk,
 //     oldest first, and come back in order before anything newer, in this

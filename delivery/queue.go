@@ -190,9 +190,14 @@ type Queue struct {
 	retryAt    time.Time
 	deadline   time.Time // Close's, once closing
 	rejectSaid bool
-	fullSaid   bool
-	spoolErr   bool // a spool write failed (not for room): said once
-	rng        *rand.Rand
+	// rejectLostSaid: a rejected batch could not be kept (the spool full);
+	// rejectedKept counts those kept in this run.
+	rejectLostSaid bool
+	rejectedKept   int
+	fixSaid        map[string]bool // the Fixes (report.FixOf) said since the destination began failing
+	fullSaid       bool
+	spoolErr       bool // a spool write failed (not for room): said once
+	rng            *rand.Rand
 
 	// Counters, read by Stats from any goroutine.
 	dropped     [numReasons]atomic.Uint64
@@ -289,6 +294,10 @@ func NewQueue(dest string, sink report.Destination, cfg QueueConfig) (*Queue, er
 		if n := len(q.spool.entries); n > 0 {
 			q.notice("%d records and %d window summaries left in the spool %s by an earlier run; sending them first",
 				q.spool.records, q.spool.windows, cfg.Spool.dir)
+		}
+		if n, size := rejectedFiles(q.spool.rejectedDir()); n > 0 {
+			q.notice("%d batches and summaries it rejected are kept in %s (%d bytes of the spool's bound): inspect them, then remove them",
+				n, q.spool.rejectedDir(), size)
 		}
 	}
 	go q.caller()

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -50,7 +51,7 @@ func TestReporterExports(t *testing.T) {
 	}
 	// The Queue held 20 records (two batches of 10); the other 280 of the
 	// first window and the 100 of the second were dropped.
-	sums, err := report.ReadSummaries(&summary)
+	sums, err := report.ReadSummaries(strings.NewReader(summary.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +78,73 @@ func TestReporterExports(t *testing.T) {
 		"export fake://dest: sent 20 records and 2 window summaries, dropped 380 (queue_full 380)\n"
 	if totals.String() != wantTotals {
 		t.Errorf("totals:\n got %q\nwant %q", totals.String(), wantTotals)
+	}
+	// The summary output ends with the run totals: the windows' losses,
+	// summed, as on stderr.
+	if rt := runTotalsOf(t, summary.String()); rt.Exports["fake://dest"].Dropped != 380 || rt.Exports["fake://dest"].DroppedBy["queue_full"] != 380 {
+		t.Errorf("run totals %+v, want 380 dropped (queue_full 380)", rt)
+	}
+}
+
+// runTotalsOf returns the run totals line of a summary output, its last.
+func runTotalsOf(t *testing.T, summaries string) (rt struct {
+	Windows uint64
+	Exports map[string]struct {
+		Sent, Dropped uint64
+		DroppedBy     map[string]uint64 `json:"dropped_by"`
+	}
+}) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(summaries, "\n"), "\n")
+	var line struct {
+		RunTotals *json.RawMessage `json:"run_totals"`
+	}
+	last := lines[len(lines)-1]
+	if err := json.Unmarshal([]byte(last), &line); err != nil || line.RunTotals == nil {
+		t.Fatalf("the last summary line %q is not the run totals: %v", last, err)
+	}
+	if err := json.Unmarshal(*line.RunTotals, &rt); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// TestReporterRunTotalsCountShutdown: what a destination that is down for
+// the whole run still holds when the drain time runs out is lost after
+// the last window's summary was written, which therefore cannot count it;
+// the run totals after it do, and Reporter.Totals gives them to the
+// caller (replay's exit status).
+func TestReporterRunTotalsCountShutdown(t *testing.T) {
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	q := newTestQueue(t, down, QueueConfig{BatchSize: 10, BatchAge: time.Hour, DrainTimeout: 50 * time.Millisecond,
+		RetryMin: time.Millisecond, RetryMax: time.Millisecond})
+	var summary bytes.Buffer
+	r, err := report.New(report.Config{Kind: flow.KeySrc, Summary: &summary, Exports: []report.Export{q}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := genRecords(0, 95)
+	for i := range recs {
+		r.Record(&recs[i])
+	}
+	w := pipeline.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 95, Final: true}
+	if err := r.Window(&w); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sums, err := report.ReadSummaries(strings.NewReader(summary.String()))
+	if err != nil || len(sums) != 1 || len(sums[0].ExportDropped) != 0 {
+		t.Fatalf("summaries %+v, %v: want one, which knew of no loss", sums, err)
+	}
+	// 95 records and the window's summary.
+	rt := runTotalsOf(t, summary.String())
+	if e := rt.Exports["fake://dest"]; rt.Windows != 1 || e.Sent != 0 || e.Dropped != 96 || len(e.DroppedBy) != 1 || e.DroppedBy["shutdown"] != 96 {
+		t.Errorf("run totals %+v, want 96 dropped (shutdown 96)", rt)
+	}
+	if got := r.Totals(); got == nil || got.Lost() != 96 {
+		t.Errorf("Reporter.Totals() = %+v, want 96 lost", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"time"
 
 	"github.com/flowdedup/flowdedup/report"
@@ -53,6 +54,10 @@ func (q *Queue) manage() {
 			}
 		}
 		if !q.deadline.IsZero() && q.finishing(now) {
+			if q.rejectedKept > 0 {
+				q.notice("%d batches and summaries it rejected in this run are kept in %s: inspect them, then remove them (they count against the spool's bound)",
+					q.rejectedKept, q.spool.rejectedDir())
+			}
 			return
 		}
 		if wake := q.wakeAt(); wake.IsZero() {
@@ -189,10 +194,7 @@ func (q *Queue) handle(c *call) {
 	case errors.Is(c.err, report.ErrRejected):
 		q.markUp() // it answered
 		q.drop(reasonRejected, it.weight())
-		if !q.rejectSaid {
-			q.rejectSaid = true
-			q.notice("rejected %s: %v; what it rejects is dropped and counted (export_dropped %s)", what(it), c.err, DropRejected)
-		}
+		q.reject(it, c.err)
 		q.finish(it)
 	default:
 		// The outcome is unknown: part of it may have landed.
@@ -201,6 +203,37 @@ func (q *Queue) handle(c *call) {
 			it.batch.Retry = true
 		}
 		q.markDown(c.err) // spill keeps it on disk too, as the oldest
+	}
+}
+
+// reject keeps what the destination rejected for good in the spool's
+// rejected directory, when there is a spool (destSpool.keepRejected), and
+// says so at the first rejection, and at the first that could not be kept.
+func (q *Queue) reject(it *item, cause error) {
+	if q.spool == nil {
+		if !q.rejectSaid {
+			q.rejectSaid = true
+			q.notice("rejected %s: %v; what it rejects is dropped and counted (export_dropped %s); a spool would keep it for inspection", what(it), cause, DropRejected)
+		}
+		return
+	}
+	var b *report.Batch
+	if it.sum == nil {
+		b = &it.batch
+	}
+	path, err := q.spool.keepRejected(b, it.sum, cause, time.Now())
+	if err != nil {
+		if !q.rejectLostSaid {
+			q.rejectLostSaid = true
+			q.notice("rejected %s: %v; counted (export_dropped %s) but not kept for inspection: %v", what(it), cause, DropRejected, err)
+		}
+		return
+	}
+	q.rejectedKept++
+	if !q.rejectSaid {
+		q.rejectSaid = true
+		q.notice("rejected %s: %v; counted (export_dropped %s) and kept for inspection in %s (what it rejects next goes there too; %s says why)",
+			what(it), cause, DropRejected, path, filepath.Join(filepath.Dir(path), rejectedLog))
 	}
 }
 
@@ -238,6 +271,7 @@ func (q *Queue) release(it *item) {
 func (q *Queue) markUp() {
 	q.attempts = 0
 	q.retryAt = time.Time{}
+	clear(q.fixSaid)
 	if q.down {
 		q.down = false
 		q.up.Store(true)
@@ -249,7 +283,23 @@ func (q *Queue) markDown(err error) {
 	q.attempts++
 	q.retryAt = time.Now().Add(backoff(q.cfg.RetryMin, q.cfg.RetryMax, q.attempts, q.rng))
 	q.lastErr = err
+	fix := report.FixOf(err)
+	if fix != "" {
+		if q.fixSaid[fix] {
+			fix = "" // said already in this spell of failures
+		} else {
+			if q.fixSaid == nil {
+				q.fixSaid = make(map[string]bool)
+			}
+			q.fixSaid[fix] = true
+		}
+	}
 	if q.down {
+		// Said when it began; said again only for a new thing to fix (a
+		// server that was down and now refuses the login), once.
+		if fix != "" {
+			q.notice("still failing, now: %v; retrying", err)
+		}
 		return
 	}
 	q.down = true

@@ -1,10 +1,13 @@
 package delivery
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +133,68 @@ func TestBackoff(t *testing.T) {
 		if gap := calls[i].Sub(calls[i-1]); gap < nominal/2 {
 			t.Errorf("retry %d after %v, want at least %v", i, gap, nominal/2)
 		}
+	}
+}
+
+// TestQueueSaysWhatToFixOnce: a destination that fails with a transient
+// error is said once when it begins to fail, not at each retry; when its
+// error changes to one the operator must fix (report.Fixer: a server that
+// was down and now refuses the login), that is said once more, whatever
+// the number of retries; a Fix already said is not said again until the
+// destination was back.
+func TestQueueSaysWhatToFixOnce(t *testing.T) {
+	wrongPassword := report.WithFix(errors.New("fake: HTTP 401: wrong password"), "fix the password of the --export URL")
+	var calls int
+	var mu sync.Mutex
+	sink := &fakeSink{fail: func(op string, b *report.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		switch {
+		case calls <= 5:
+			return errDown
+		case calls <= 30:
+			return wrongPassword
+		case calls <= 35:
+			return errDown // down again, while the password is still wrong
+		case calls <= 40:
+			return wrongPassword
+		}
+		return nil
+	}}
+	notices := &testutil.SyncBuffer{}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour, RetryMin: time.Millisecond, RetryMax: time.Millisecond, Notices: notices})
+	all := genRecords(0, 10)
+	put(t, q, all)
+	q.Close()
+	if got := sink.records(); !slices.Equal(got, all) {
+		t.Fatalf("delivered %d records, want the %d given", len(got), len(all))
+	}
+	n := notices.String()
+	if strings.Count(n, ": unreachable: fake: connection refused") != 1 ||
+		strings.Count(n, "still failing, now: fake: HTTP 401: wrong password; fix the password of the --export URL; retrying\n") != 1 ||
+		strings.Count(n, "fix the password") != 1 || strings.Count(n, "reachable again") != 1 || strings.Count(n, "\n") != 3 {
+		t.Errorf("notices: want the fall, what to fix once over 30 retries, and the return:\n%s", n)
+	}
+}
+
+// A destination whose first error is one to fix says it in the first
+// notice, and not again.
+func TestQueueSaysWhatToFixFirst(t *testing.T) {
+	var calls atomic.Int32
+	sink := &fakeSink{fail: func(string, *report.Batch) error {
+		if calls.Add(1) <= 20 {
+			return report.WithFix(errors.New("fake: HTTP 403"), "let the user write")
+		}
+		return nil
+	}}
+	notices := &testutil.SyncBuffer{}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour, RetryMin: time.Millisecond, RetryMax: time.Millisecond, Notices: notices})
+	put(t, q, genRecords(0, 10))
+	q.Close()
+	n := notices.String()
+	if strings.Count(n, ": unreachable: fake: HTTP 403; let the user write; retrying") != 1 || strings.Count(n, "let the user write") != 1 ||
+		strings.Count(n, "\n") != 2 {
+		t.Errorf("notices: want the fall with what to fix, and the return:\n%s", n)
 	}
 }

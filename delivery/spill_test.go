@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -109,22 +111,26 @@ func TestSpoolFull(t *testing.T) {
 	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: batch, MaxQueued: 4 * batch, BatchAge: time.Hour, Spool: spool,
 		RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Notices: notices})
+	// One batch at a time, each waited for until it is on disk or the
+	// spool said it is full: the fourth does not fit. (Putting batches
+	// without waiting, a bounded number of times, failed when the manager
+	// was not scheduled before the bound was reached.)
 	next := 0
-	for !strings.Contains(notices.String(), "spool full") {
-		if next == 1000 {
+	spoolFull := func() bool { return strings.Contains(notices.String(), "spool full") }
+	for !spoolFull() {
+		if next == 10*batch {
 			t.Fatalf("no spool full notice after %d records:\n%s", next, notices)
 		}
 		put(t, q, genRecords(next, batch))
 		next += batch
-		time.Sleep(time.Millisecond) // let the manager spill: not an assertion's wait
+		waitFor(t, "the batch on disk, or the spool full", func() bool { return q.Stats().Spooled == next || spoolFull() })
+	}
+	if next != 4*batch {
+		t.Errorf("the spool was full after %d records, want after the 4th batch", next)
 	}
 	// The spool is full and the destination down: memory no longer
-	// drains, so what it can take now is exact.
-	waitFor(t, "memory settled", func() bool {
-		a := q.Stats().Queued
-		time.Sleep(5 * time.Millisecond)
-		return q.Stats().Queued == a
-	})
+	// drains (the batch in flight and the fourth stay), so what it can
+	// take now is exact.
 	room := 4*batch - q.Stats().Queued
 	before := q.Stats().Dropped
 	put(t, q, genRecords(next, 100))
@@ -392,4 +398,134 @@ func TestSpoolObserverBound(t *testing.T) {
 	if err := d.put(long, nil, false, false); err != nil {
 		t.Errorf("put of a batch with an observer of %d bytes: %v", len(long.Observer), err)
 	}
+}
+
+// TestQueueKeepsRejected: with a spool, what the destination rejects for
+// good is counted as rejected and kept in the destination's rejected
+// directory for the operator: each batch's records as JSON lines, a
+// summary as its line, and a line per file in errors.log with what the
+// destination said; the first rejection is said, with where. The files
+// count against the spool's bound, in this run and the next (which says
+// they are there); what does not fit is counted and not kept.
+func TestQueueKeepsRejected(t *testing.T) {
+	dir := t.TempDir()
+	spool := openSpool(t, dir, 1<<20)
+	sink := &fakeSink{fail: func(op string, b *report.Batch) error {
+		switch {
+		case op == "records" && b.Records[0].Worker == 1:
+			return fmt.Errorf("fake: CANNOT_PARSE_TEXT in row 3: %w", report.ErrRejected)
+		case op == "window":
+			return fmt.Errorf("fake: no table windows: %w", report.ErrRejected)
+		}
+		return nil
+	}}
+	notices := &testutil.SyncBuffer{}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, Notices: notices})
+	all := genRecords(0, 100)
+	var rejected [][]pipeline.Record
+	for i := 0; i < 100; i += 10 {
+		put(t, q, all[i:i+10])
+		if all[i].Worker == 1 {
+			rejected = append(rejected, all[i:i+10])
+		}
+	}
+	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 70}})
+	q.Close()
+	if st := q.Stats(); st.Dropped[DropRejected] != 31 || dropped(st) != 31 || st.Sent != 70 {
+		t.Errorf("stats %+v: want 70 sent, 30 records and 1 summary rejected", st)
+	}
+	rdir := filepath.Join(dir, destDirName("fake://dest"), "rejected")
+	names, err := filepath.Glob(filepath.Join(rdir, "batch-*.jsonl"))
+	if err != nil || len(names) != len(rejected) {
+		t.Fatalf("rejected batches kept: %v, %v; want %d", names, err, len(rejected))
+	}
+	slices.Sort(names) // by batch ID: the order they were given
+	for i, name := range names {
+		if got := jsonlSources(t, name); !slices.Equal(got, sourcesOf(rejected[i])) {
+			t.Errorf("%s holds sources %v, want the rejected batch's %v", filepath.Base(name), got, sourcesOf(rejected[i]))
+		}
+	}
+	sums, _ := filepath.Glob(filepath.Join(rdir, "summary-*.jsonl"))
+	if len(sums) != 1 {
+		t.Fatalf("rejected summaries kept: %v, want 1", sums)
+	}
+	if s, err := report.ReadSummaries(bytes.NewReader(readFile(t, sums[0]))); err != nil || len(s) != 1 || s[0].Distinct != 70 {
+		t.Errorf("the kept summary reads as %+v, %v", s, err)
+	}
+	log := string(readFile(t, filepath.Join(rdir, "errors.log")))
+	if strings.Count(log, "\n") != 4 || strings.Count(log, "CANNOT_PARSE_TEXT in row 3") != 3 || strings.Count(log, "no table windows") != 1 ||
+		!strings.Contains(log, filepath.Base(names[0])+": batch ") || !strings.Contains(log, filepath.Base(sums[0])+": window summary 2026-01-01T00:00:00Z: ") {
+		t.Errorf("errors.log:\n%s", log)
+	}
+	n := notices.String()
+	if strings.Count(n, "rejected batch") != 1 || !strings.Contains(n, "kept for inspection in "+names[0]) ||
+		!strings.Contains(n, "4 batches and summaries it rejected in this run are kept in "+rdir) {
+		t.Errorf("notices:\n%s", n)
+	}
+	var size int64
+	for _, f := range append(append(names, sums...), filepath.Join(rdir, "errors.log")) {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += fi.Size()
+	}
+	if spool.Used() != size {
+		t.Errorf("spool uses %d bytes, want the %d of the rejected files", spool.Used(), size)
+	}
+	spool.Close()
+
+	// The next run counts them against the bound and says they are there;
+	// with the bound taken, a rejected batch is counted and not kept.
+	spool = openSpool(t, dir, size+100)
+	defer spool.Close()
+	if spool.Used() != size {
+		t.Errorf("reopened: spool uses %d bytes, want %d", spool.Used(), size)
+	}
+	notices = &testutil.SyncBuffer{}
+	q = newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, Notices: notices})
+	put(t, q, genRecords(1, 10)) // Worker 1 first: rejected
+	q.Close()
+	n = notices.String()
+	if !strings.Contains(n, fmt.Sprintf("4 batches and summaries it rejected are kept in %s (%d bytes of the spool's bound)", rdir, size)) ||
+		!strings.Contains(n, "not kept for inspection: delivery: spool full") {
+		t.Errorf("notices of the next run:\n%s", n)
+	}
+	if st := q.Stats(); st.Dropped[DropRejected] != 10 {
+		t.Errorf("next run: dropped %v, want 10 rejected", st.Dropped)
+	}
+	if files, _ := filepath.Glob(filepath.Join(rdir, "batch-*")); len(files) != len(rejected) {
+		t.Errorf("%d rejected batches kept after the bound was reached, want still %d", len(files), len(rejected))
+	}
+}
+
+// jsonlSources returns the src of each JSON line of path.
+func jsonlSources(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for line := range strings.Lines(string(readFile(t, path))) {
+		var r struct{ Src string }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%s: %q: %v", path, line, err)
+		}
+		out = append(out, r.Src)
+	}
+	return out
+}
+
+func sourcesOf(recs []pipeline.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Key.Src().String())
+	}
+	return out
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
@@ -32,14 +34,18 @@ const (
 	spoolExt     = ".spool"
 	spoolTmp     = ".tmp-"
 	spoolCorrupt = "corrupt"
-	spoolLock    = ".lock"
+	// spoolRejected is the directory, in a destination's, of what the
+	// destination rejected, kept for the operator (destSpool.keepRejected).
+	spoolRejected = "rejected"
+	rejectedLog   = "errors.log"
+	spoolLock     = ".lock"
 )
 
 // A Spool is the --spool directory: the batches and summaries that export
 // destinations could not take yet, on disk, at most Max bytes in all. Each
 // destination has a directory of its own in it, named after the
 // destination, and each of its files names the destination again (see the
-// spool file format in the package documentation), so that destinations
+// spool file format in spoolfile.go), so that destinations
 // never read each other's files.
 //
 // A Spool is opened once per run and shared by the run's Queues
@@ -97,8 +103,36 @@ func OpenSpool(dir string, max int64) (*Spool, error) {
 				}
 			}
 		}
+		_, size := rejectedFiles(filepath.Join(dir, e.Name(), spoolRejected))
+		s.used.Add(size)
 	}
 	return s, nil
+}
+
+// rejectedFiles returns the files a destination's rejected directory
+// holds (its errors.log aside) and the bytes they all take, the log
+// included: they count against the bound until the operator removes them.
+func rejectedFiles(dir string) (files int, size int64) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0
+	}
+	for _, f := range ents {
+		if !f.Type().IsRegular() {
+			continue
+		}
+		if strings.HasPrefix(f.Name(), spoolTmp) {
+			os.Remove(filepath.Join(dir, f.Name()))
+			continue
+		}
+		if fi, err := f.Info(); err == nil {
+			size += fi.Size()
+		}
+		if f.Name() != rejectedLog {
+			files++
+		}
+	}
+	return files, size
 }
 
 // Dir returns the spool directory.
@@ -278,6 +312,9 @@ func (d *destSpool) count(e spoolEntry, sign int) {
 	}
 }
 
+// rejectedDir is the directory of what the destination rejected.
+func (d *destSpool) rejectedDir() string { return filepath.Join(d.dir, spoolRejected) }
+
 func (d *destSpool) path(seq uint64) string {
 	return filepath.Join(d.dir, fmt.Sprintf("%016x%s", seq, spoolExt))
 }
@@ -318,30 +355,10 @@ func (d *destSpool) put(b *report.Batch, s *report.Summary, attempted, head bool
 	return nil
 }
 
-// write writes data to the file of seq: under a temporary name, synced,
-// then renamed and the directory synced, so that a crash leaves either
-// the whole file or a temporary one, which OpenSpool removes.
+// write writes data to the file of seq (writeFileSync): a crash leaves
+// either the whole file or a temporary one, which OpenSpool removes.
 func (d *destSpool) write(seq uint64, data []byte) error {
-	tmp := filepath.Join(d.dir, fmt.Sprintf("%s%016x", spoolTmp, seq))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("delivery: spool: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, d.path(seq))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("delivery: spool: %w", err)
-	}
-	return syncDir(d.dir)
+	return writeFileSync(d.dir, d.path(seq), data)
 }
 
 func syncDir(dir string) error {
@@ -409,4 +426,123 @@ func (d *destSpool) moveAside() (string, error) {
 		return "", fmt.Errorf("delivery: spool: %w (the file was removed)", err)
 	}
 	return to, nil
+}
+
+// keepRejected writes what the destination rejected for good (a batch, or
+// the summary s) into the destination's rejected directory, where the
+// operator can read it, and adds a line to the directory's errors.log:
+// when, which file, and what the destination said (cause). A batch is
+// written as JSON lines, the records of --format jsonl; a summary as its
+// --summary line; a batch whose records cannot be written so (a key of no
+// valid kind), in the spool file format. The files count against the
+// spool's bound until the operator removes them: what does not fit is not
+// kept (an error wrapping ErrSpoolFull). It returns the file's path.
+func (d *destSpool) keepRejected(b *report.Batch, s *report.Summary, cause error, now time.Time) (string, error) {
+	dir := d.rejectedDir()
+	var data []byte
+	var name, what string
+	switch {
+	case s != nil:
+		data = report.AppendSummary(nil, s)
+		name = "summary-" + time.Unix(0, s.StartNs).UTC().Format("20060102T150405Z")
+		what = "window summary " + time.Unix(0, s.StartNs).UTC().Format(time.RFC3339)
+	default:
+		name = fmt.Sprintf("batch-%016x", b.ID)
+		what = fmt.Sprintf("batch %d of %d records", b.ID, len(b.Records))
+		if b.Observer != "" {
+			what += " of observer " + strconv.Quote(b.Observer)
+		}
+		data = appendJSONLines(nil, b.Records)
+	}
+	ext := ".jsonl"
+	if data == nil {
+		data, ext = appendSpoolFile(nil, d.dest, b, nil, false), spoolExt
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("delivery: spool: %w", err)
+	}
+	path := filepath.Join(dir, name+ext)
+	for i := 1; fileExists(path); i++ {
+		path = filepath.Join(dir, fmt.Sprintf("%s.%d%s", name, i, ext))
+	}
+	line := fmt.Sprintf("%s %s: %s: %v\n", now.UTC().Format(time.RFC3339), filepath.Base(path), what, cause)
+	size := int64(len(data) + len(line))
+	if !d.s.reserve(size) {
+		return "", fmt.Errorf("%w: %s holds %d of %d bytes", ErrSpoolFull, d.s.dir, d.s.used.Load(), d.s.max)
+	}
+	err := writeFileSync(dir, path, data)
+	if err == nil {
+		err = appendFile(filepath.Join(dir, rejectedLog), line)
+	}
+	if err != nil {
+		d.s.used.Add(-size)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return "", fmt.Errorf("%w: %w", ErrSpoolFull, err)
+		}
+		return "", err
+	}
+	return path, nil
+}
+
+// appendJSONLines appends recs as JSON lines (report.RecordWriter's
+// jsonl), or returns nil when one cannot be written so.
+func appendJSONLines(b []byte, recs []pipeline.Record) []byte {
+	if len(recs) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	rw, err := report.NewRecordWriter(&buf, "jsonl", recs[0].Key.Kind())
+	if err != nil {
+		return nil
+	}
+	if rw.Records(&report.Batch{Records: recs}) != nil || rw.Flush() != nil {
+		return nil
+	}
+	return append(b, buf.Bytes()...)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// writeFileSync writes data to path in dir: under a temporary name,
+// synced, then renamed and the directory synced, so that a crash leaves
+// either the whole file or a temporary one.
+func writeFileSync(dir, path string, data []byte) error {
+	tmp := filepath.Join(dir, spoolTmp+filepath.Base(path))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("delivery: spool: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("delivery: spool: %w", err)
+	}
+	return syncDir(dir)
+}
+
+func appendFile(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("delivery: spool: %w", err)
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("delivery: spool: %w", err)
+	}
+	return nil
 }

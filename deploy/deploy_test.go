@@ -3,7 +3,6 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -148,15 +146,22 @@ func expandExec(t *testing.T, line string, env map[string]string) []string {
 	return argv
 }
 
-// buildBinary compiles flowdedup for the tests.
+// buildBinary returns the flowdedup command (testutil.Flowdedup), copied
+// into a directory the service's user (nobody) may enter.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(sharedTempDir(t, 0o755), "flowdedup")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/flowdedup").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	data, err := os.ReadFile(testutil.Flowdedup(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func needCommand(t *testing.T, name, pkg string) {
 	t.Helper()
@@ -175,8 +180,8 @@ func TestUnitVerifies(t *testing.T) {
 	u := parseUnit(t, unitFile)
 	exe := strings.Fields(u.get("Service", "ExecStart"))[0]
 	envPath := u.get("Service", "EnvironmentFile")
-	if exe != "/usr/local/bin/flowdedup" || envPath != "/etc/flowdedup/flowdedup.env" {
-		t.Fatalf("ExecStart binary %q, EnvironmentFile %q: README's install steps put them at /usr/local/bin/flowdedup and /etc/flowdedup/flowdedup.env", exe, envPath)
+	if exe != "/usr/bin/flowdedup" || envPath != "/etc/default/flowdedup" {
+		t.Fatalf("ExecStart binary %q, EnvironmentFile %q: the Debian package (packaging/nfpm.yaml) and docs/install.md put them at /usr/bin/flowdedup and /etc/default/flowdedup", exe, envPath)
 	}
 	verifyUnit(t, bin, string(mustRead(t, unitFile)), mustRead(t, envFile))
 }
@@ -328,17 +333,8 @@ func tracedSyscalls(t *testing.T, path string) map[string]bool {
 // unprivileged user holding only the unit's capabilities, in a test
 // namespace, under strace.
 type service struct {
-	cmd   *exec.Cmd
+	*testutil.Process
 	trace string
-	mu    sync.Mutex
-	logs  strings.Builder
-	done  chan error
-}
-
-func (s *service) log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.logs.String()
 }
 
 // startService starts argv (the unit's ExecStart, already expanded) in ns
@@ -347,50 +343,16 @@ func startService(t *testing.T, ns *testutil.Namespace, caps []string, argv []st
 	t.Helper()
 	// strace runs as the service's user, so it writes to a directory of
 	// that user's.
-	s := &service{trace: filepath.Join(stateDirFor(t), "strace.out"), done: make(chan error, 1)}
+	s := &service{trace: filepath.Join(stateDirFor(t), "strace.out")}
 	c := setprivCaps(caps)
 	args := []string{"netns", "exec", ns.Name,
 		"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
 		"--inh-caps=-all," + c, "--ambient-caps=-all," + c, "--bounding-set=-all," + c, "--no-new-privs",
 		"strace", "-f", "-qq", "-o", s.trace, "--"}
-	s.cmd = exec.Command("ip", append(args, argv...)...)
-	// A process group of its own, so that cleanup kills flowdedup too: a
-	// killed strace detaches from its tracee and leaves it running.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) })
-	capturing := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		said := false
-		for sc.Scan() {
-			s.mu.Lock()
-			s.logs.WriteString(sc.Text() + "\n")
-			s.mu.Unlock()
-			if !said && strings.Contains(sc.Text(), "capturing on") {
-				said = true
-				capturing <- true
-			}
-		}
-		if !said {
-			capturing <- false
-		}
-		s.done <- s.cmd.Wait()
-	}()
-	select {
-	case ok := <-capturing:
-		if !ok {
-			t.Fatalf("the service exited before capturing:\n%s", s.log())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the service did not start capturing within 30 s:\n%s", s.log())
-	}
+	// StartProcess gives it a process group of its own, so that cleanup
+	// kills flowdedup too: a killed strace detaches from its tracee and
+	// leaves it running.
+	s.Process = testutil.StartProcess(t, exec.Command("ip", append(args, argv...)...), "capturing on", 30*time.Second)
 	return s
 }
 
@@ -400,7 +362,7 @@ func startService(t *testing.T, ns *testutil.Namespace, caps []string, argv []st
 // on: the signal goes to its child, flowdedup.
 func (s *service) stop(t *testing.T) {
 	t.Helper()
-	pid := s.cmd.Process.Pid
+	pid := s.Cmd.Process.Pid
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 	if err != nil {
 		t.Fatalf("finding flowdedup under strace: %v", err)
@@ -413,13 +375,8 @@ func (s *service) stop(t *testing.T) {
 	if err := syscall.Kill(child, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Fatalf("the service exited with %v after SIGTERM:\n%s", err, s.log())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the service did not exit within 20 s of SIGTERM:\n%s", s.log())
+	if err := s.Wait(t, 20*time.Second); err != nil {
+		t.Fatalf("the service exited with %v after SIGTERM:\n%s", err, s.Log())
 	}
 }
 
@@ -504,8 +461,8 @@ func TestServiceRunsUnprivileged(t *testing.T) {
 				argv = append(argv, "--mode", mode) // the last --mode wins
 			}
 			s := startService(t, ns, caps, argv)
-			if mode == "auto" && !strings.Contains(s.log(), "mode auto: using xdp") {
-				t.Errorf("--mode auto did not pick xdp with the unit's capabilities:\n%s", s.log())
+			if mode == "auto" && !strings.Contains(s.Log(), "mode auto: using xdp") {
+				t.Errorf("--mode auto did not pick xdp with the unit's capabilities:\n%s", s.Log())
 			}
 			send := exec.Command("ip", "netns", "exec", ns.Name, "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", capture)
 			if b, err := send.CombinedOutput(); err != nil {
@@ -515,7 +472,7 @@ func TestServiceRunsUnprivileged(t *testing.T) {
 
 			got := sourcesIn(t, state, "sources-*.jsonl")
 			if !maps.Equal(got, want) {
-				t.Errorf("mode %s: the service reported %d sources, an exact replay %d:\ngot  %v\nwant %v\n%s", mode, len(got), len(want), keys(got), keys(want), s.log())
+				t.Errorf("mode %s: the service reported %d sources, an exact replay %d:\ngot  %v\nwant %v\n%s", mode, len(got), len(want), keys(got), keys(want), s.Log())
 			}
 			if tmp, _ := filepath.Glob(filepath.Join(state, "*.tmp")); len(tmp) > 0 {
 				t.Errorf("temporary files left after a clean stop: %v", tmp)
@@ -540,7 +497,7 @@ func TestServiceRunsUnprivileged(t *testing.T) {
 		less := slices.DeleteFunc(slices.Clone(caps), func(c string) bool { return c == "CAP_PERFMON" })
 		s := startService(t, ns, less, serviceArgv(t, bin, ns.Veth[0], state))
 		s.stop(t)
-		if log := s.log(); !strings.Contains(log, "using afpacket") || !strings.Contains(log, "CAP_PERFMON") {
+		if log := s.Log(); !strings.Contains(log, "using afpacket") || !strings.Contains(log, "CAP_PERFMON") {
 			t.Errorf("without CAP_PERFMON: want a fall back to afpacket naming CAP_PERFMON, got:\n%s", log)
 		}
 	})

@@ -44,12 +44,7 @@ func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
 			if err != nil {
 				testutil.SkipOrFail(t, "%s not installed (Debian package qemu-user; .ci/run installs it)", p.qemu)
 			}
-			bin := filepath.Join(t.TempDir(), "flowdedup-"+p.goarch)
-			build := exec.Command("go", "build", "-o", bin, "../cmd/flowdedup")
-			build.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+p.goarch, "GOARM="+p.goarm, "CGO_ENABLED=0")
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("go build for %s: %v\n%s", p.goarch, err, out)
-			}
+			bin := testutil.FlowdedupFor(t, "GOOS=linux", "GOARCH="+p.goarch, "GOARM="+p.goarm, "CGO_ENABLED=0")
 			for _, c := range captures {
 				for _, key := range []string{"src", "5tuple"} {
 					// One worker: with more, records of different workers

@@ -10,45 +10,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
+// flowdedup returns the flowdedup command built once for these tests.
+func flowdedup(tb testing.TB) string { return testutil.Flowdedup(tb) }
 
-// flowdedup builds cmd/flowdedup once per test binary and returns its path.
-func flowdedup(tb testing.TB) string {
-	tb.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "flowdedup-e2e-"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "flowdedup")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/flowdedup").CombinedOutput()
-		if err != nil {
-			binErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if binErr != nil {
-		tb.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // pcap returns the path of a testdata capture.
 func pcap(name string) string { return filepath.Join("..", "testdata", "pcaps", name) }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flowdedup/flowdedup/units"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -157,44 +158,17 @@ func (p *params) mem() (int, error) {
 // headroom is kept for products such as need*d.
 const maxMemBits = min(1<<40, math.MaxInt>>1+1)
 
-// ParseMem parses a memory size: a number followed by bit, B, KiB, MiB or
-// GiB ("65536bit" == "8KiB"), or "auto" for the L2 cache size of this
-// machine's first CPU. A bare number is bits.
+// ParseMem parses a memory size in the grammar of package units (a number
+// and a unit: bit, B, KiB, MiB, GiB; "65536bit" == "8KiB"; a bare number is
+// refused), or "auto" for the L2 cache size of this machine's first CPU.
+// It returns bits, at most the platform's limit (maxMemBits).
 func ParseMem(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	if strings.EqualFold(s, "auto") {
+	if strings.EqualFold(strings.TrimSpace(s), "auto") {
 		return L2CacheBits(), nil
 	}
-	units := []struct {
-		suffix string
-		bits   float64
-	}{
-		{"kib", 8 << 10}, {"mib", 8 << 20}, {"gib", 8 << 30},
-		{"bit", 1}, {"b", 8},
-	}
-	num, mult := s, 1.0
-	ls := strings.ToLower(s)
-	for _, u := range units {
-		if strings.HasSuffix(ls, u.suffix) {
-			num, mult = s[:len(s)-len(u.suffix)], u.bits
-			if u.suffix == "b" && strings.HasSuffix(s, "b") {
-				// "b" alone is ambiguous; only "B" (bytes) is accepted.
-				return 0, fmt.Errorf("unit %q: use B for bytes or bit for bits", s[len(num):])
-			}
-			break
-		}
-	}
-	num = strings.TrimSpace(num)
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q is not a size (examples: 65536bit, 8KiB, 1MiB, auto)", s)
-	}
-	bits := v * mult
-	if bits <= 0 {
-		return 0, fmt.Errorf("%q: size must be positive", s)
-	}
-	if bits != math.Trunc(bits) {
-		return 0, fmt.Errorf("%q is not a whole number of bits", s)
+	bits, err := units.ParseBits(s)
+	if err != nil {
+		return 0, err
 	}
 	if bits > maxMemBits {
 		return 0, fmt.Errorf("%q is larger than the %s limit", s, FormatMem(maxMemBits))
@@ -202,21 +176,9 @@ func ParseMem(s string) (int, error) {
 	return int(bits), nil
 }
 
-// FormatMem renders bits in the largest unit that divides it exactly, in a
-// form ParseMem reads back.
-func FormatMem(bits int) string {
-	switch b := int64(bits); { // int64: 8 GiB of bits does not fit a 32-bit int
-	case b > 0 && b%(8<<30) == 0:
-		return strconv.FormatInt(b/(8<<30), 10) + "GiB"
-	case bits > 0 && bits%(8<<20) == 0:
-		return strconv.Itoa(bits/(8<<20)) + "MiB"
-	case bits > 0 && bits%(8<<10) == 0:
-		return strconv.Itoa(bits/(8<<10)) + "KiB"
-	case bits > 0 && bits%8 == 0:
-		return strconv.Itoa(bits/8) + "B"
-	}
-	return strconv.Itoa(bits) + "bit"
-}
+// FormatMem writes bits in the largest unit that divides it exactly
+// (units.FormatBits), so that ParseMem reads it back.
+func FormatMem(bits int) string { return units.FormatBits(int64(bits)) }
 
 // defaultL2Bits is used when sysfs does not say (containers, non-Linux).
 const defaultL2Bits = 8 << 20 // 1 MiB

@@ -49,6 +49,10 @@ func BenchmarkHash(b *testing.B) {
 		{"ipv4-5tuple", tcp4},
 		{"ipv6-src", project(tcp6, KeySrc)},
 		{"ipv6-5tuple", tcp6},
+		{"ipv4-src-net", masked(project(tcp4, KeySrc))},
+		{"ipv4-5tuple-net", masked(tcp4)},
+		{"ipv6-src-net", masked(project(tcp6, KeySrc))},
+		{"ipv6-5tuple-net", masked(tcp6)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -69,4 +73,33 @@ func BenchmarkShardOf(b *testing.B) {
 		h += uint64(ShardOf(h, 12)) + 0x9e3779b97f4a7c15
 	}
 	sinkHash = h
+}
+
+// masked is k masked to /24 (IPv4) or /64 (IPv6).
+func masked(k Key) Key {
+	mustMask(24, 64).Apply(&k)
+	return k
+}
+
+// BenchmarkMaskApply: the cost --prefix adds to each packet, and with the
+// zero Mask (--prefix off) the one branch it costs.
+func BenchmarkMaskApply(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		m    Mask
+		k    Key
+	}{
+		{"off", Mask{}, tcp4},
+		{"ipv4", mustMask(24, 64), tcp4},
+		{"ipv6", mustMask(24, 64), tcp6},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				k := c.k
+				c.m.Apply(&k)
+				sinkKey = k
+			}
+		})
+	}
 }

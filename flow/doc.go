@@ -17,6 +17,14 @@
 // kind are zero, so every packet of a flow yields an equal key. The zero Key
 // is invalid.
 //
+// # Networks
+//
+// A [Mask] (the CLI's --prefix 24,64) keys addresses by their networks:
+// [Mask.Apply], after Parse, clears the host bits of a key's addresses and
+// records the prefix length in the key ([Key.Bits]), so that every host of
+// 10.1.2.0/24 gives one key, which prints as "10.1.2.0/24" and never equals
+// a host key. [KeySpec] names a kind and a Mask together ("src/24,64").
+//
 // # Parsing rules
 //
 // [Parse] understands the link types listed with [LinkType]: Ethernet, Linux
@@ -53,6 +61,6 @@
 //
 // Everything in the package is stateless and safe for concurrent use. Parse
 // neither retains nor modifies the frame: the caller keeps ownership and may
-// reuse the buffer as soon as Parse returns. Parse, Key.Hash and ShardOf
-// allocate nothing, and Parse never panics, whatever the input.
+// reuse the buffer as soon as Parse returns. Parse, Mask.Apply, Key.Hash and
+// ShardOf allocate nothing, and Parse never panics, whatever the input.
 package flow

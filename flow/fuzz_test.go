@@ -131,6 +131,7 @@ func checkParse(t *testing.T, lt LinkType, frame []byte) compared {
 			t.Fatalf("%v: HashKey differs from Hash", k)
 		}
 		checkBinaryRoundTrip(t, k)
+		checkMasked(t, k, mustMask(int(frame[0]%33), int(frame[len(frame)-1]%129)))
 	}
 	if !bytes.Equal(frame, orig) {
 		t.Fatal("Parse modified the frame")
@@ -170,6 +171,29 @@ func checkParse(t *testing.T, lt LinkType, frame []byte) compared {
 		}
 	}
 	return compareGopacket(t, frame, lt, keys, errs)
+}
+
+// checkMasked checks a key Parse returned, masked by m: its networks are
+// net/netip's, it round-trips through its binary form, and its hash is not
+// its host's.
+func checkMasked(t *testing.T, host Key, m Mask) {
+	t.Helper()
+	k := host
+	m.Apply(&k)
+	bits := m.Bits(host.Is6())
+	if k.Bits() != bits || k.Kind() != host.Kind() || k.SrcPort() != host.SrcPort() || k.DstPort() != host.DstPort() || k.Proto() != host.Proto() {
+		t.Fatalf("%v masked by %v: %v", host, m, k)
+	}
+	if src := host.Src(); src.IsValid() && k.SrcPrefix() != netip.PrefixFrom(src, bits).Masked() {
+		t.Fatalf("%v masked by %v: source %v", host, m, k.SrcPrefix())
+	}
+	if dst := host.Dst(); dst.IsValid() && k.DstPrefix() != netip.PrefixFrom(dst, bits).Masked() {
+		t.Fatalf("%v masked by %v: destination %v", host, m, k.DstPrefix())
+	}
+	if k.Hash(1) == host.Hash(1) || HashKey(&k, 1) != k.Hash(1) {
+		t.Fatalf("%v masked by %v: hash %#x, the host's %#x", host, m, k.Hash(1), host.Hash(1))
+	}
+	checkBinaryRoundTrip(t, k)
 }
 
 // compareGopacket decodes frame with gopacket and checks the keys Parse

@@ -9,17 +9,19 @@ import (
 // below.
 //
 // The hash covers a canonical encoding of exactly the fields of the kind:
-// one byte holding the kind (low nibble), the IPv6 flag (bit 4) and the
-// has-ports flag (bit 5); then the source address, the destination address
-// (4 bytes each for IPv4, 16 for IPv6, each only when the kind holds it);
-// then, for a 5-tuple, the protocol byte and the two ports in network order.
-// Keys of different kinds or families never share an encoding, and an IPv4
-// pair hashes 9 bytes rather than a padded 40. The encoding and so the hash
-// values are stable across runs and releases: a given seed reproduces them.
+// one byte holding the kind (low nibble), the IPv6 flag (bit 4), the
+// has-ports flag (bit 5) and the network flag (bit 6); then the source
+// address, the destination address (4 bytes each for IPv4, 16 for IPv6,
+// each only when the kind holds it); then, for a 5-tuple, the protocol byte
+// and the two ports in network order; then, for a network key, its prefix
+// length. Keys of different kinds, families or prefix lengths never share
+// an encoding, and an IPv4 pair hashes 9 bytes rather than a padded 40. The
+// encoding and so the hash values are stable across runs and releases: a
+// given seed reproduces them.
 //
-// The seed should be secret and random per run (see the design notes): an
-// attacker who cannot predict the hash cannot craft keys that collide in a
-// filter to hide flows.
+// The seed should be secret and random per run (docs/architecture.md, the
+// data path, step 3): an attacker who cannot predict the hash cannot craft
+// keys that collide in a filter to hide flows.
 //
 // All 64 bits are usable: filters may take bucket indexes from the high bits
 // and fingerprints from the low bits. Code that also derives a shard from the

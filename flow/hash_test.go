@@ -37,7 +37,7 @@ func testKeys(n int) []Key {
 // TestHashEncoding recomputes the hash from the encoding Hash documents.
 func TestHashEncoding(t *testing.T) {
 	const seed = 0x1234
-	for _, k := range append(testKeys(3), noPorts(tcp4), Key{}) {
+	for _, k := range append(append(testKeys(3), networkKeys(testKeys(3))...), noPorts(tcp4), Key{}) {
 		enc := []byte{byte(k.Kind()) | k.flags<<4}
 		addr := func(a netip.Addr) []byte { return a.AsSlice() }
 		if k.Kind() != KeyDst && k.IsValid() {
@@ -53,6 +53,9 @@ func TestHashEncoding(t *testing.T) {
 			enc = append(enc, k.Proto())
 			enc = binary.BigEndian.AppendUint16(enc, k.SrcPort())
 			enc = binary.BigEndian.AppendUint16(enc, k.DstPort())
+		}
+		if bits := k.Bits(); bits >= 0 {
+			enc = append(enc, byte(bits))
 		}
 		if got, want := k.Hash(seed), xxh3.HashSeed(enc, seed); got != want {
 			t.Errorf("%v: Hash = %#x, hash of documented encoding % x = %#x", k, got, enc, want)

@@ -89,12 +89,18 @@ func hasPorts(proto uint8) bool {
 
 // Key flag bits.
 const (
-	flagV6    = 1 << 0 // addresses are IPv6 (16 bytes) rather than IPv4 (the first 4 bytes)
-	flagPorts = 1 << 1 // sport and dport were read from the transport header
+	flagV6     = 1 << 0 // addresses are IPv6 (16 bytes) rather than IPv4 (the first 4 bytes)
+	flagPorts  = 1 << 1 // sport and dport were read from the transport header
+	flagPrefix = 1 << 2 // addresses are networks of prefix length bits (Mask.Apply)
 )
 
 // Key is the flow key of a packet: the fields its [KeyKind] selects, and
 // zero in every other field, so that all packets of a flow give equal keys.
+//
+// A key holds hosts, or networks: a key [Mask.Apply] masked holds the
+// networks of its addresses, with their prefix length ([Key.Bits]), and
+// prints them in CIDR form. A network key never equals a host key, nor one
+// of another length.
 //
 // Key is a comparable value of fixed size (40 bytes) holding no pointers,
 // like [netip.Addr]: compare keys with ==, use them as map keys, copy them
@@ -107,6 +113,7 @@ type Key struct {
 	proto uint8
 	kind  KeyKind
 	flags uint8
+	bits  uint8 // prefix length of the addresses, with flagPrefix; 0 otherwise
 }
 
 // MakeKey returns the key of kind with the given fields, for tests and
@@ -190,7 +197,8 @@ func (k Key) addr(b *[16]byte) netip.Addr {
 }
 
 // Src returns the source address, or the invalid Addr when the kind of k
-// holds none (KeyDst, or the zero Key).
+// holds none (KeyDst, or the zero Key). For a network key it is the
+// network's address (see SrcPrefix).
 func (k Key) Src() netip.Addr {
 	if k.kind == KeyDst || !k.IsValid() {
 		return netip.Addr{}
@@ -205,6 +213,82 @@ func (k Key) Dst() netip.Addr {
 		return netip.Addr{}
 	}
 	return k.addr(&k.dst)
+}
+
+// Bits returns the prefix length of the addresses of a network key (one
+// [Mask.Apply] masked), or -1 for a host key and the zero Key.
+func (k Key) Bits() int {
+	if k.flags&flagPrefix == 0 {
+		return -1
+	}
+	return int(k.bits)
+}
+
+// prefix returns a as the prefix of k: of k's length for a network key,
+// the whole address for a host key.
+func (k Key) prefix(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
+	bits := a.BitLen()
+	if k.flags&flagPrefix != 0 {
+		bits = int(k.bits)
+	}
+	return netip.PrefixFrom(a, bits)
+}
+
+// SrcPrefix returns the source network of a network key, or the source
+// address as a prefix of its full length (/32, /128) for a host key; the
+// invalid Prefix when the kind of k holds no source.
+func (k Key) SrcPrefix() netip.Prefix { return k.prefix(k.Src()) }
+
+// DstPrefix returns the destination network of a network key, or the
+// destination address as a prefix of its full length for a host key; the
+// invalid Prefix when the kind of k holds no destination.
+func (k Key) DstPrefix() netip.Prefix { return k.prefix(k.Dst()) }
+
+// AppendSrc appends the text form of the source: the address of a host
+// key ("10.1.2.3"), the network of a network key in CIDR form
+// ("10.1.2.0/24", "2001:db8:1:2::/64"). It appends nothing when the kind
+// of k holds no source. It does not allocate beyond growing b.
+func (k Key) AppendSrc(b []byte) []byte {
+	if k.kind == KeyDst || !k.IsValid() {
+		return b
+	}
+	return k.appendAddr(b, &k.src)
+}
+
+// AppendDst appends the text form of the destination, as AppendSrc does
+// for the source.
+func (k Key) AppendDst(b []byte) []byte {
+	if k.kind == KeySrc || !k.IsValid() {
+		return b
+	}
+	return k.appendAddr(b, &k.dst)
+}
+
+func (k *Key) appendAddr(b []byte, a *[16]byte) []byte {
+	b = k.addr(a).AppendTo(b)
+	if k.flags&flagPrefix != 0 {
+		b = append(b, '/')
+		b = strconv.AppendUint(b, uint64(k.bits), 10)
+	}
+	return b
+}
+
+// appendAddrPort appends the text form of an address and its port:
+// 10.0.0.1:80, [2001:db8::1]:80, and for networks 10.0.0.0/24:80,
+// [2001:db8::/64]:80.
+func (k *Key) appendAddrPort(b []byte, a *[16]byte, port uint16) []byte {
+	if k.Is6() {
+		b = append(b, '[')
+		b = k.appendAddr(b, a)
+		b = append(b, ']')
+	} else {
+		b = k.appendAddr(b, a)
+	}
+	b = append(b, ':')
+	return strconv.AppendUint(b, uint64(port), 10)
 }
 
 // Proto returns the IP protocol number of a 5-tuple key: the upper-layer
@@ -225,18 +309,21 @@ func (k Key) DstPort() uint16 { return k.dport }
 
 // String returns the text form of k (see [Key.AppendText]).
 func (k Key) String() string {
-	var buf [128]byte // the longest form, an SCTP 5-tuple of IPv6 addresses, is 102 bytes
+	var buf [128]byte // the longest form, an SCTP 5-tuple of IPv6 networks, is 110 bytes
 	b, _ := k.AppendText(buf[:0])
 	return string(b)
 }
 
 // AppendText implements [encoding.TextAppender]. The text form lists the
-// fields of the kind, IPv6 addresses in RFC 5952 form:
+// fields of the kind, IPv6 addresses in RFC 5952 form, networks in CIDR
+// form:
 //
 //	src, dst   10.0.0.1
+//	           10.0.0.0/24               (a network key)
 //	pair       10.0.0.1 > 10.0.0.2
 //	5tuple     tcp 10.0.0.1:1234 > 10.0.0.2:80
 //	           udp [2001:db8::1]:53 > [2001:db8::2]:5353
+//	           udp [2001:db8::/64]:53 > [2001:db8:1::/64]:5353
 //	           icmp 10.0.0.1 > 10.0.0.2  (no ports)
 //	           gre 10.0.0.1 > 10.0.0.2
 //	           200 10.0.0.1 > 10.0.0.2   (protocol without a name)
@@ -248,24 +335,24 @@ func (k Key) String() string {
 func (k Key) AppendText(b []byte) ([]byte, error) {
 	switch k.kind {
 	case KeySrc:
-		return k.Src().AppendTo(b), nil
+		return k.appendAddr(b, &k.src), nil
 	case KeyDst:
-		return k.Dst().AppendTo(b), nil
+		return k.appendAddr(b, &k.dst), nil
 	case KeyPair:
-		b = k.Src().AppendTo(b)
+		b = k.appendAddr(b, &k.src)
 		b = append(b, " > "...)
-		return k.Dst().AppendTo(b), nil
+		return k.appendAddr(b, &k.dst), nil
 	case Key5Tuple:
 		b = appendProto(b, k.proto)
 		b = append(b, ' ')
 		if !k.HasPorts() {
-			b = k.Src().AppendTo(b)
+			b = k.appendAddr(b, &k.src)
 			b = append(b, " > "...)
-			return k.Dst().AppendTo(b), nil
+			return k.appendAddr(b, &k.dst), nil
 		}
-		b = netip.AddrPortFrom(k.Src(), k.sport).AppendTo(b)
+		b = k.appendAddrPort(b, &k.src, k.sport)
 		b = append(b, " > "...)
-		return netip.AddrPortFrom(k.Dst(), k.dport).AppendTo(b), nil
+		return k.appendAddrPort(b, &k.dst, k.dport), nil
 	}
 	return append(b, "invalid Key"...), nil
 }
@@ -296,17 +383,19 @@ var ErrBadKey = errors.New("flow: invalid binary key")
 //	34      2     destination port, network byte order
 //	36      1     IP protocol (5-tuple keys)
 //	37      1     KeyKind
-//	38      1     flags: bit 0 IPv6 addresses, bit 1 ports present
-//	39      1     zero
+//	38      1     flags: bit 0 IPv6 addresses, bit 1 ports present,
+//	              bit 2 addresses are networks (Mask.Apply)
+//	39      1     prefix length of the networks (bit 2), else zero
 //
-// Fields the kind does not hold are zero. The zero Key encodes as 40 zero
-// bytes, which UnmarshalBinary rejects.
+// Fields the kind does not hold are zero, as are the host bits of networks.
+// The zero Key encodes as 40 zero bytes, which UnmarshalBinary rejects.
+// Byte 39 and bit 2 came later: the encodings of host keys are as before.
 func (k Key) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, k.src[:]...)
 	b = append(b, k.dst[:]...)
 	b = binary.BigEndian.AppendUint16(b, k.sport)
 	b = binary.BigEndian.AppendUint16(b, k.dport)
-	return append(b, k.proto, byte(k.kind), k.flags, 0), nil
+	return append(b, k.proto, byte(k.kind), k.flags, k.bits), nil
 }
 
 // MarshalBinary implements [encoding.BinaryMarshaler] (see AppendBinary).
@@ -317,9 +406,10 @@ func (k Key) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary implements [encoding.BinaryUnmarshaler]. It accepts exactly
 // the encodings of valid keys (see AppendBinary): a kind, only the fields of
 // that kind, IPv4 addresses padded with zeros, ports only in a 5-tuple flagged
-// as having them and of a protocol that has them. Anything else, which a
-// correct kernel program never writes, fails with ErrBadKey, unwrapped, and
-// leaves k unchanged. It does not allocate.
+// as having them and of a protocol that has them, a prefix length only for
+// networks, at most the address length, with no host bit set. Anything else,
+// which a correct kernel program never writes, fails with ErrBadKey,
+// unwrapped, and leaves k unchanged. It does not allocate.
 func (k *Key) UnmarshalBinary(b []byte) error {
 	if len(b) != KeySize {
 		return ErrBadKey
@@ -332,9 +422,27 @@ func (k *Key) UnmarshalBinary(b []byte) error {
 		proto: b[36],
 		kind:  KeyKind(b[37]),
 		flags: b[38],
+		bits:  b[39],
 	}
-	if b[39] != 0 || !n.kind.IsValid() || n.flags&^(flagV6|flagPorts) != 0 {
+	if !n.kind.IsValid() || n.flags&^(flagV6|flagPorts|flagPrefix) != 0 {
 		return ErrBadKey
+	}
+	if n.flags&flagPrefix == 0 && n.bits != 0 {
+		return ErrBadKey
+	}
+	if n.flags&flagPrefix != 0 {
+		// A network: its addresses masked to its length, which fits the
+		// family (Mask.Apply leaves a masked key as it is).
+		masked := n
+		m := Mask{v4: n.bits, v6: n.bits, on: true}
+		masked.flags &^= flagPrefix
+		if n.bits > 128 || (n.flags&flagV6 == 0 && n.bits > 32) {
+			return ErrBadKey
+		}
+		m.apply(&masked)
+		if masked.src != n.src || masked.dst != n.dst {
+			return ErrBadKey
+		}
 	}
 	var zero [16]byte
 	if n.flags&flagV6 == 0 && ([12]byte(n.src[4:]) != [12]byte{} || [12]byte(n.dst[4:]) != [12]byte{}) {

@@ -23,6 +23,9 @@ func refEncoding(k *Key) []byte {
 	if k.kind == Key5Tuple {
 		enc = append(enc, k.proto, byte(k.sport>>8), byte(k.sport), byte(k.dport>>8), byte(k.dport))
 	}
+	if k.flags&flagPrefix != 0 {
+		enc = append(enc, k.bits)
+	}
 	return enc
 }
 
@@ -46,8 +49,11 @@ func TestXXH3(t *testing.T) {
 	}
 	for i, seed := range seeds {
 		for kind := KeyKind(0); kind <= Key5Tuple; kind++ {
-			for _, flags := range []uint8{0, flagV6, flagPorts, flagV6 | flagPorts} {
+			for _, flags := range []uint8{0, flagV6, flagPorts, flagV6 | flagPorts, flagPrefix, flagV6 | flagPrefix, flagPorts | flagPrefix, flagV6 | flagPorts | flagPrefix} {
 				k := Key{kind: kind, flags: flags, proto: uint8(rng.Uint32()), sport: uint16(rng.Uint32()), dport: uint16(rng.Uint32())}
+				if flags&flagPrefix != 0 {
+					k.bits = uint8(rng.Uint32())
+				}
 				for j := range 16 {
 					k.src[j], k.dst[j] = byte(rng.Uint32()), byte(rng.Uint32())
 				}
@@ -64,14 +70,22 @@ func TestXXH3(t *testing.T) {
 // FuzzHash compares the hash of arbitrary key fields with the library's
 // XXH3 of their encoding.
 func FuzzHash(f *testing.F) {
-	f.Add(uint8(Key5Tuple), uint8(0), []byte{192, 0, 2, 1}, []byte{198, 51, 100, 2}, uint8(6), uint16(40000), uint16(443), uint64(0))
+	f.Add(uint8(Key5Tuple), uint8(0), []byte{192, 0, 2, 1}, []byte{198, 51, 100, 2}, uint8(6), uint16(40000), uint16(443), uint8(0), uint64(0))
 	f.Add(uint8(Key5Tuple), uint8(flagV6|flagPorts), []byte("\x20\x01\x0d\xb8\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"),
-		[]byte("\x20\x01\x0d\xb8\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02"), uint8(17), uint16(53), uint16(1234), uint64(42))
-	f.Add(uint8(KeyPair), uint8(flagV6), []byte{1}, []byte{2}, uint8(0), uint16(0), uint16(0), ^uint64(0))
-	f.Add(uint8(KeySrc), uint8(0), []byte{10, 0, 0, 1}, []byte(nil), uint8(0), uint16(0), uint16(0), uint64(7))
-	f.Add(uint8(0), uint8(0xff), []byte(nil), []byte(nil), uint8(0), uint16(0), uint16(0), uint64(1)<<32)
-	f.Fuzz(func(t *testing.T, kind, flags uint8, src, dst []byte, proto uint8, sport, dport uint16, seed uint64) {
+		[]byte("\x20\x01\x0d\xb8\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02"), uint8(17), uint16(53), uint16(1234), uint8(0), uint64(42))
+	f.Add(uint8(KeyPair), uint8(flagV6), []byte{1}, []byte{2}, uint8(0), uint16(0), uint16(0), uint8(0), ^uint64(0))
+	f.Add(uint8(KeySrc), uint8(0), []byte{10, 0, 0, 1}, []byte(nil), uint8(0), uint16(0), uint16(0), uint8(0), uint64(7))
+	f.Add(uint8(0), uint8(0xff), []byte(nil), []byte(nil), uint8(0), uint16(0), uint16(0), uint8(0), uint64(1)<<32)
+	// Network keys: a /24 source, a /64 IPv6 5-tuple, an IPv6 /48 pair.
+	f.Add(uint8(KeySrc), uint8(flagPrefix), []byte{10, 1, 2, 0}, []byte(nil), uint8(0), uint16(0), uint16(0), uint8(24), uint64(7))
+	f.Add(uint8(Key5Tuple), uint8(flagV6|flagPorts|flagPrefix), []byte("\x20\x01\x0d\xb8\x00\x01\x00\x02"),
+		[]byte("\x20\x01\x0d\xb8\x00\x03"), uint8(6), uint16(443), uint16(50000), uint8(64), uint64(42))
+	f.Add(uint8(KeyPair), uint8(flagV6|flagPrefix), []byte("\x20\x01\x0d\xb8\x00\x01"), []byte("\x20\x01\x0d\xb8\x00\x02"), uint8(0), uint16(0), uint16(0), uint8(48), uint64(3))
+	f.Fuzz(func(t *testing.T, kind, flags uint8, src, dst []byte, proto uint8, sport, dport uint16, bits uint8, seed uint64) {
 		k := Key{kind: KeyKind(kind % (uint8(Key5Tuple) + 1)), flags: flags, proto: proto, sport: sport, dport: dport}
+		if flags&flagPrefix != 0 {
+			k.bits = bits
+		}
 		copy(k.src[:], src)
 		copy(k.dst[:], dst)
 		checkXXH3(t, &k, seed)

@@ -28,7 +28,8 @@
 // [Merger.Add] fails with sketch.ErrSeedMismatch or
 // sketch.ErrPrecisionMismatch, naming both summaries, rather than return a
 // wrong number; a summary without a sketch fails with [ErrNoSketch].
-// Likewise summaries must count one key kind (--key, [Summary].Key):
+// Likewise summaries must count one key kind (--key, [Summary].Key), by
+// host or by networks of one prefix length (--prefix, [Summary].Prefix):
 // [Merger.Add] fails with [ErrKindMismatch], naming both kinds and
 // summaries, for one that says another kind than those before it. A
 // summary that does not say its kind (one written before summaries

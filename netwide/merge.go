@@ -44,10 +44,11 @@ var (
 	// Options.MaxPrecision: more memory per group than the caller allows
 	// (2^p bytes), and more than flowdedup writes.
 	ErrTooPrecise = errors.New("netwide: sketch precision above the limit")
-	// ErrKindMismatch: a summary that counts another key kind (--key) than
-	// the summaries added before it: distinct sources and distinct
-	// destinations do not add up to anything. Summaries of unknown kind
-	// (Summary.Key not valid) are not checked.
+	// ErrKindMismatch: a summary that counts another key kind (--key), or
+	// keys by network of other prefix lengths (--prefix), than the
+	// summaries added before it: distinct sources and distinct
+	// destinations do not add up to anything, nor do hosts and /24s.
+	// Summaries of unknown kind (Summary.Key not valid) are not checked.
 	ErrKindMismatch = errors.New("netwide: summaries count different key kinds")
 )
 
@@ -63,6 +64,10 @@ type Summary struct {
 	// that is not valid, means unknown: a summary of a flowdedup that did
 	// not say, which Add takes to count the kind of the others.
 	Key flow.KeyKind
+	// Prefix is the prefix lengths of the keys of a summary that counts
+	// networks (--prefix; "key":"src/24,64"), the zero Mask for hosts.
+	// It is part of what the summary counts, checked with Key.
+	Prefix flow.Mask
 	// Source says where the summary came from ("file:line"), for errors.
 	Source string
 }
@@ -102,8 +107,10 @@ type Group struct {
 	// from Flush it is valid until the emit function returns.
 	Sketch *sketch.HLL
 	// Key is the key kind of every summary that said its kind, in this
-	// group or any other (Merger.Kind); zero when none did.
-	Key flow.KeyKind
+	// group or any other (Merger.Kind); zero when none did. Prefix is
+	// their prefix lengths (Merger.Prefix).
+	Key    flow.KeyKind
+	Prefix flow.Mask
 }
 
 // Merger merges summaries, one at a time, into groups. Memory is one sketch
@@ -134,6 +141,7 @@ type Merger struct {
 	// The first known key kind, which every other known kind must equal,
 	// where it came from, and how many summaries did not say theirs.
 	kind    flow.KeyKind
+	prefix  flow.Mask
 	kindAt  string
 	unknown int
 }
@@ -164,9 +172,10 @@ func New(opt Options) (*Merger, error) {
 // SkippedEmpty.
 //
 // Every summary that says its key kind must say the same one as the first
-// that did (ErrKindMismatch otherwise, naming both kinds and summaries):
-// the distinct sources of one router and the distinct destinations of
-// another make no count. A summary that does not say (Key zero: one of a
+// that did, with the same prefix lengths (ErrKindMismatch otherwise, naming
+// both kinds and summaries): the distinct sources of one router and the
+// distinct destinations of another make no count, nor do one router's
+// hosts and another's /24s. A summary that does not say (Key zero: one of a
 // flowdedup from before summaries carried "key"; or a Key not valid) is
 // taken to count that kind, so that older routers' files still merge;
 // UnknownKind counts them.
@@ -265,11 +274,11 @@ func (m *Merger) check(h *sketch.HLL, s *Summary) error {
 // checkKind requires s, if it says its key kind, to say the kind of the
 // summaries before it that said theirs.
 func (m *Merger) checkKind(s *Summary) error {
-	if !s.Key.IsValid() || m.kind == 0 || s.Key == m.kind {
+	if !s.Key.IsValid() || m.kind == 0 || (s.Key == m.kind && s.Prefix == m.prefix) {
 		return nil
 	}
-	return fmt.Errorf("%scounts key kind %v but %s counts %v (routers whose summaries are merged must run with one --key): %w",
-		at(s), s.Key, m.kindAt, m.kind, ErrKindMismatch)
+	return fmt.Errorf("%scounts key kind %v but %s counts %v (routers whose summaries are merged must run with one --key and one --prefix): %w",
+		at(s), flow.KeySpec{Kind: s.Key, Mask: s.Prefix}, m.kindAt, flow.KeySpec{Kind: m.kind, Mask: m.prefix}, ErrKindMismatch)
 }
 
 // keepKind notes the key kind of s, once s is added.
@@ -278,13 +287,17 @@ func (m *Merger) keepKind(s *Summary) {
 	case !s.Key.IsValid():
 		m.unknown++
 	case m.kind == 0:
-		m.kind, m.kindAt = s.Key, cmp.Or(s.Source, "the first summary of a known kind")
+		m.kind, m.prefix, m.kindAt = s.Key, s.Prefix, cmp.Or(s.Source, "the first summary of a known kind")
 	}
 }
 
 // Kind returns the key kind of the summaries added that said theirs (all
 // say the same: Add refuses others), or zero when none did.
 func (m *Merger) Kind() flow.KeyKind { return m.kind }
+
+// Prefix returns the prefix lengths of the keys of the summaries that said
+// their kind (all say the same), the zero Mask for hosts.
+func (m *Merger) Prefix() flow.Mask { return m.prefix }
 
 // UnknownKind returns how many of the summaries added did not say their
 // key kind (an older flowdedup's), and were taken to count Kind.
@@ -367,7 +380,7 @@ func (m *Merger) finish(g *group, reach *span, has *bool) (Group, error) {
 		g.Observers = append(g.Observers, o)
 	}
 	slices.Sort(g.Observers)
-	g.Key = m.kind
+	g.Key, g.Prefix = m.kind, m.prefix
 	if g.Estimate == 0 {
 		return g.Group, nil
 	}

@@ -501,3 +501,35 @@ func TestFlush(t *testing.T) {
 		t.Errorf("a sketch of precision %d with MaxPrecision %d: %v, %d groups", p, p-1, err, len(m.groups))
 	}
 }
+
+// TestMergePrefixes: summaries of keys by network merge with those of the
+// same prefix lengths only: hosts and /24s, or /24s and /16s, are refused
+// with ErrKindMismatch naming both; the groups say the lengths.
+func TestMergePrefixes(t *testing.T) {
+	base := summary(t, "r1", t0, t0+minute, 12, 5, []int{1, 2, 3})
+	other := summary(t, "r2", t0, t0+minute, 12, 5, []int{3, 4})
+	m24, _ := flow.ParseMask("24,64")
+	m16, _ := flow.ParseMask("16,64")
+	withPrefix := func(s Summary, m flow.Mask, src string) Summary {
+		s = kinded(s, flow.KeySrc, src)
+		s.Prefix = m
+		return s
+	}
+	for _, c := range []struct {
+		a, b Summary
+		msg  string
+	}{
+		{withPrefix(base, flow.Mask{}, "hosts.jsonl:1"), withPrefix(other, m24, "net.jsonl:1"), "net.jsonl:1: counts key kind src/24,64 but hosts.jsonl:1 counts src "},
+		{withPrefix(base, m24, "net.jsonl:1"), withPrefix(other, flow.Mask{}, "hosts.jsonl:1"), "hosts.jsonl:1: counts key kind src but net.jsonl:1 counts src/24,64 "},
+		{withPrefix(base, m24, "a.jsonl:1"), withPrefix(other, m16, "b.jsonl:1"), "counts key kind src/16,64 but a.jsonl:1 counts src/24,64"},
+	} {
+		_, err := Merge([]Summary{c.a, c.b}, Options{})
+		if !errors.Is(err, ErrKindMismatch) || !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), "--prefix") {
+			t.Errorf("%v then %v: %v; want ErrKindMismatch saying %q", c.a.Prefix, c.b.Prefix, err, c.msg)
+		}
+	}
+	gs, err := Merge([]Summary{withPrefix(base, m24, "a.jsonl:1"), withPrefix(other, m24, "b.jsonl:1"), kinded(base, 0, "old.jsonl:1")}, Options{})
+	if err != nil || len(gs) != 1 || gs[0].Summaries != 3 || gs[0].Key != flow.KeySrc || gs[0].Prefix != m24 {
+		t.Errorf("two /24 summaries and an old one: %v, %+v", err, gs)
+	}
+}

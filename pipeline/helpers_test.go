@@ -50,6 +50,7 @@ type fakeSource struct {
 	gateAt int           // with gate: Next blocks before returning pkts[gateAt]
 	gate   chan struct{} // closed to release
 	endErr error         // returned once at the end, before io.EOF
+	pace   func()        // when not nil, called before each frame is returned
 	eof    chan struct{} // closed when the end is returned
 	ended  bool
 	read   atomic.Int64  // frames returned
@@ -80,6 +81,9 @@ func (s *fakeSource) Next(p *capture.Packet) error {
 		}
 		s.i = 0
 		s.round++
+	}
+	if s.pace != nil {
+		s.pace()
 	}
 	k := &s.pkts[s.i]
 	s.i++

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"io"
 	"testing"
 	"time"
@@ -78,5 +79,65 @@ func TestObservers(t *testing.T) {
 		if st := p.Stats(); st.Packets != uint64(len(pkts)) {
 			t.Errorf("workers %d: Stats: %d packets, want %d", workers, st.Packets, len(pkts))
 		}
+	}
+}
+
+// tickSource ticks idle (capture.ErrTimeout) before and after its
+// packets, until closed.
+type tickSource struct {
+	before int // idle ticks before the packets
+	pkts   []capture.Packet
+	closed chan struct{}
+}
+
+func (s *tickSource) Next(p *capture.Packet) error {
+	if s.before > 0 {
+		s.before--
+		return capture.ErrTimeout
+	}
+	if len(s.pkts) > 0 {
+		*p = s.pkts[0]
+		s.pkts = s.pkts[1:]
+		return nil
+	}
+	select {
+	case <-s.closed:
+		return capture.ErrClosed
+	case <-time.After(time.Millisecond):
+		return capture.ErrTimeout
+	}
+}
+
+func (s *tickSource) Close() error { return nil }
+
+// TestIdleWallClock: idle ticks before the first packet do not start the
+// windows (a first packet hours behind the wall clock is not late); after
+// it, an idle tick closes its window by the wall clock.
+func TestIdleWallClock(t *testing.T) {
+	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	src := &tickSource{before: 5, closed: make(chan struct{})}
+	for i := range 3 {
+		src.pkts = append(src.pkts, capture.Packet{Key: srcKey(i), TimeNs: old + int64(i)})
+	}
+	sink := &collectSink{}
+	p, err := New(Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Window: time.Minute, Live: true, IdleWallClock: true}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { done <- p.Run(ctx, src) }()
+	waitFor(t, "the packets' window closed by an idle tick", func() bool {
+		_, wins := sink.snapshot()
+		return len(wins) > 0 && wins[0].StartNs == old && wins[0].Distinct == 3 && !wins[0].Final
+	})
+	cancel()
+	close(src.closed)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	recs, wins := sink.snapshot()
+	if len(recs) != 3 || wins[0].Late != 0 {
+		t.Errorf("%d records, first summary %+v", len(recs), wins[0])
 	}
 }

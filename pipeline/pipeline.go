@@ -47,6 +47,10 @@ type Config struct {
 	Filter string
 	// Key is the flow key kind.
 	Key flow.KeyKind
+	// Prefix masks the addresses of every key to its network (flow.Mask:
+	// --prefix), the keys it parses and those a source hands it, before
+	// they are hashed. The zero Mask keys hosts.
+	Prefix flow.Mask
 	// Seed keys the flow hash (flow.Key.Hash). It should be secret and
 	// random per run unless reproducibility is wanted.
 	Seed uint64
@@ -80,6 +84,15 @@ type Config struct {
 	// window is the current one. Packets are still placed by their
 	// capture time, which for a live source is the wall clock.
 	WallClockWindows bool
+	// IdleWallClock closes windows by the wall clock on a live source's
+	// idle ticks (capture.ErrTimeout) only, and only once the source has
+	// given a packet: otherwise packets' own times place them and move
+	// the windows, and the first window is the first packet's. For
+	// sources whose times are not their arrival (collect's flow records
+	// carry their flow start, which is the capture's time when an
+	// exporter reads a file) whose windows should still close on a quiet
+	// network. Ignored with WallClockWindows.
+	IdleWallClock bool
 	// RingBatches is the capacity of each (producer, worker) ring in
 	// batches (rounded up to a power of two), BatchSize the keys per
 	// batch. 0 means DefaultRingBatches (DefaultReplayRingBatches without
@@ -90,6 +103,15 @@ type Config struct {
 	// producers), through pipeline/internal/affinity: the pipeline makes no system
 	// call itself.
 	Pin bool
+
+	// Parsers is the number of goroutines that key and hash the frames of
+	// each source that frames in bulk (capture.BatchSource: replay's
+	// files) while its producer reads: the producer then only frames the
+	// file and makes the decisions that depend on file order (windows,
+	// lateness, the time-jump guard), and each worker takes its keys in
+	// file order, so records, summaries and Stats are those of the
+	// producer parsing alone. 0 (and Live) keys in the producer.
+	Parsers int
 
 	// SketchSeed keys the hash of the distinct-count sketches
 	// (WindowSummary.DistinctEstimate and Sketch; package sketch). Unlike
@@ -152,6 +174,8 @@ func New(cfg Config, sink Sink) (*Pipeline, error) {
 	switch {
 	case cfg.Workers < 0:
 		return nil, fmt.Errorf("%w: Workers %d", ErrConfig, cfg.Workers)
+	case cfg.Parsers < 0 || cfg.Parsers > 1024:
+		return nil, fmt.Errorf("%w: Parsers %d not in [0, 1024]", ErrConfig, cfg.Parsers)
 	case !cfg.Key.IsValid():
 		return nil, fmt.Errorf("%w: key kind %v", ErrConfig, cfg.Key)
 	case cfg.Window < 0:
@@ -263,6 +287,12 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 			srcErr[i] = pr.run()
 		})
 	}
+	for i, q := range top.parsers {
+		wg.Go(func() {
+			pin.pin(len(top.workers) + len(top.producers) + i)
+			q.run()
+		})
+	}
 	wg.Wait()
 	p.finished.Store(true)
 
@@ -303,8 +333,14 @@ func (p *Pipeline) Stats() Stats {
 	var late [numLate]uint64
 	rs := p.run.Load()
 	if rs != nil {
+		all := make([]*producerStats, 0, len(rs.producers)+len(rs.parsers))
 		for _, pr := range rs.producers {
-			st := pr.stats
+			all = append(all, pr.stats)
+		}
+		for _, q := range rs.parsers {
+			all = append(all, q.stats) // malformed and skipped only
+		}
+		for _, st := range all {
 			s.Packets += st.packets.Load()
 			s.Prefiltered += st.prefilter.Load()
 			for i := range malformed {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -263,6 +264,16 @@ func TestReplayNeverDrops(t *testing.T) {
 // TestLiveDropsWhenWorkerBlocked blocks the Sink, so the worker blocks on
 // its output and its ring fills: a live producer must drop, count the
 // drops, and the records missing must be exactly the keys dropped.
+//
+// The worker blocks only once every one of its output batches is with the
+// collator, which is stuck in the Sink: until then it takes keys from its
+// ring. A live producer does not wait for it, so a producer that ran
+// through the whole input before the worker was first scheduled dropped
+// all but the ring's 4 batches, the worker took those without filling its
+// output, and the ring was empty at the end (9 runs in 500). The source
+// therefore waits for room in the ring, as a replay producer would, until
+// the worker waits for the collator; from then on it goes at full speed
+// and the ring must fill and stay full.
 func TestLiveDropsWhenWorkerBlocked(t *testing.T) {
 	const n = 20000
 	pkts := make([]pkt, n)
@@ -275,9 +286,25 @@ func TestLiveDropsWhenWorkerBlocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var blocked bool
+	src.pace = func() {
+		for !blocked {
+			if p.wstats[0].waiting.Load() {
+				blocked = true
+				return
+			}
+			if rs := p.run.Load(); rs != nil && rs.rings[0][0].len() < rs.rings[0][0].cap() {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(t.Context(), src) }()
 	<-src.eof
+	if !blocked {
+		t.Fatalf("the worker took all %d keys without waiting for the blocked Sink", n)
+	}
 	if st := p.Stats(); st.Workers[0].RingLen != st.Workers[0].RingCap {
 		t.Errorf("ring holds %d of %d batches with the worker blocked", st.Workers[0].RingLen, st.Workers[0].RingCap)
 	}
@@ -301,6 +328,26 @@ func TestLiveDropsWhenWorkerBlocked(t *testing.T) {
 		t.Errorf("stats: dropped %v", st.DroppedBy)
 	}
 	t.Logf("%d of %d keys dropped", missing, n)
+}
+
+// TestEmptyFileIsNoPacket: a source's error for an empty file
+// (capture.ErrEmpty with capture.ErrCorrupt) is no frame: nothing is
+// counted for it, while other damage costs the record it was found in
+// (TestMalformedAndSkipped).
+func TestEmptyFileIsNoPacket(t *testing.T) {
+	src := newSource([]pkt{{srcFrame(1), t0}})
+	src.endErr = fmt.Errorf("pcap: empty.pcap: %w", errors.Join(capture.ErrCorrupt, capture.ErrEmpty))
+	sink, p := run(t, Config{Workers: 2, Filter: "exact", Key: flow.KeySrc}, src)
+	recs, wins := sink.snapshot()
+	if len(recs) != 1 || len(wins) != 1 {
+		t.Fatalf("%d records, %d summaries, want 1 and 1", len(recs), len(wins))
+	}
+	if w := wins[0]; w.Packets != 1 || w.Malformed != 0 || len(w.MalformedBy) != 0 || w.Keys != 1 {
+		t.Errorf("summary %+v, want the one packet only", w)
+	}
+	if st := p.Stats(); st.Packets != 1 || st.Malformed != 0 {
+		t.Errorf("stats: %d packets, %d malformed, want 1 and 0", st.Packets, st.Malformed)
+	}
 }
 
 func TestMalformedAndSkipped(t *testing.T) {

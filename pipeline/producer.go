@@ -45,22 +45,25 @@ const (
 // worker a marker with its counts of that window and its new lo, after
 // which it never sends that window anything again.
 type producer struct {
-	id    int
-	src   capture.Source
-	kind  flow.KeyKind
-	seed  uint64
-	live  bool
-	wall  bool // WallClockWindows
-	win   windowing
-	stop  *atomic.Bool
-	rings []*ring    // by shard
-	cur   []*batch   // by shard: the reserved slot being filled with keys of window hi, or nil
-	age   []int64    // by shard: time of the first key in cur (live flush)
-	side  []sideKeys // by shard: keys of the older open windows
-	old   int64      // live: a lower bound of the first-key times of the filled batches and side buffers; math.MaxInt64: none
-	wake  []*parker  // by shard: the worker's parker
-	park  *parker    // this producer's, woken by its workers when they free a slot
-	ready func() bool
+	id       int
+	src      capture.Source
+	kind     flow.KeyKind
+	mask     flow.Mask
+	seed     uint64
+	live     bool
+	wall     bool // WallClockWindows
+	idleWall bool // IdleWallClock
+	win      windowing
+	stop     *atomic.Bool
+	rings    []*ring    // by shard
+	cur      []*batch   // by shard: the reserved slot being filled with keys of window hi, or nil
+	age      []int64    // by shard: time of the first key in cur (live flush)
+	side     []sideKeys // by shard: keys of the older open windows
+	old      int64      // live: a lower bound of the first-key times of the filled batches and side buffers; math.MaxInt64: none
+	wake     []*parker  // by shard: the worker's parker
+	park     *parker    // this producer's, woken by its workers when they free a slot
+	ready    func() bool
+	fan      *fanout // parse goroutines key the frames (Config.Parsers); nil: the producer does
 
 	// The open windows lo..hi (both winUnknown before the first packet of
 	// packet-time windows), and what the hot path compares packet times
@@ -135,22 +138,24 @@ type producerStats struct {
 // lo..hi (startWindows).
 func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *atomic.Bool, rings []*ring, wake []*parker) *producer {
 	p := &producer{
-		id:    id,
-		src:   src,
-		kind:  cfg.Key,
-		seed:  cfg.Seed,
-		live:  cfg.Live,
-		wall:  cfg.WallClockWindows,
-		win:   newWindowing(cfg),
-		stop:  stop,
-		rings: rings,
-		cur:   make([]*batch, len(rings)),
-		age:   make([]int64, len(rings)),
-		side:  make([]sideKeys, len(rings)),
-		wake:  wake,
-		park:  newParker(),
-		old:   math.MaxInt64,
-		stats: new(producerStats),
+		id:       id,
+		src:      src,
+		kind:     cfg.Key,
+		mask:     cfg.Prefix,
+		seed:     cfg.Seed,
+		live:     cfg.Live,
+		wall:     cfg.WallClockWindows,
+		idleWall: cfg.IdleWallClock,
+		win:      newWindowing(cfg),
+		stop:     stop,
+		rings:    rings,
+		cur:      make([]*batch, len(rings)),
+		age:      make([]int64, len(rings)),
+		side:     make([]sideKeys, len(rings)),
+		wake:     wake,
+		park:     newParker(),
+		old:      math.MaxInt64,
+		stats:    new(producerStats),
 	}
 	p.ready = p.slotFree
 	p.wc, _ = src.(capture.WindowCounter)
@@ -187,13 +192,17 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 // capture.ErrCorrupt is counted as a malformed frame (reason
 // "corrupt_file") without failing the run: the source has lost the framing
 // of that file and moves on to its next one (or ends), and what was read
-// is good.
+// is good. An empty file (capture.ErrEmpty) held no frame and counts
+// nothing here: the source's owner counts damaged files (replay's totals).
 //
 // When the pipeline stops (SIGINT), a live producer first drains the frames
 // its source already holds (the kernel ring), up to the source's first idle
 // tick or drainLimit: frames captured before the signal are reported, not
 // lost uncounted. A replay producer stops at once: the file is still there.
 func (p *producer) run() error {
+	if p.fan != nil {
+		return p.runBatches()
+	}
 	defer p.finish()
 	defer p.release() // before finish: a held packet is counted in its window
 	var pkt capture.Packet
@@ -220,6 +229,8 @@ func (p *producer) run() error {
 				continue
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 				return nil
+			case errors.Is(err, capture.ErrEmpty):
+				continue
 			case errors.Is(err, capture.ErrCorrupt):
 				c := p.current()
 				c.packets++
@@ -265,6 +276,11 @@ func (p *producer) packet(pkt *capture.Packet) {
 	if p.live && p.old != math.MaxInt64 && t-p.old > int64(liveFlushDelay) {
 		p.flushStale(t)
 	}
+	if p.fan != nil {
+		c.packets++
+		p.add(pkt, w) // a parse goroutine keys it
+		return
+	}
 	// The key is decoded in place and hashed through a pointer: a Key
 	// returned or passed by value is copied with wide loads of what the
 	// parser has just written field by field, which stalls the CPU (a
@@ -284,6 +300,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 			return
 		}
 	}
+	p.mask.Apply(&key) // one branch when off; a kernel-masked key stays as it is
 	h := flow.HashKey(&key, p.seed)
 	if pkt.Observer != 0 {
 		h = observerHash(h, pkt.Observer)
@@ -431,7 +448,7 @@ func (p *producer) periodic() {
 // what is buffered so records are not held back on a quiet link, and close
 // windows by the wall clock.
 func (p *producer) idle() {
-	if now := time.Now().UnixNano(); p.wall && now >= p.next {
+	if now := time.Now().UnixNano(); (p.wall || p.idleWall && p.hi != winUnknown) && now >= p.next {
 		p.advance(now)
 	}
 	p.flush()
@@ -613,6 +630,10 @@ func (p *producer) closeWindows(lo int64) {
 // mark sends every worker a marker: window closed (winNone: none) with the
 // producer's counts c of it, and next, the producer's new low window.
 func (p *producer) mark(window int64, c *counts, next int64) {
+	if p.fan != nil {
+		p.fan.mark(window, c, next) // sent by a parse goroutine, in turn
+		return
+	}
 	for s, r := range p.rings {
 		b := r.reserve()
 		if b == nil {

@@ -17,6 +17,44 @@ import (
 // unreachable server, a closed connection, a timeout) and retried.
 var ErrRejected = errors.New("report: rejected by the destination")
 
+// A Fixer is an error a Destination returns, or wraps, when it waits for
+// the operator rather than for the destination (a refused login, a user
+// without the right to write, an address that is not the destination's):
+// Fix says what to change, in a phrase ("fix the user or password of the
+// --export URL"), or "" when nothing is known. Such an error is transient:
+// the batch waits (in the spool, with one) and is retried. The export
+// queues of package delivery say a failing destination's error once, not at
+// every retry, and once more whenever its Fix changes (a destination that
+// was down and now refuses the login). *clickhouse.ServerError is one;
+// WithFix makes one of any error.
+type Fixer interface {
+	Fix() string
+}
+
+// FixOf returns the Fix of the first Fixer in err's chain, or "".
+func FixOf(err error) string {
+	var f Fixer
+	if errors.As(err, &f) {
+		return f.Fix()
+	}
+	return ""
+}
+
+// WithFix returns err with what the operator must change: a Fixer whose
+// message is err's followed by "; " and fix, and which wraps err.
+func WithFix(err error, fix string) error {
+	return &fixError{err: err, fix: fix}
+}
+
+type fixError struct {
+	err error
+	fix string
+}
+
+func (e *fixError) Error() string { return e.err.Error() + "; " + e.fix }
+func (e *fixError) Unwrap() error { return e.err }
+func (e *fixError) Fix() string   { return e.fix }
+
 // Destination is one destination of a run's output: the record and summary
 // files of --out and --summary, and each --export destination (IPFIX,
 // ClickHouse). The Reporter feeds every Destination the same stream, from
@@ -136,11 +174,18 @@ type Summary struct {
 	// counting different things are not merged. Zero (not a valid kind)
 	// means unknown: a summary of a flowdedup that did not write it.
 	Key flow.KeyKind
+	// Prefix is the prefix lengths the keys' addresses are masked to
+	// (--prefix), the zero Mask for hosts: with Key, what the window
+	// counts.
+	Prefix flow.Mask
 	// ExportDropped counts, for this window, what each export destination
 	// could not deliver: by destination (its URL without credentials), then
 	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing
 	// was lost.
 	ExportDropped map[string]map[string]uint64
+	// Collect holds what flowdedup collect counted since the previous
+	// summary (Config.Annotate fills it); nil for replay and run.
+	Collect *CollectCounts
 }
 
 // CheckAddress checks that addr, a destination's address, is HOST:PORT with

@@ -65,8 +65,10 @@ type RecordWriter struct {
 	out     wholeWriter
 	format  format
 	kind    flow.KeyKind
-	buf     []byte // whole records not yet written
-	pending int    // records in buf
+	buf     []byte        // whole records not yet written
+	pending int           // records in buf
+	started bool          // a record was given
+	names   ObserverNames // SetObservers: the records' observers are written
 }
 
 var _ Destination = (*RecordWriter)(nil)
@@ -81,7 +83,9 @@ var _ Destination = (*RecordWriter)(nil)
 // ts is the packet time of the flow's first packet in its window, and
 // window the start of that window, both RFC 3339 in UTC with as many
 // fractional digits as needed (time.RFC3339Nano). The key fields are those
-// of the kind: src (src, pair, 5tuple), dst (dst, pair, 5tuple), proto
+// of the kind: src (src, pair, 5tuple), dst (dst, pair, 5tuple), addresses,
+// or networks in CIDR form ("10.1.2.0/24") for keys by network
+// (pipeline.Config.Prefix, flow.Key.AppendSrc), proto
 // (5tuple, the IP protocol number), proto_name (5tuple, when IANA names
 // the protocol: flow.ProtoName, e.g. tcp, udp, icmp, icmp6, igmp, gre),
 // sport and dport (5tuple, when the key has ports: not for ICMP, other
@@ -143,6 +147,10 @@ func (rw *RecordWriter) Record(r *pipeline.Record) error {
 	case formatText:
 		rw.buf = appendText(rw.buf, r)
 	}
+	if rw.names != nil {
+		rw.buf = appendObserver(rw.buf, rw.format, rw.names, r)
+	}
+	rw.started = true
 	rw.pending++
 	if len(rw.buf) >= bufSize {
 		return rw.Flush()
@@ -193,12 +201,12 @@ func appendJSON(b []byte, r *pipeline.Record) []byte {
 	b = append(b, '"')
 	if k.Kind() != flow.KeyDst {
 		b = append(b, `,"src":"`...)
-		b = k.Src().AppendTo(b)
+		b = k.AppendSrc(b)
 		b = append(b, '"')
 	}
 	if k.Kind() != flow.KeySrc {
 		b = append(b, `,"dst":"`...)
-		b = k.Dst().AppendTo(b)
+		b = k.AppendDst(b)
 		b = append(b, '"')
 	}
 	if k.Kind() == flow.Key5Tuple {
@@ -231,11 +239,11 @@ func appendCSV(b []byte, r *pipeline.Record) []byte {
 	b = appendTime(b, r.TimeNs)
 	if k.Kind() != flow.KeyDst {
 		b = append(b, ',')
-		b = k.Src().AppendTo(b)
+		b = k.AppendSrc(b)
 	}
 	if k.Kind() != flow.KeySrc {
 		b = append(b, ',')
-		b = k.Dst().AppendTo(b)
+		b = k.AppendDst(b)
 	}
 	if k.Kind() == flow.Key5Tuple {
 		b = append(b, ',')

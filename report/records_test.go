@@ -182,6 +182,50 @@ var recordCases = []recordCase{
 	},
 }
 
+// network returns k masked to /24 and /64 (--prefix 24,64).
+func network(k flow.Key) flow.Key {
+	m, err := flow.ParseMask("24,64")
+	if err != nil {
+		panic(err)
+	}
+	m.Apply(&k)
+	return k
+}
+
+// networkCases are records of keys by network: CIDR text in every format.
+var networkCases = []recordCase{
+	{
+		name: "src/v4/network",
+		rec: windowed(pipeline.Record{
+			Key:    network(flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0)),
+			TimeNs: at("2026-01-01T00:00:01.5Z"),
+		}, "2026-01-01T00:00:00Z"),
+		jsonl:  `{"ts":"2026-01-01T00:00:01.5Z","src":"10.1.2.0/24","window":"2026-01-01T00:00:00Z"}`,
+		csvRow: `2026-01-01T00:00:01.5Z,10.1.2.0/24,2026-01-01T00:00:00Z`,
+		text:   `2026-01-01T00:00:01.5Z  10.1.2.0/24`,
+	},
+	{
+		name: "dst/v6/network",
+		rec: pipeline.Record{
+			Key:    network(flow.MakeKey(flow.KeyDst, netip.Addr{}, addr("2001:db8:1:2:aaaa::1"), 0, 0, 0)),
+			TimeNs: at("2026-01-01T00:00:01Z"),
+		},
+		jsonl:  `{"ts":"2026-01-01T00:00:01Z","dst":"2001:db8:1:2::/64"}`,
+		csvRow: `2026-01-01T00:00:01Z,2001:db8:1:2::/64,`,
+		text:   `2026-01-01T00:00:01Z  2001:db8:1:2::/64`,
+	},
+	{
+		name: "5tuple/v6/network",
+		rec: pipeline.Record{
+			Key:    network(flow.MakeKey(flow.Key5Tuple, addr("2001:db8:1:2::1"), addr("2001:db8:3:4::1"), 17, 53, 5353)),
+			TimeNs: at("2026-01-01T00:00:01Z"),
+		},
+		jsonl:  `{"ts":"2026-01-01T00:00:01Z","src":"2001:db8:1:2::/64","dst":"2001:db8:3:4::/64","proto":17,"proto_name":"udp","sport":53,"dport":5353}`,
+		csvRow: `2026-01-01T00:00:01Z,2001:db8:1:2::/64,2001:db8:3:4::/64,17,udp,53,5353,`,
+		text:   `2026-01-01T00:00:01Z  udp [2001:db8:1:2::/64]:53 > [2001:db8:3:4::/64]:5353`,
+	},
+}
+
 var csvHeaderWant = map[flow.KeyKind]string{
 	flow.KeySrc:    "ts,src,window",
 	flow.KeyDst:    "ts,dst,window",
@@ -212,7 +256,7 @@ func writeAll(t *testing.T, format string, kind flow.KeyKind, recs ...pipeline.R
 }
 
 func TestRecordFormats(t *testing.T) {
-	for _, tc := range recordCases {
+	for _, tc := range append(recordCases, networkCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			kind := tc.rec.Key.Kind()
 			if got := writeAll(t, "jsonl", kind, tc.rec); got != tc.jsonl+"\n" {
@@ -332,7 +376,7 @@ func TestRecordWriterErrors(t *testing.T) {
 
 func TestRecordNoAllocs(t *testing.T) {
 	for _, format := range Formats {
-		for _, tc := range recordCases {
+		for _, tc := range append(recordCases, networkCases...) {
 			rw, err := NewRecordWriter(io.Discard, format, tc.rec.Key.Kind())
 			if err != nil {
 				t.Fatal(err)

@@ -18,6 +18,7 @@ type Config struct {
 	Out     io.Writer    // distinct-flow records; nil writes none
 	Format  string       // record format, one of Formats; "" is jsonl
 	Kind    flow.KeyKind // key kind of the records and summaries (Summary.Key)
+	Prefix  flow.Mask    // prefix lengths of the keys (Summary.Prefix); zero for hosts
 	Summary io.Writer    // window summaries, one JSON line each; nil writes none
 	Totals  io.Writer    // run totals, one text line on Close (stderr), and a line per export; nil writes none
 
@@ -37,6 +38,23 @@ type Config struct {
 	// what they cannot deliver is counted (Summary.ExportDropped), never an
 	// error.
 	Exports []Export
+	// DamagedFiles, when not nil, is called once, by Close, for the input
+	// files the run found damaged, by reason (replay's: "empty",
+	// "truncated", "damaged"), which the run totals show apart from the
+	// packets: an empty file held no frame, so it is no packet.
+	DamagedFiles func() map[string]uint64
+
+	// Observers, when set, names the observers of records that carry one
+	// (pipeline.Record.Observer: flowdedup collect's exporters). The
+	// record file (Out) writes each record's observer; the exports get
+	// each observer's records in batches of their own, named by it
+	// (Batch.Observer), while summaries keep Observer (the collector).
+	Observers ObserverNames
+	// Annotate, when set, is called with each summary before it is handed
+	// on (flowdedup collect adds Summary.Collect); the Reporter then
+	// counts each exporter's records of the window in
+	// Summary.Collect.Exporters[i].Distinct.
+	Annotate func(*Summary)
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -72,10 +90,18 @@ type Reporter struct {
 	stage   Batch
 	sum     Summary
 	out     io.Writer // for totals
+	damaged func() map[string]uint64
 	totals  pipeline.WindowSummary
 	windows uint64
+	firstNs int64 // the first window's start
+	lastNs  int64 // the last window's end
+	final   *RunTotals
 	err     error
 	closed  bool
+
+	obs      *observerStages // Config.Observers: the exports' records by observer
+	obsBatch Batch           // the batch obs hands on
+	annotate func(*Summary)
 }
 
 var _ pipeline.Sink = (*Reporter)(nil)
@@ -93,11 +119,14 @@ func New(cfg Config) (*Reporter, error) {
 	if len(cfg.Observer) > MaxObserverLen {
 		return nil, fmt.Errorf("%w: %d bytes, want at most %d", ErrObserver, len(cfg.Observer), MaxObserverLen)
 	}
-	r := &Reporter{out: cfg.Totals, exports: cfg.Exports}
+	r := &Reporter{out: cfg.Totals, exports: cfg.Exports, damaged: cfg.DamagedFiles}
 	if cfg.Out != nil {
 		records, err := NewRecordWriter(cfg.Out, cfg.Format, cfg.Kind)
 		if err != nil {
 			return nil, err
+		}
+		if cfg.Observers != nil {
+			records.SetObservers(cfg.Observers) // a new writer: cannot fail
 		}
 		r.sinks = append(r.sinks, records)
 	}
@@ -107,7 +136,11 @@ func New(cfg Config) (*Reporter, error) {
 	r.sinks = append(r.sinks, cfg.Destinations...)
 	r.stage.Records = make([]pipeline.Record, 0, stageSize)
 	r.stage.Observer = cfg.Observer
-	r.sum.Observer, r.sum.Filter, r.sum.Key = cfg.Observer, cfg.Filter, cfg.Kind
+	if cfg.Observers != nil {
+		r.obs = newObserverStages(cfg.Observers)
+	}
+	r.annotate = cfg.Annotate
+	r.sum.Observer, r.sum.Filter, r.sum.Key, r.sum.Prefix = cfg.Observer, cfg.Filter, cfg.Kind, cfg.Prefix
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
 	r.totals.DroppedBy = make(map[string]uint64)
@@ -121,6 +154,9 @@ func (r *Reporter) Record(rec *pipeline.Record) error {
 		return r.err
 	}
 	r.stage.Records = append(r.stage.Records, *rec)
+	if r.obs != nil && r.obs.add(rec) {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	if len(r.stage.Records) == stageSize {
 		return r.dispatch()
 	}
@@ -132,8 +168,10 @@ func (r *Reporter) dispatch() error {
 	if len(r.stage.Records) == 0 {
 		return r.err
 	}
-	for _, q := range r.exports {
-		q.Records(&r.stage)
+	if r.obs == nil {
+		for _, q := range r.exports {
+			q.Records(&r.stage)
+		}
 	}
 	for _, s := range r.sinks {
 		if r.err = s.Records(&r.stage); r.err != nil {
@@ -155,9 +193,19 @@ func (r *Reporter) Window(s *pipeline.WindowSummary) error {
 	if err := r.dispatch(); err != nil {
 		return err
 	}
+	if r.obs != nil {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	sum := &r.sum
 	sum.WindowSummary = *s
 	sum.ExportDropped = nil
+	sum.Collect = nil
+	if r.annotate != nil {
+		r.annotate(sum)
+	}
+	if r.obs != nil {
+		r.obs.finishExporters(sum)
+	}
 	for _, q := range r.exports {
 		q.TakeDropped(&sum.ExportDropped)
 	}
@@ -182,6 +230,9 @@ func (r *Reporter) Flush() error {
 	if err := r.dispatch(); err != nil {
 		return err
 	}
+	if r.obs != nil && r.obs.due() {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
 	for _, s := range r.sinks {
 		if r.err = s.Flush(); r.err != nil {
 			break
@@ -190,11 +241,16 @@ func (r *Reporter) Flush() error {
 	return r.err
 }
 
-// Close hands on the records gathered, closes the synchronous sinks and
+// Close hands on the records gathered, closes the record outputs and
 // the export Queues (which drain, all at once, each for up to its
-// DrainTimeout), and writes the run totals and a line per export. It
-// returns the first error of the Reporter's life; calls after Close
-// return an error.
+// DrainTimeout), then, when there are exports, gives the summary outputs
+// the run totals (RunTotals, their last line: what the exports lost at the
+// end is in no window summary), closes them, and writes the totals on
+// Config.Totals: a line of the run's counts and a line per export. The
+// summary outputs get the totals only when no output failed before: their
+// lines are then complete; a run without exports writes summaries only,
+// one per window, as it always did. Close returns the first error of the Reporter's life; calls
+// after Close return an error.
 func (r *Reporter) Close() error {
 	if r.closed {
 		return errFirst(r.err, errClosed)
@@ -203,7 +259,16 @@ func (r *Reporter) Close() error {
 	if r.err == nil {
 		r.dispatch()
 	}
+	if r.obs != nil {
+		r.obs.dispatch(r.exports, &r.obsBatch)
+	}
+	// The record files are complete: they need not wait for the drain.
+	var summaries []totalsDestination
 	for _, s := range r.sinks {
+		if td, ok := s.(totalsDestination); ok {
+			summaries = append(summaries, td)
+			continue
+		}
 		r.err = errFirst(r.err, s.Close())
 	}
 	var wg sync.WaitGroup
@@ -211,10 +276,18 @@ func (r *Reporter) Close() error {
 		wg.Go(func() { q.Close() })
 	}
 	wg.Wait()
+	t := r.runTotals()
+	r.final = t
+	for _, s := range summaries {
+		if r.err == nil && len(r.exports) > 0 {
+			r.err = s.Totals(t)
+		}
+		r.err = errFirst(r.err, s.Close())
+	}
 	if r.out != nil {
-		line := appendTotals(nil, &r.totals, r.windows)
-		for _, q := range r.exports {
-			line = appendExportTotals(line, q.Stats())
+		line := appendTotals(nil, &r.totals, r.windows, t.DamagedFiles)
+		for _, st := range t.Exports {
+			line = appendExportTotals(line, st)
 		}
 		tw := wholeWriter{w: r.out, op: "totals"}
 		r.err = errFirst(r.err, tw.write(line, 1))
@@ -224,7 +297,15 @@ func (r *Reporter) Close() error {
 	return err
 }
 
+// Totals returns the run totals Close gave the summary outputs, or nil
+// before Close. The caller must not change them.
+func (r *Reporter) Totals() *RunTotals { return r.final }
+
 func (r *Reporter) add(s *pipeline.WindowSummary) {
+	if r.windows == 0 {
+		r.firstNs = s.StartNs
+	}
+	r.lastNs = s.EndNs
 	t := &r.totals
 	t.Packets += s.Packets
 	t.Malformed += s.Malformed
@@ -252,7 +333,9 @@ func (r *Reporter) add(s *pipeline.WindowSummary) {
 // appendTotals appends the one-line run totals:
 //
 //	totals: packets 1000, malformed 3 (bad_header 1, truncated 2), skipped 2 (not_ip 2), keys 995, distinct 120, dropped 0, windows 2
-func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
+//
+// and, when files were damaged, ", damaged files 2 (empty 1, truncated 1)".
+func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64, damaged map[string]uint64) []byte {
 	b = append(b, "totals: packets "...)
 	b = strconv.AppendUint(b, t.Packets, 10)
 	b = append(b, ", malformed "...)
@@ -276,6 +359,14 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64) []byte {
 	}
 	b = append(b, ", windows "...)
 	b = strconv.AppendUint(b, windows, 10)
+	var files uint64
+	for _, n := range damaged {
+		files += n
+	}
+	if files != 0 {
+		b = append(b, ", damaged files "...)
+		b = appendCountBy(b, files, damaged)
+	}
 	return append(b, '\n')
 }
 

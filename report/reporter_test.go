@@ -30,7 +30,10 @@ var (
 	// the SummaryWriter comment.
 	summary1 = `{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":5,"keys":992,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":5},"dropped_by":{},"final":false,"late":0,"late_by":{},"distinct_estimate":0,"export_dropped":{}}` + "\n"
 	summary2 = `{"window_start":"2026-01-01T01:00:00Z","window_end":"2026-01-01T01:30:00.25Z","packets":500,"malformed":0,"skipped":0,"keys":493,"prefiltered":0,"distinct":30,"dropped":7,"malformed_by":{},"skipped_by":{},"dropped_by":{"ring_full":7},"final":true,"late":0,"late_by":{},"distinct_estimate":0,"export_dropped":{}}` + "\n"
-	totals12 = "totals: packets 1500, malformed 3 (bad_header 1, truncated 2), skipped 5 (not_ip 5), keys 1485, distinct 150, dropped 7 (ring_full 7), windows 2\n"
+	// The run totals line of windows 1 and 2 (of kind pair, without
+	// exports): their sums, by hand.
+	runTotals12 = `{"run_totals":{"windows":2,"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:30:00.25Z","packets":1500,"malformed":3,"skipped":5,"keys":1485,"prefiltered":0,"distinct":150,"dropped":7,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":5},"dropped_by":{"ring_full":7},"late":0,"late_by":{},"key":"pair","exports":{}}}` + "\n"
+	totals12    = "totals: packets 1500, malformed 3 (bad_header 1, truncated 2), skipped 5 (not_ip 5), keys 1485, distinct 150, dropped 7 (ring_full 7), windows 2\n"
 )
 
 func TestSummaryLines(t *testing.T) {
@@ -100,8 +103,12 @@ func TestReporter(t *testing.T) {
 	if want := rec.text + "\n" + rec.text + "\n"; out.String() != want {
 		t.Errorf("records:\n got %q\nwant %q", out.String(), want)
 	}
+	// Without exports the summary output is the windows' lines alone.
 	if summary.String() != pair1+pair2 {
 		t.Errorf("summary:\n got %s\nwant %s", summary.String(), pair1+pair2)
+	}
+	if got := AppendRunTotals(nil, r.Totals()); string(got) != runTotals12 {
+		t.Errorf("run totals:\n got %s\nwant %s", got, runTotals12)
 	}
 	if totals.String() != totals12 {
 		t.Errorf("totals:\n got %q\nwant %q", totals.String(), totals12)

@@ -32,8 +32,16 @@ import (
 // pipeline kept it) and export_dropped (Summary.ExportDropped: by
 // destination, then by reason; {} when nothing was lost). key (Summary.Key,
 // the key kind the window counts, spelt as --key takes it: src, dst, pair
-// or 5tuple) came last but sits beside filter, the other field that says
-// how the run counted; it is left out when the kind is not valid (unknown).
+// or 5tuple; for keys by network, followed by / and the prefix lengths,
+// Summary.Prefix, as in src/24,64: flow.KeySpec's text) came last but sits
+// beside filter, the other field that says how the run counted; it is left
+// out when the kind is not valid (unknown).
+//
+// The last line, after the final window's, is the run totals (Totals,
+// AppendRunTotals): {"run_totals":{...}}, written by the Reporter's Close
+// once the exports have drained, so that it counts every record an export
+// could not deliver, which the window summaries (export_dropped, what was
+// known when each was written) cannot all carry.
 //
 // Each line goes to the destination in one Write as soon as its window
 // closes: nothing is buffered, so a summary is on disk (in the page cache;
@@ -77,6 +85,7 @@ type summaryLine struct {
 	DistinctEstimate uint64                       `json:"distinct_estimate"`
 	Sketch           []byte                       `json:"sketch,omitempty"` // standard base64
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
+	Collect          *CollectCounts               `json:"collect,omitempty"`
 }
 
 // orEmpty returns m, or an empty map for nil: {} reads better than null.
@@ -87,13 +96,13 @@ func orEmpty(m map[string]uint64) map[string]uint64 {
 	return m
 }
 
-// keyName returns the --key spelling of k, or "" (the field left out) for
-// an invalid kind.
-func keyName(k flow.KeyKind) string {
+// keyName returns the --key spelling of k, followed by /V4LEN,V6LEN for
+// keys by network, or "" (the field left out) for an invalid kind.
+func keyName(k flow.KeyKind, m flow.Mask) string {
 	if !k.IsValid() {
 		return ""
 	}
-	return k.String()
+	return flow.KeySpec{Kind: k, Mask: m}.String()
 }
 
 // AppendSummary appends the JSON line of s, newline included: the line
@@ -119,12 +128,13 @@ func AppendSummary(b []byte, s *Summary) []byte {
 		Final:            s.Final,
 		Observer:         s.Observer,
 		Filter:           s.Filter,
-		Key:              keyName(s.Key),
+		Key:              keyName(s.Key, s.Prefix),
 		Late:             s.Late,
 		LateBy:           orEmpty(s.LateBy),
 		DistinctEstimate: s.DistinctEstimate,
 		Sketch:           s.Sketch,
 		ExportDropped:    dropped,
+		Collect:          s.Collect,
 	}
 	j, err := json.Marshal(&line)
 	if err != nil {
@@ -142,6 +152,15 @@ func (sw *SummaryWriter) Window(s *Summary) error {
 		return sw.out.err
 	}
 	return sw.out.write(AppendSummary(nil, s), 1)
+}
+
+// Totals writes the run totals line (AppendRunTotals), the last line of
+// the output; the Reporter's Close calls it after the exports' drain.
+func (sw *SummaryWriter) Totals(t *RunTotals) error {
+	if sw.out.err != nil {
+		return sw.out.err
+	}
+	return sw.out.write(AppendRunTotals(nil, t), 1)
 }
 
 // Records does nothing: a summary file holds no records.
@@ -162,6 +181,11 @@ const MaxSummaryLine = 1 << 20
 // ErrSummary is wrapped by the errors of a SummaryReader for a line that
 // is not a summary.
 var ErrSummary = errors.New("malformed summary")
+
+// ErrRunTotals is returned by ParseSummary for the run totals line
+// ({"run_totals":{...}}, see SummaryWriter): a line of a summary output
+// that is no window's summary. SummaryReader skips it.
+var ErrRunTotals = errors.New("report: the run totals, not a window summary")
 
 // A SummaryError is a line a SummaryReader could not read as a summary.
 type SummaryError struct {
@@ -184,13 +208,15 @@ func (e *SummaryError) Unwrap() error { return e.Err }
 // negative or fractional count, a sketch that is not base64), whose times
 // are not RFC 3339 or end before they start, or that is longer than
 // MaxSummaryLine, is a *SummaryError naming its line. Blank lines are
-// skipped. Fields it does not know are ignored, so that summaries of a
+// skipped, and so is the run totals line (an object whose one field is
+// run_totals, see SummaryWriter), which counts no window. Fields it does not know are ignored, so that summaries of a
 // newer flowdedup, which appends fields, can still be read; fields added
 // after the first version (prefiltered, observer, filter, key, late,
 // late_by, distinct_estimate, sketch, export_dropped) are zero when absent:
 // a summary without key is of an unknown kind (Summary.Key zero). A key
-// that is not one of src, dst, pair and 5tuple is a *SummaryError, not an
-// unknown kind: it would be one that a merge could not check.
+// that is not one of src, dst, pair and 5tuple, optionally by network
+// (src/24,64), is a *SummaryError, not an unknown kind: it would be one
+// that a merge could not check.
 type SummaryReader struct {
 	sc   *bufio.Scanner
 	line int
@@ -218,6 +244,9 @@ func (sr *SummaryReader) Read(s *Summary) error {
 			continue
 		}
 		if err := ParseSummary(line, s); err != nil {
+			if errors.Is(err, ErrRunTotals) {
+				continue
+			}
 			sr.err = &SummaryError{Line: sr.line, Err: err}
 			return sr.err
 		}
@@ -279,9 +308,11 @@ type summaryIn struct {
 	DistinctEstimate uint64                       `json:"distinct_estimate"`
 	Sketch           *string                      `json:"sketch"`
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
+	RunTotals        json.RawMessage              `json:"run_totals"`
 }
 
-// ParseSummary reads one summary line (without its newline) into s.
+// ParseSummary reads one summary line (without its newline) into s. The
+// run totals line is ErrRunTotals.
 func ParseSummary(line []byte, s *Summary) error {
 	if t := bytes.TrimLeft(line, " \t\r"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("%w: not a JSON object", ErrSummary)
@@ -293,6 +324,9 @@ func ParseSummary(line []byte, s *Summary) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: more after the JSON object", ErrSummary)
+	}
+	if len(in.RunTotals) > 0 && in.RunTotals[0] == '{' && in.WindowStart == nil {
+		return ErrRunTotals
 	}
 	for _, f := range []struct {
 		name    string
@@ -328,9 +362,11 @@ func ParseSummary(line []byte, s *Summary) error {
 	w.Late, w.LateBy = in.Late, in.LateBy
 	w.DistinctEstimate = in.DistinctEstimate
 	if in.Key != nil {
-		if s.Key, err = flow.ParseKeyKind(*in.Key); err != nil {
+		spec, err := flow.ParseKeySpec(*in.Key)
+		if err != nil {
 			return fmt.Errorf("%w: key: %w", ErrSummary, err)
 		}
+		s.Key, s.Prefix = spec.Kind, spec.Mask
 	}
 	if in.Sketch != nil {
 		if w.Sketch, err = base64.StdEncoding.DecodeString(*in.Sketch); err != nil {

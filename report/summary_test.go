@@ -167,7 +167,25 @@ func TestSummaryKey(t *testing.T) {
 			t.Errorf("kind %v read back as %v, want %v", c.kind, back.Key, want)
 		}
 	}
-	bad := strings.Replace(fullSummaryLine, `"key":"dst"`, `"key":"proto"`, 1)
+	// Keys by network: the prefix lengths follow the kind.
+	m, err := flow.ParseMask("24,64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Summary{WindowSummary: window1, Filter: "exact", Key: flow.KeySrc, Prefix: m}
+	line := AppendSummary(nil, &in)
+	if !bytes.Contains(line, []byte(`"filter":"exact","key":"src/24,64","late":0,`)) {
+		t.Errorf("prefix 24,64: line %s lacks key src/24,64", line)
+	}
+	var back Summary
+	if err := ParseSummary(line[:len(line)-1], &back); err != nil || back.Key != flow.KeySrc || back.Prefix != m {
+		t.Errorf("key src/24,64 read back as %v/%v, %v", back.Key, back.Prefix, err)
+	}
+	bad := strings.Replace(fullSummaryLine, `"key":"dst"`, `"key":"dst/33"`, 1)
+	if _, err := ReadSummaries(strings.NewReader(bad)); !errors.Is(err, ErrSummary) || !errors.Is(err, flow.ErrBadMask) {
+		t.Errorf("key dst/33: %v, want ErrSummary and flow.ErrBadMask", err)
+	}
+	bad = strings.Replace(fullSummaryLine, `"key":"dst"`, `"key":"proto"`, 1)
 	if _, err := ReadSummaries(strings.NewReader(bad)); !errors.Is(err, ErrSummary) || !errors.Is(err, flow.ErrBadKind) {
 		t.Errorf("key proto: %v, want ErrSummary and flow.ErrBadKind", err)
 	}
@@ -209,6 +227,7 @@ func FuzzSummaryReader(f *testing.F) {
 	f.Add([]byte(`{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1,"malformed":0,"skipped":0,"keys":1,"distinct":1,"dropped":0,"final":true}`))
 	f.Add([]byte(`{"window_start":"1970-01-01T00:00:00Z","window_end":"1970-01-01T00:00:00Z","packets":0,"malformed":0,"skipped":0,"keys":0,"distinct":0,"dropped":0,"final":false,"sketch":""}`))
 	f.Add([]byte("{}\n[]\n"))
+	f.Add([]byte(fullSummaryLine + "\n" + runTotalsExportsLine + `{"run_totals":{}}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sr := NewSummaryReader(bytes.NewReader(data))
 		for range 100 {

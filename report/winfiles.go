@@ -31,6 +31,7 @@ type RecordFiles struct {
 	kind   flow.KeyKind
 	byWin  map[int64]*fileRecords // by window start: the file its records go to
 	byName map[string]*fileRecords
+	names  ObserverNames // SetObservers
 	err    error
 }
 
@@ -69,6 +70,9 @@ func (rf *RecordFiles) file(startNs int64) (*fileRecords, error) {
 		rw, err := NewRecordWriter(f, rf.format, rf.kind)
 		if err != nil {
 			return nil, err
+		}
+		if rf.names != nil {
+			rw.SetObservers(rf.names) // a new writer: cannot fail
 		}
 		fr = &fileRecords{f: f, rw: rw}
 		rf.byName[name] = fr
@@ -174,10 +178,13 @@ func (rf *RecordFiles) Close() error {
 // SummaryFiles is a Destination that writes window summaries into one file per
 // period of a time pattern (--summary 'summary-%Y%m%d.jsonl'): each summary
 // goes to the file its window's start names, and the file is committed as
-// RecordFiles commits its files.
+// RecordFiles commits its files, but for the final window's file: it takes
+// the run totals line too (Totals), after the exports' drain, and is
+// committed then, or by Close.
 type SummaryFiles struct {
 	files *outfile.Files
 	open  map[string]*outfile.File
+	last  *outfile.File // the final window's file, committed by Totals or Close
 	err   error
 }
 
@@ -219,6 +226,10 @@ func (sf *SummaryFiles) Window(s *Summary) error {
 	for name, f := range sf.open {
 		if s.Final || name == cur {
 			delete(sf.open, name)
+			if s.Final && name == cur {
+				sf.last = f // Totals or Close commits it
+				continue
+			}
 			if _, err := sf.files.Commit(f); err != nil {
 				sf.err = fmt.Errorf("report: summary: %w", err)
 				return sf.err
@@ -228,11 +239,38 @@ func (sf *SummaryFiles) Window(s *Summary) error {
 	return nil
 }
 
+// Totals writes the run totals line into the final window's file and
+// commits it. Without a final window it does nothing: there is no file
+// that is complete.
+func (sf *SummaryFiles) Totals(t *RunTotals) error {
+	if sf.err != nil || sf.last == nil {
+		return sf.err
+	}
+	out := wholeWriter{w: sf.last, op: "summary"}
+	if sf.err = out.write(AppendRunTotals(nil, t), 1); sf.err != nil {
+		return sf.err
+	}
+	return sf.commitLast()
+}
+
+func (sf *SummaryFiles) commitLast() error {
+	f := sf.last
+	sf.last = nil
+	if _, err := sf.files.Commit(f); err != nil {
+		sf.err = fmt.Errorf("report: summary: %w", err)
+	}
+	return sf.err
+}
+
 // Flush returns the first error, if any: nothing is buffered.
 func (sf *SummaryFiles) Flush() error { return sf.err }
 
-// Close closes the files still open without committing them.
+// Close commits the final window's file if Totals did not, and closes the
+// files still open without committing them.
 func (sf *SummaryFiles) Close() error {
+	if sf.last != nil && sf.err == nil {
+		sf.commitLast()
+	}
 	sf.open = map[string]*outfile.File{}
 	return errors.Join(sf.err, sf.files.Close())
 }

@@ -90,7 +90,7 @@ type Config struct {
 	// the refine phase; 0: DefaultKeep.
 	Keep int
 	// CoarseElements is the key count the coarse phase thins the sample
-	// to (see the package documentation); 0: DefaultCoarseElements.
+	// to (docs/filters.md, "How tune works"); 0: DefaultCoarseElements.
 	CoarseElements int
 	// Exhaustive skips the pruning: every grid point runs on the whole
 	// sample with every seed.
@@ -255,7 +255,7 @@ type Search struct {
 
 // Run tunes: it reads the samples once, evaluates every grid point (Grid)
 // as replay would run it on them, and ranks the filters by the objective.
-// See the package documentation for the method.
+// docs/filters.md ("How tune works") describes the method.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	start := time.Now()
 	if err := cfg.fill(); err != nil {

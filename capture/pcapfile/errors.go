@@ -91,6 +91,9 @@ func (e *truncated) Error() string {
 
 func (e *truncated) Unwrap() error { return io.ErrUnexpectedEOF }
 
+// Is makes an empty file's error wrap capture.ErrEmpty too.
+func (e *truncated) Is(target error) bool { return target == capture.ErrEmpty && e.what == "" }
+
 // Unwrap returns capture.ErrCorrupt and ErrNotCapture where they apply, and
 // Err.
 func (e *Error) Unwrap() []error {

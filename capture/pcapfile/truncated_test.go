@@ -290,7 +290,8 @@ func gunzipPrefix(t *testing.T, b []byte) []byte {
 // TestCutFilesInARow: Open accepts files cut inside their header along
 // with good ones (a missing or foreign file still fails it), and Next
 // reports each damaged file once, in its turn, and reads the good files
-// after it in full.
+// after it in full. The error of an empty file, and of no other, wraps
+// capture.ErrEmpty.
 func TestCutFilesInARow(t *testing.T) {
 	pkts := cutPkts()
 	good := writePcap(t, pkts, flow.LinkEthernet, false)
@@ -359,6 +360,10 @@ func TestCutFilesInARow(t *testing.T) {
 		if !errors.As(err, &fe) || !errors.Is(err, capture.ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) ||
 			!strings.HasPrefix(err.Error(), "capture: "+path+": "+f.msg) {
 			t.Errorf("%s: error %q, want it to begin %q", f.name, err, "capture: "+path+": "+f.msg)
+		}
+		// Only a file with no data at all is empty: it cost no record.
+		if empty := strings.HasPrefix(f.name, "empty."); errors.Is(err, capture.ErrEmpty) != empty {
+			t.Errorf("%s: errors.Is(%q, capture.ErrEmpty) is %v, want %v", f.name, err, !empty, empty)
 		}
 	}
 }

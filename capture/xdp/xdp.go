@@ -34,6 +34,10 @@ type Config struct {
 	Iface string
 	// Key is the key kind the kernel builds.
 	Key flow.KeyKind
+	// Prefix masks the keys' addresses to their networks in the kernel
+	// (flow.Mask, --prefix), before its prefilter: the prefilter and the
+	// rings carry networks. The zero Mask keys hosts.
+	Prefix flow.Mask
 	// Seed keys the prefilter's hash; it should be secret and random
 	// per run (an attacker who can predict it can hide flows behind
 	// prefilter collisions).
@@ -110,6 +114,7 @@ func Open(cfg Config) (*Capture, error) {
 	_ = rlimit.RemoveMemlock()
 	objs, err := bpf.Load(bpf.Config{
 		Kind:           cfg.Key,
+		Prefix:         cfg.Prefix,
 		Seed:           cfg.Seed,
 		Window:         cfg.Window,
 		PrefilterBytes: cfg.PrefilterBytes,

@@ -220,6 +220,39 @@ func TestXDPKeysFrames(t *testing.T) {
 	}
 }
 
+// With Config.Prefix the kernel masks keys to their networks before its
+// prefilter: frames from 200 hosts of 10.0.0.0/24 and 10.0.1.0/24 come out
+// as those two network keys, once each per CPU, and the other frames are
+// prefiltered in the kernel.
+func TestXDPPrefix(t *testing.T) {
+	ns := testutil.NetNS(t)
+	m, err := flow.ParseMask("24,64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := openXDP(t, ns, Config{Key: flow.KeySrc, Prefix: m, Seed: 3, PollTimeout: 50 * time.Millisecond})
+	in := newInjector(t, ns, ns.Veth[1])
+	const hosts = 200 // srcAddr(0..199): 10.0.0.0-10.0.0.199
+	for i := range hosts {
+		in.send(t, udp4Frame(srcAddr(i), netip.MustParseAddr("192.0.2.1"), 1000, 53))
+		in.send(t, udp4Frame(srcAddr(256+i), netip.MustParseAddr("192.0.2.1"), 1000, 53))
+	}
+	waitProcessed(t, x, 2*hosts)
+	got := map[string]int{}
+	for _, p := range readKeys(t, x) {
+		got[p.Key.String()]++
+	}
+	// The namespace's stack may send frames of its own (IPv6 neighbour
+	// discovery from a link-local address): networks of fe80::/64.
+	delete(got, "fe80::/64")
+	if len(got) != 2 || got["10.0.0.0/24"] < 1 || got["10.0.1.0/24"] < 1 || got["10.0.0.0/24"] > len(x.Sources()) || got["10.0.1.0/24"] > len(x.Sources()) {
+		t.Errorf("keys %v: want 10.0.0.0/24 and 10.0.1.0/24, at most once per CPU", got)
+	}
+	if c := total(t, x); c.Prefiltered < uint64(2*hosts-2*len(x.Sources())) {
+		t.Errorf("counters %+v: want at least %d prefiltered", c, 2*hosts-2*len(x.Sources()))
+	}
+}
+
 // A burst of new keys that overflows the ring buffer loses keys, but never
 // silently: every frame is a prefilter hit, an emitted key or a ring-full
 // drop, and a key lost to a full ring is not remembered, so a later packet

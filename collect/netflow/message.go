@@ -72,7 +72,15 @@ type Message struct {
 	nrec uint32 // data records read, for the IPFIX sequence
 	gap  bool   // a data set was skipped: the message's record count is unknown
 	done bool   // the sequence was accounted for
+	lost int64  // what the sequence said of loss (Lost)
 }
+
+// Lost returns what the message's sequence number added to its domain's
+// Seq.Lost: the messages (v9) or records (v5, IPFIX) lost in transit before
+// it; negative when it takes back an earlier count (an IPFIX exporter found
+// to number its records through the message). Known after Reset for v5
+// and v9, after the last Next for IPFIX.
+func (m *Message) Lost() int64 { return m.lost }
 
 // Domain returns the observation domain of the message last Reset, or
 // nil when Reset failed.
@@ -148,6 +156,7 @@ func (m *Message) Reset(b []byte, s *Session) error {
 func (m *Message) start() {
 	m.s.Stats.Messages++
 	m.dom = m.s.domain(m.Header.Domain, m.Header.Version)
+	before := m.dom.Seq.Lost
 	switch m.Header.Version {
 	case 5: // numbers flows
 		m.dom.Seq.Observe(m.Header.Sequence, uint32(m.Header.Count))
@@ -156,6 +165,7 @@ func (m *Message) start() {
 		m.dom.Seq.Observe(m.Header.Sequence, 1)
 		m.done = true
 	}
+	m.lost = int64(m.dom.Seq.Lost - before)
 }
 
 // finish accounts for the sequence of a message read to its end.
@@ -168,7 +178,9 @@ func (m *Message) finish() {
 		m.dom.Seq.Unknown()
 		return
 	}
+	before := m.dom.Seq.Lost
 	m.dom.Seq.ObserveRecords(m.Header.Sequence, m.nrec)
+	m.lost += int64(m.dom.Seq.Lost - before)
 }
 
 // Next decodes the next flow record into r and reports whether there was
@@ -218,9 +230,17 @@ func (m *Message) nextV5(r *Record) bool {
 
 // uptimeToNs converts a time in ms of the exporter's uptime to Unix ns with
 // the header's clock. The uptime is a 32-bit count of ms that wraps every
-// 49.7 days: a flow's start is before its export, so the difference is
-// taken modulo 2^32.
+// 49.7 days, so a flow that began before a wrap has a start above the
+// uptime of its export: the difference is taken modulo 2^32. But a start
+// above the export's uptime by less than half of 2^32 ms is read as after
+// the export, as nfdump reads it: softflowd reading a capture sends
+// uptimes of the capture's clock and an export uptime of 0, and so do
+// exporters whose clocks are wrong. A collector then sees a flow starting
+// after it was exported, and can tell.
 func (m *Message) uptimeToNs(ms uint32) int64 {
+	if ahead := ms - m.Header.UptimeMs; ahead != 0 && ahead < 1<<31 {
+		return m.Header.ExportNs + int64(ahead)*1e6
+	}
 	age := m.Header.UptimeMs - ms
 	return m.Header.ExportNs - int64(age)*1e6
 }

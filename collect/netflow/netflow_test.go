@@ -206,3 +206,25 @@ func TestSequenceReorderAndReset(t *testing.T) {
 		t.Errorf("sequence %+v, want 1 lost (message 1, before it came late), 1 reordered, 1 reset", d.Seq)
 	}
 }
+
+// TestUptime: a start before a wrap of the exporter's uptime is before the
+// export; a start ahead of the export's uptime by less than 2^31 ms is
+// after it, as nfdump reads softflowd's export of a capture.
+func TestUptime(t *testing.T) {
+	var m Message
+	m.Header.ExportNs = exportTime.UnixNano()
+	for _, tc := range []struct {
+		uptime, first uint32
+		want          time.Duration // start - export
+	}{
+		{60_000, 1_000, -59 * time.Second},
+		{500, 1<<32 - 1500, -2 * time.Second},                // the uptime wrapped 500 ms before the export
+		{0, 1_416_096_833, 1_416_096_833 * time.Millisecond}, // softflowd -r: 16 days ahead
+		{0, 1<<31 + 5, -(1<<31 - 5) * time.Millisecond},
+	} {
+		m.Header.UptimeMs = tc.uptime
+		if got := time.Duration(m.uptimeToNs(tc.first) - m.Header.ExportNs); got != tc.want {
+			t.Errorf("uptime %d, first %d: start %v from the export, want %v", tc.uptime, tc.first, got, tc.want)
+		}
+	}
+}

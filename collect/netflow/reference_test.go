@@ -67,7 +67,7 @@ func (ref *reference) decode(msg []byte) ([]Record, error) {
 				DstPort:  r.DstPort,
 				HasProto: true,
 				HasPorts: true,
-				StartNs:  exportNs - int64(p.SysUptime-r.First)*1e6,
+				StartNs:  uptimeNs(exportNs, p.SysUptime, r.First),
 			})
 		}
 		return recs, nil
@@ -177,13 +177,24 @@ func (ref *reference) record(values []gfnetflow.DataField, version uint16, expor
 	case delta != nil:
 		r.StartNs = exportNs - int64(beUint(delta))*1e3
 	case upt != nil && version == 9:
-		r.StartNs = exportNs - int64(uptime-uint32(beUint(upt)))*1e6
+		r.StartNs = uptimeNs(exportNs, uptime, uint32(beUint(upt)))
 	case upt != nil && ref.initMs[domain] != 0:
 		r.StartNs = (int64(ref.initMs[domain]) + int64(beUint(upt))) * 1e6
 	default:
 		r.StartNs = exportNs
 	}
 	return r
+}
+
+// uptimeNs is the start time of a flow that started at uptime first of an
+// exporter whose uptime was uptime at exportNs: before it, modulo 2^32 ms,
+// unless first is ahead of uptime by less than 2^31 ms (see
+// Message.uptimeToNs), as nfdump reads it.
+func uptimeNs(exportNs int64, uptime, first uint32) int64 {
+	if first > uptime && first-uptime < 1<<31 {
+		return exportNs + int64(first-uptime)*1e6
+	}
+	return exportNs - int64(uptime-first)*1e6
 }
 
 func beUint(b []byte) uint64 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // DefaultFilter is the filter replay and run use unless told otherwise:
@@ -58,7 +60,10 @@ const maxOpenWindows = 64
 // CaptureConfig holds the flags replay and run share (the common flags of
 // docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
+	// parsers is replay's --parsers, resolved (pipeline.Config.Parsers).
+	parsers  int
 	Key      flow.KeyKind
+	Prefix   flow.Mask // --prefix: keys by network; zero for hosts
 	Filter   string
 	Workers  int
 	Window   time.Duration
@@ -75,11 +80,18 @@ type CaptureConfig struct {
 	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
 
 	latenessSet bool
+	// lateDefault is the lateness of a run that does not give one, at most
+	// one window; 0 means DefaultLateness (collect's is a window).
+	lateDefault time.Duration
 
 	// Set by check.
 	spec         string // the filter spec in effect: canonical, product defaults in
 	open         int    // windows open at once, each with a filter per worker
 	out, summary output // --out and --summary parsed
+
+	// damagedFiles, set by replay, counts the capture files found
+	// damaged, for the run totals (report.Config.DamagedFiles).
+	damagedFiles func() map[string]uint64
 }
 
 // newCaptureConfig returns the defaults of replay and run.
@@ -98,6 +110,7 @@ func newCaptureConfig() CaptureConfig {
 // defaults.
 func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.TextVar(&c.Key, "key", c.Key, "flow `KIND`: src | dst | pair | 5tuple")
+	fs.TextVar(&c.Prefix, "prefix", c.Prefix, prefixUsage)
 	fs.StringVar(&c.Filter, "filter", c.Filter, "duplicate filter `SPEC` of each worker's shard; mem= is per shard, and parameters the spec leaves out take the product defaults 'flowdedup filters' lists")
 	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards, each owning one filter per open window; the default is the number of CPUs, the most %d per CPU", maxWorkersPerCPU))
 	durationFlag(fs, &c.Window, "window", "landmark window `D`, e.g. 1h: each key is reported at most once per window and filters are cleared at its end (0: one window for the whole run)")
@@ -113,6 +126,10 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	c.Export.bind(fs)
 	c.Profile.BindFlags(fs)
 }
+
+// prefixUsage is the help of --prefix, shared by every command that keys
+// packets.
+const prefixUsage = "key addresses by their networks: `V4LEN[,V6LEN]` prefix lengths (0-32, 0-128; V6LEN 128 when left out), e.g. 24,64; records print CIDR text such as 10.1.2.0/24 (default: hosts)"
 
 // completeCaptureFlags registers the shell completions of the shared flags.
 func completeCaptureFlags(cmd *cobra.Command) {
@@ -145,7 +162,7 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 	case c.latenessSet && c.Window == 0:
 		return usagef("--lateness needs --window: without windows the whole run is one window and no packet is late")
 	case !c.latenessSet:
-		c.Lateness = min(DefaultLateness, c.Window)
+		c.Lateness = min(cmp.Or(c.lateDefault, DefaultLateness), c.Window)
 	}
 	c.open = 1
 	if c.Window > 0 {
@@ -187,11 +204,14 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 // describe says what the filters are, for the line printed at start.
 func (c *CaptureConfig) describe() string {
 	s := fmt.Sprintf("filter %s, %d workers", c.spec, c.Workers)
+	if !c.Prefix.IsZero() {
+		s += fmt.Sprintf(", keys by network (IPv4 /%d, IPv6 /%d)", c.Prefix.Bits(false), c.Prefix.Bits(true))
+	}
 	if c.Window > 0 {
 		s += fmt.Sprintf(", window %v, lateness %v (%d windows open)", c.Window, c.Lateness, c.open)
 	}
 	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
-		s += ", up to " + formatBytes(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
+		s += ", up to " + units.Approx(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
 	}
 	return s
 }
@@ -204,20 +224,41 @@ type session struct {
 	reporter    *report.Reporter
 	closers     []io.Closer
 	stderr      io.Writer
+	live        bool
 	stopProfile func() error // nil once stopped
 }
 
+// sessionMode says how a session runs its pipeline and what the command
+// adds to its reports.
+type sessionMode struct {
+	// live selects the live backpressure policy: a full ring drops and
+	// counts rather than waits (run, collect).
+	live bool
+	// wallClock closes windows by the wall clock (run); without it,
+	// windows follow the packets' (records') times. idleWallClock closes
+	// them by the wall clock on idle ticks only (collect:
+	// pipeline.Config.IdleWallClock).
+	wallClock, idleWallClock bool
+	// observers names the records' observers (collect's exporters:
+	// report.Config.Observers); annotate adds to each summary
+	// (report.Config.Annotate); metrics are registered beside the
+	// pipeline's.
+	observers report.ObserverNames
+	annotate  func(*report.Summary)
+	metrics   []prometheus.Collector
+}
+
 // openSession starts the profiles cfg asks for, opens the outputs and
-// builds the pipeline. live selects the live backpressure policy (drop and
-// count) and wall-clock windows. The profiles run until the session is
+// builds the pipeline as mode says. The profiles run until the session is
 // closed (session.run closes it).
-func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, stderr io.Writer) (*session, error) {
-	s := &session{cfg: cfg, stderr: stderr}
+func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdout, stderr io.Writer) (*session, error) {
+	live := mode.live
+	s := &session{cfg: cfg, stderr: stderr, live: live}
 	var err error
 	if s.stopProfile, err = cfg.Profile.start(); err != nil {
 		return nil, err
 	}
-	sinks, err := s.outputs(stdout, stderr)
+	sinks, err := s.outputs(stdout, stderr, mode.observers)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -227,17 +268,17 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 		s.close()
 		return nil, err
 	}
-	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: asExports(exports)})
+	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
+		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles, Observers: mode.observers, Annotate: mode.annotate})
 	if err != nil {
 		closeQueues(exports)
 		s.close()
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key,
+		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
-		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: live, Pin: cfg.Pin,
+		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
 	}, s.reporter)
 	if err != nil {
@@ -248,6 +289,9 @@ func openSession(ctx context.Context, cfg *CaptureConfig, live bool, stdout, std
 	if cfg.Metrics != "" {
 		reg := metricsRegistry(s.pipe.Stats, cfg.spec)
 		registerExports(reg, cfg.spec, exports)
+		for _, m := range mode.metrics {
+			prometheus.WrapRegistererWith(prometheus.Labels{"filter": cfg.spec}, reg).MustRegister(m)
+		}
 		addr, err := report.Serve(ctx, cfg.Metrics, reg)
 		if err != nil {
 			closeQueues(exports)
@@ -285,12 +329,21 @@ func (s *session) close() error {
 
 // run drives the pipeline over sources, with a progress line on a
 // terminal, and closes the outputs. The pipeline closes the reporter.
+// When an export destination lost records (exportLoss), a replay fails
+// with that error; a live run (run, collect: daemons, which exit 0 when
+// stopped by a signal) says it on stderr.
 func (s *session) run(ctx context.Context, sources ...capture.Source) error {
 	stopProgress := startProgress(s.stderr, s.pipe)
 	err := s.pipe.Run(ctx, sources...)
 	stopProgress()
 	if cerr := s.close(); err == nil {
 		err = cerr
+	}
+	if lerr := exportLoss(s.reporter.Totals(), &s.cfg.Export); lerr != nil {
+		if !s.live {
+			return errors.Join(err, lerr)
+		}
+		fmt.Fprintf(s.stderr, "flowdedup: %v\n", lerr)
 	}
 	return err
 }

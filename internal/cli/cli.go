@@ -62,6 +62,7 @@ func commands() []command {
 		filtersCommand(),
 		replayCommand(),
 		runCommand(),
+		collectCommand(),
 		mergeCommand(),
 		genCommand(),
 		tuneCommand(),
@@ -123,6 +124,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "run '%s --help' for usage\n", name)
 	return ExitUsage
 }
+
+// Command returns the flowdedup command tree that Main runs, for tools that
+// document it (packaging/mkpkg writes the man pages from it).
+func Command() *cobra.Command { return newRoot(nil) }
 
 // newRoot builds the flowdedup command with its subcommands; args are the
 // command line, for hints in flag errors.

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -70,31 +69,9 @@ func TestCompletionCandidates(t *testing.T) {
 	}
 }
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// flowdedupBinary builds cmd/flowdedup once for the tests that run it as a
-// shell would, and returns its directory (for PATH).
-func flowdedupBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "flowdedup-bin-"); binErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "flowdedup"), "../../cmd/flowdedup").CombinedOutput()
-		if err != nil {
-			binErr = err
-			t.Logf("go build: %s", out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
-}
+// flowdedupBinary returns the directory of the flowdedup command built
+// once for these tests (testutil.Flowdedup), for a shell's PATH.
+func flowdedupBinary(t *testing.T) string { return filepath.Dir(testutil.Flowdedup(t)) }
 
 // bashCompletion is bash-completion's library, which the script cobra
 // writes for bash calls (_get_comp_words_by_ref).
@@ -153,10 +130,4 @@ printf '%s\n' "${COMPREPLY[@]}"`
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }

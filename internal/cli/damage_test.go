@@ -227,8 +227,9 @@ func replayFiles(t *testing.T, args ...string) (code int, stderr string, records
 // expected text is computed from the file's layout); its records before
 // the damage and every file after it are replayed, so the records are
 // exactly those of a replay of the good part and the next file; the
-// summary counts the damage once (malformed_by corrupt_file, and in
-// packets) and is otherwise that of the good part. The exit status is 0,
+// summary counts the record the damage cost once (malformed_by
+// corrupt_file, and in packets; none for an empty file) and is otherwise
+// that of the good part; the totals count the file by its reason. The exit status is 0,
 // and 1 with --strict, which changes nothing else.
 func TestReplayWarnsOncePerDamagedFile(t *testing.T) {
 	after := pcapPath("windows.pcap")
@@ -295,9 +296,21 @@ func TestReplayWarnsOncePerDamagedFile(t *testing.T) {
 							t.Errorf("summary %s %v, want %v", f, got[f], w[f])
 						}
 					}
-					if got["packets"] != w["packets"].(float64)+1 || got["malformed"] != w["malformed"].(float64)+1 ||
-						fmt.Sprint(got["malformed_by"]) != "map[corrupt_file:1]" {
-						t.Errorf("summary %v, want that of the good part %v with the damaged file counted once", got, w)
+					// An empty file held no record: it costs none. Any
+					// other damage costs the record it was found in.
+					lost, reason, malformedBy := 1.0, "truncated", "map[corrupt_file:1]"
+					switch {
+					case c.name == "empty":
+						lost, reason, malformedBy = 0, "empty", "map[]"
+					case strings.HasPrefix(c.warn, "damaged"):
+						reason = "damaged"
+					}
+					if got["packets"] != w["packets"].(float64)+lost || got["malformed"] != w["malformed"].(float64)+lost ||
+						fmt.Sprint(got["malformed_by"]) != malformedBy {
+						t.Errorf("summary %v, want that of the good part %v with the damaged file's lost record counted (%v)", got, w, lost)
+					}
+					if totals := ", damaged files 1 (" + reason + " 1)\n"; !strings.Contains(stderr, totals) {
+						t.Errorf("stderr %q, want the totals to end %q", stderr, totals)
 					}
 				}
 			})
@@ -338,9 +351,13 @@ func TestReplayWarnsForEachFile(t *testing.T) {
 		t.Errorf("warnings for %v, want a.pcap, c.pcap, d.pcap once each:\n%s", warned, stderr)
 	}
 	// small.pcap twice and all but its last record once: 3*2000-1
-	// packets, plus the three damaged files.
-	if len(sums) != 1 || sums[0]["packets"] != float64(3*2000-1+3) || fmt.Sprint(sums[0]["malformed_by"]) != "map[corrupt_file:3]" {
+	// packets, plus the records two damaged files cost (the empty one
+	// cost none).
+	if len(sums) != 1 || sums[0]["packets"] != float64(3*2000-1+2) || fmt.Sprint(sums[0]["malformed_by"]) != "map[corrupt_file:2]" {
 		t.Errorf("summaries %v", sums)
+	}
+	if !strings.Contains(stderr, ", damaged files 3 (empty 1, truncated 2)\n") {
+		t.Errorf("totals do not count the 3 damaged files by reason:\n%s", stderr)
 	}
 }
 

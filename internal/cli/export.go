@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/delivery"
+	"github.com/flowdedup/flowdedup/units"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -64,7 +64,7 @@ const exportHelp = "also send every distinct-flow record (and window summary, wh
 	"USER's password comes from the file PATH of the query ?password_file=PATH (its trailing newline dropped), else from $" + clickhouse.PasswordEnv + ", else is empty, " +
 	"e.g. --export 'clickhouse://writer@ch:8123/db?password_file=pw'; under systemd, LoadCredential=NAME:FILE and password_file=${CREDENTIALS_DIRECTORY}/NAME. " +
 	"USER:PASSWORD@ in the URL works too, but every user of the host sees it (ps), and flowdedup warns. " +
-	"A destination that is down is retried (and spooled with --spool); what cannot be delivered is counted in the summaries' export_dropped, never an error of the run"
+	"A destination that is down is retried (and spooled with --spool); what cannot be delivered is counted by reason (the summaries' export_dropped, and the run totals that end the --summary output); replay then exits 1, run says it on stderr"
 
 // bind registers the flags on fs.
 func (c *ExportConfig) bind(fs *pflag.FlagSet) {
@@ -148,6 +148,52 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 	return qs, nil
 }
 
+// exportLoss returns nil when the exports of a run lost nothing (t is the
+// Reporter's run totals; nil: the Reporter was not closed), and otherwise
+// an error that says how many records and window summaries were not
+// delivered, by destination and reason, and what keeps them: replay fails
+// with it (exit 1); run and collect, daemons whose exit status stays 0
+// when stopped by a signal, say it on stderr (session.run does both).
+// Delivered later from the spool is not lost.
+func exportLoss(t *report.RunTotals, c *ExportConfig) error {
+	if t == nil || t.Lost() == 0 {
+		return nil
+	}
+	reasons := map[string]bool{}
+	var dests []string
+	for _, st := range t.Exports {
+		var n uint64
+		var by []string
+		for _, r := range delivery.DropReasons {
+			if d := st.Dropped[r]; d > 0 {
+				n += d
+				by = append(by, fmt.Sprintf("%s %d", r, d))
+				reasons[r] = true
+			}
+		}
+		if n > 0 {
+			dests = append(dests, fmt.Sprintf("%s %d (%s)", st.Dest, n, strings.Join(by, ", ")))
+		}
+	}
+	msg := fmt.Sprintf("%d records and window summaries were not delivered: %s", t.Lost(), strings.Join(dests, ", "))
+	switch {
+	case c.Spool == "" && (reasons[delivery.DropQueueFull] || reasons[delivery.DropShutdown]):
+		msg += "; --spool DIR keeps what a destination cannot take on disk and sends it when it is back, in this run or the next"
+	case reasons[delivery.DropSpoolFull]:
+		msg += fmt.Sprintf("; the spool %s was full: a larger --spool-max (now %s) keeps more", c.Spool, units.FormatBytes(c.SpoolMax))
+	}
+	switch {
+	case reasons[delivery.DropRejected] && c.Spool != "":
+		msg += "; what a destination rejected is said above, and kept in its rejected directory of the spool " + c.Spool + " while the spool has room"
+	case reasons[delivery.DropRejected]:
+		msg += "; what a destination rejected is said above (with --spool DIR it is kept for inspection)"
+	}
+	if reasons[delivery.DropSpoolCorrupt] {
+		msg += "; unreadable spool files were moved aside (see above)"
+	}
+	return errors.New(msg)
+}
+
 // registerExports adds the export Queues' metrics to reg, labelled with the
 // filter as the pipeline's are.
 func registerExports(reg *prometheus.Registry, filter string, qs []*delivery.Queue) {
@@ -206,7 +252,7 @@ func (s *sketchSeed) Set(v string) error {
 
 func (*sketchSeed) Type() string { return "uint64" }
 
-// sizeValue is a SIZE flag in bytes (parseSize); set, when not nil,
+// sizeValue is a SIZE flag in bytes (units.ParseBytes); set, when not nil,
 // records that the flag was given.
 type sizeValue struct {
 	p   *int64
@@ -219,11 +265,11 @@ func (v sizeValue) String() string {
 	if v.p == nil {
 		return ""
 	}
-	return formatSize(*v.p)
+	return units.FormatBytes(*v.p)
 }
 
 func (v sizeValue) Set(s string) error {
-	n, err := parseSize(s)
+	n, err := units.ParseBytes(s)
 	if err != nil {
 		return err
 	}
@@ -235,47 +281,3 @@ func (v sizeValue) Set(s string) error {
 }
 
 func (sizeValue) Type() string { return "size" }
-
-// formatSize writes n bytes in the largest unit that divides it.
-func formatSize(n int64) string {
-	for _, u := range sizeUnits {
-		if n != 0 && n%u.bytes == 0 {
-			return strconv.FormatInt(n/u.bytes, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
-}
-
-// sizeUnits are the units parseSize takes, binary multiples of a byte.
-var sizeUnits = []struct {
-	name  string
-	bytes int64
-}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-
-// parseSize parses a positive size in bytes: a number, possibly with a
-// fraction, and a unit B, KiB, MiB, GiB or TiB (any case), e.g. 512MiB,
-// 1.5GiB. A bare number is refused: is 1024 bytes or kibibytes?
-func parseSize(s string) (int64, error) {
-	ls := strings.ToLower(strings.TrimSpace(s))
-	for _, u := range sizeUnits {
-		num, ok := strings.CutSuffix(ls, strings.ToLower(u.name))
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			break
-		}
-		n := v * float64(u.bytes)
-		switch {
-		case n < 1:
-			return 0, errors.New("want a positive size")
-		case n != math.Trunc(n):
-			return 0, errors.New("not a whole number of bytes")
-		case n > 1<<62:
-			return 0, errors.New("too large")
-		}
-		return int64(n), nil
-	}
-	return 0, errors.New("want a size such as 512MiB, 1GiB or 20GiB (units B, KiB, MiB, GiB, TiB)")
-}

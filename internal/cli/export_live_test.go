@@ -164,7 +164,7 @@ func TestRunExportsToCollector(t *testing.T) {
 		n++
 	}
 	if len(keys) != len(want) || n != len(want) {
-		t.Errorf("run wrote %d records of %d keys, want the %d distinct keys of the capture once each\n%s", n, len(keys), len(want), lr.log())
+		t.Errorf("run wrote %d records of %d keys, want the %d distinct keys of the capture once each\n%s", n, len(keys), len(want), lr.Log())
 	}
 	got := col.flows(t)
 	seen := map[testutil.NfdumpFlow]bool{}
@@ -185,7 +185,36 @@ func TestRunExportsToCollector(t *testing.T) {
 	if len(got) != n {
 		t.Errorf("the collector has %d flows, the run wrote %d records", len(got), n)
 	}
-	if !strings.Contains(lr.log(), fmt.Sprintf("export ipfix://127.0.0.1:4739: sent %d records and 1 window summaries, dropped 0\n", n)) {
-		t.Errorf("the run's totals do not say all %d records were sent:\n%s", n, lr.log())
+	if !strings.Contains(lr.Log(), fmt.Sprintf("export ipfix://127.0.0.1:4739: sent %d records and 1 window summaries, dropped 0\n", n)) {
+		t.Errorf("the run's totals do not say all %d records were sent:\n%s", n, lr.Log())
+	}
+}
+
+// A daemon whose export destination is dead (a real UDP port with nothing
+// on it, inside the test namespace) exits 0 when stopped by SIGINT, as a
+// daemon does, and says on stderr how many records and window summaries
+// it could not deliver and what keeps them; the summary output ends with
+// the run totals that count them. During the run the losses are in
+// flowdedup_export_dropped_total (TestExportMetricsRegistered).
+func TestRunSaysExportLossOnStop(t *testing.T) {
+	ns := liveNamespace(t)
+	bin := buildBinary(t)
+	file := pcapPath("small.pcap")
+	want := len(replayRecords(t, "--filter", "exact", "--key", "src", file))
+	lr := startLive(t, ns, bin, "--mode", "afpacket", "--key", "src", "--filter", "exact", "--workers", "2", "--window", "1h",
+		"--export", "ipfix://127.0.0.1:4739", "--export-drain", "200ms")
+	sendInto(t, ns, file)
+	waitLines(lr.out, want)
+	lr.stop(t, syscall.SIGINT) // exit 0, or the test fails
+	// Every record and every window's summary (one, unless the wall clock
+	// passed an hour boundary during the test), lost at the end.
+	rt := readRunTotals(t, lr.summary)
+	lost := want + int(rt.Windows)
+	line := fmt.Sprintf("flowdedup: %d records and window summaries were not delivered: ipfix://127.0.0.1:4739 %d (shutdown %d); --spool DIR keeps", lost, lost, lost)
+	if !strings.Contains(lr.Log(), line) {
+		t.Errorf("stderr does not say %q:\n%s", line, lr.Log())
+	}
+	if e := rt.Exports["ipfix://127.0.0.1:4739"]; e.Dropped != uint64(lost) || e.DroppedBy["shutdown"] != uint64(lost) {
+		t.Errorf("run totals %+v, want %d dropped as shutdown", rt, lost)
 	}
 }

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,11 +39,11 @@ func TestExportUsageErrors(t *testing.T) {
 		{[]string{"--export", "clickhouse://u:secret@127.0.0.1:8123/a-b"}, []string{`database name "a-b"`}},
 		{[]string{"--export", "ipfix://127.0.0.1:4739", "--export", "IPFIX://127.0.0.1:4739"}, []string{"ipfix://127.0.0.1:4739 is given twice"}},
 		{[]string{"--spool-max", "2GiB"}, []string{"--spool-max needs --spool"}},
-		{[]string{"--spool", "x", "--spool-max", "1024"}, []string{"--spool-max", "want a size such as"}},
-		{[]string{"--spool", "x", "--spool-max", "1kb"}, []string{"want a size such as"}},
+		{[]string{"--spool", "x", "--spool-max", "1024"}, []string{"--spool-max", "no unit"}},
+		{[]string{"--spool", "x", "--spool-max", "1kb"}, []string{"ambiguous", "B for bytes"}},
 		{[]string{"--spool", "x", "--spool-max", "0B"}, []string{"positive"}},
 		{[]string{"--spool", "x", "--spool-max", "-1GiB"}, []string{"positive"}},
-		{[]string{"--spool", "x", "--spool-max", "0.5B"}, []string{"positive"}},
+		{[]string{"--spool", "x", "--spool-max", "0.5B"}, []string{"whole number of bytes"}},
 		{[]string{"--spool", "x", "--spool-max", "1.5B"}, []string{"whole number of bytes"}},
 		{[]string{"--export-drain", "0s"}, []string{"--export-drain must be positive"}},
 		{[]string{"--export-drain", "soon"}, []string{"want a duration"}},
@@ -68,32 +70,13 @@ func TestExportUsageErrors(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"1B": 1, "512MiB": 512 << 20, "1GiB": 1 << 30, "1gib": 1 << 30, "1.5GiB": 3 << 29,
-		"20 GiB": 20 << 30, "2TiB": 2 << 40, "4KiB": 4096,
-	} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "1", "1kb", "GiB", "1 GB", "NaNGiB", "InfGiB", "-1B", "0GiB", "1e30TiB"} {
-		if n, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", in, n)
-		}
-	}
-	for n, want := range map[int64]string{1 << 30: "1GiB", 3 << 29: "1536MiB", 1000: "1000B", 2 << 40: "2TiB"} {
-		if got := formatSize(n); got != want {
-			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
-// A destination that is down when the run starts is no error: the run
-// goes on, says so once per destination on stderr, exits 0, and counts
-// what the destination did not get (shutdown, without a spool) in the
-// totals and the summary of the last window. The default observer is the
-// host name.
+// A destination that is down when the run starts does not stop the run:
+// it goes on, says so once per destination on stderr, and counts what the
+// destination did not get (shutdown, without a spool) in the totals on
+// stderr and in the run totals, the last line of the summary output. As
+// records were lost, replay exits 1 and says how many, and that --spool
+// keeps them. Real dead ports: UDP (ICMP port unreachable), TCP and HTTP
+// (connection refused). The default observer is the host name.
 func TestExportUnreachableAtStart(t *testing.T) {
 	ipfixURL := fmt.Sprintf("ipfix://127.0.0.1:%d", testutil.FreeUDPPort(t))
 	tcpURL := fmt.Sprintf("ipfix+tcp://127.0.0.1:%d", freeTCPPort(t))
@@ -102,9 +85,10 @@ func TestExportUnreachableAtStart(t *testing.T) {
 	summary := filepath.Join(dir, "summary.jsonl")
 	code, _, errs := run("replay", "--key", "5tuple", "--filter", "exact", "--out", filepath.Join(dir, "out.jsonl"), "--summary", summary,
 		"--export", ipfixURL, "--export", tcpURL, "--export", chURL, "--export-drain", "300ms", pcapPath("small.pcap"))
-	if code != ExitOK {
-		t.Fatalf("exit %d: %s", code, errs)
+	if code != ExitError {
+		t.Fatalf("exit %d, want %d: %s", code, ExitError, errs)
 	}
+	totals := readRunTotals(t, summary)
 	for _, dest := range []string{ipfixURL, tcpURL, chURL} {
 		if n := strings.Count(errs, "export "+dest+": unreachable"); n != 1 {
 			t.Errorf("%s: said unreachable %d times, want once:\n%s", dest, n, errs)
@@ -113,12 +97,65 @@ func TestExportUnreachableAtStart(t *testing.T) {
 		if !strings.Contains(errs, "export "+dest+": sent 0 records and 0 window summaries, dropped 301 (shutdown 301)") {
 			t.Errorf("%s: totals do not count the 301 lost:\n%s", dest, errs)
 		}
+		if e := totals.Exports[dest]; e.Sent != 0 || e.Dropped != 301 || fmt.Sprint(e.DroppedBy) != "map[shutdown:301]" {
+			t.Errorf("%s: run totals %+v, want 301 dropped (shutdown 301)", dest, e)
+		}
+		if !strings.Contains(errs, dest+" 301 (shutdown 301)") {
+			t.Errorf("%s: the exit message does not count the 301 lost:\n%s", dest, errs)
+		}
+	}
+	if !strings.Contains(errs, "flowdedup replay: 903 records and window summaries were not delivered: ") ||
+		!strings.Contains(errs, "; --spool DIR keeps what a destination cannot take") {
+		t.Errorf("stderr does not end with what was lost and what keeps it:\n%s", errs)
 	}
 	host, _ := os.Hostname()
 	s := readSummaries(t, summary)
 	if len(s) != 1 || s[0].Observer != host || s[0].Distinct != 300 {
 		t.Fatalf("summaries %+v: want one, of observer %q with 300 distinct", s, host)
 	}
+	if totals.Windows != 1 || totals.Distinct != 300 || totals.Observer != host {
+		t.Errorf("run totals %+v: want 1 window, 300 distinct, observer %q", totals, host)
+	}
+}
+
+// runTotals is the run totals line of a summary output, as a user's
+// script reads it.
+type runTotals struct {
+	Windows  uint64 `json:"windows"`
+	Packets  uint64 `json:"packets"`
+	Distinct uint64 `json:"distinct"`
+	Observer string `json:"observer"`
+	Exports  map[string]struct {
+		Sent           uint64            `json:"sent"`
+		SentWindows    uint64            `json:"sent_windows"`
+		Dropped        uint64            `json:"dropped"`
+		DroppedBy      map[string]uint64 `json:"dropped_by"`
+		Spooled        int               `json:"spooled"`
+		SpooledWindows int               `json:"spooled_windows"`
+	} `json:"exports"`
+}
+
+// readRunTotals returns the run totals of the summary output at path,
+// which must be its last line, and the only one.
+func readRunTotals(t *testing.T, path string) runTotals {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var line struct {
+		RunTotals *runTotals `json:"run_totals"`
+	}
+	for i, l := range lines {
+		if strings.HasPrefix(l, `{"run_totals":`) != (i == len(lines)-1) {
+			t.Fatalf("%s: line %d of %d is %.60s..., want the run totals last and only there", path, i+1, len(lines), l)
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &line); err != nil || line.RunTotals == nil {
+		t.Fatalf("%s: the last line %q is not the run totals: %v", path, lines[len(lines)-1], err)
+	}
+	return *line.RunTotals
 }
 
 func freeTCPPort(t *testing.T) int {
@@ -380,5 +417,49 @@ func TestObserverTooLong(t *testing.T) {
 	}
 	if code, _, errs := run("replay", "--observer", strings.Repeat("r", 255), "--out", os.DevNull, pcapPath("small.pcap")); code != ExitOK {
 		t.Errorf("255 bytes: exit %d, stderr %q", code, errs)
+	}
+}
+
+// What a real ClickHouse cannot store (records of 2107, past its DateTime)
+// is rejected for good: with --spool the rejected batches are kept in the
+// spool's rejected directory, as JSON lines a user reads, with errors.log
+// saying why; the run says where, counts them as rejected, and exits 1.
+func TestExportKeepsRejected(t *testing.T) {
+	ch := testutil.StartClickHouse(t)
+	dir := t.TempDir()
+	capture := filepath.Join(dir, "late.pcapng")
+	if code, _, errs := run("gen", "--packets", "200", "--flows", "20", "--interfaces", "2", "--start", "2107-01-01T00:00:00Z", "-o", capture); code != ExitOK {
+		t.Fatalf("gen: exit %d: %s", code, errs)
+	}
+	out := filepath.Join(dir, "out.jsonl")
+	spool := filepath.Join(dir, "spool")
+	t.Setenv(clickhouse.PasswordEnv, testutil.ClickHousePassword)
+	url := "clickhouse://" + testutil.ClickHouseUser + "@" + ch.Addr + "/rejects"
+	dest := "clickhouse://" + ch.Addr + "/rejects"
+	code, _, errs := run("replay", "--key", "src", "--filter", "exact", "--out", out, "--export", url, "--spool", spool, "--export-drain", "5s", capture)
+	if code != ExitError {
+		t.Fatalf("exit %d, want %d: %s", code, ExitError, errs)
+	}
+	records := strings.Split(strings.TrimSpace(string(mustReadFile(t, out))), "\n")
+	kept, err := filepath.Glob(filepath.Join(spool, "*", "rejected", "batch-*.jsonl"))
+	if err != nil || len(kept) == 0 {
+		t.Fatalf("no rejected batch kept in %s: %v\n%s", spool, err, errs)
+	}
+	var got []string
+	for _, f := range kept {
+		got = append(got, strings.Split(strings.TrimSpace(string(mustReadFile(t, f))), "\n")...)
+	}
+	slices.Sort(got)
+	slices.Sort(records)
+	if !slices.Equal(got, records) {
+		t.Errorf("the rejected files hold %d records, want the run's %d, as --out wrote them", len(got), len(records))
+	}
+	log := string(mustReadFile(t, filepath.Join(filepath.Dir(kept[0]), "errors.log")))
+	if strings.Count(log, "\n") < len(kept) || !strings.Contains(log, filepath.Base(kept[0])+": batch ") {
+		t.Errorf("errors.log:\n%s", log)
+	}
+	if !strings.Contains(errs, "export "+dest+": rejected batch") || !strings.Contains(errs, "kept for inspection in "+filepath.Dir(kept[0])) ||
+		!strings.Contains(errs, fmt.Sprintf("%d records and window summaries were not delivered: %s %d (rejected %d)", len(records)+1, dest, len(records)+1, len(records)+1)) {
+		t.Errorf("stderr does not say what was rejected, where it is kept, and how many were lost:\n%s", errs)
 	}
 }

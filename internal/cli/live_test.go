@@ -3,13 +3,11 @@
 package cli
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -84,7 +82,7 @@ func TestRunLiveMatchesReplay(t *testing.T) {
 				}
 				lr := startLive(t, ns, bin, "--mode", mode, "--key", "pair", "--filter", "exact", "--workers", "2", "--window", "1h")
 				if mode != "afpacket" && !xdpAttached(t, ns) {
-					t.Errorf("no XDP program on %s while running\n%s", ns.Veth[0], lr.log())
+					t.Errorf("no XDP program on %s while running\n%s", ns.Veth[0], lr.Log())
 				}
 				sendInto(t, ns, file) // pinned to one CPU: see sendInto
 				waitLines(lr.out, len(want))
@@ -100,12 +98,12 @@ func TestRunLiveMatchesReplay(t *testing.T) {
 					got[r["src"].(string)+" > "+r["dst"].(string)] = true
 				}
 				if d := setDiff(got, want); d != "" || len(got) != len(want) {
-					t.Errorf("live capture and exact replay disagree (%d vs %d pairs):\n%s\n%s", len(got), len(want), d, lr.log())
+					t.Errorf("live capture and exact replay disagree (%d vs %d pairs):\n%s\n%s", len(got), len(want), d, lr.Log())
 				}
 				// SIGINT closed the last (only) window and wrote its summary.
 				s := lr.lastSummary(t)
 				if !s.Final || s.Packets != 2000 || s.Distinct != uint64(len(want)) || s.Dropped != 0 {
-					t.Errorf("last summary %+v: want final, 2000 packets, %d distinct, 0 dropped\n%s", s, len(want), lr.log())
+					t.Errorf("last summary %+v: want final, 2000 packets, %d distinct, 0 dropped\n%s", s, len(want), lr.Log())
 				}
 				if s.Packets != s.Malformed+s.Skipped+s.Keys+s.Dropped {
 					t.Errorf("last summary %+v: packets != malformed + skipped + keys + dropped", s)
@@ -139,7 +137,7 @@ func TestRunXDPKilledLeavesNoProgram(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			lr := startLive(t, ns, bin, "--mode", mode, "--key", "src")
 			if !xdpAttached(t, ns) {
-				t.Fatalf("no XDP program on %s while running\n%s", ns.Veth[0], lr.log())
+				t.Fatalf("no XDP program on %s while running\n%s", ns.Veth[0], lr.Log())
 			}
 			lr.stop(t, syscall.SIGKILL)
 			deadline := time.Now().Add(5 * time.Second)
@@ -163,18 +161,9 @@ func xdpAttached(t *testing.T, ns *testutil.Namespace) bool {
 
 // liveRun is a `flowdedup run` process inside a test namespace.
 type liveRun struct {
-	cmd     *exec.Cmd
+	*testutil.Process
 	out     string
 	summary string
-	mu      sync.Mutex
-	logs    strings.Builder
-	done    chan error
-}
-
-func (lr *liveRun) log() string {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	return lr.logs.String()
 }
 
 // startLive starts `flowdedup run` on the first veth end of ns with args,
@@ -183,59 +172,17 @@ func (lr *liveRun) log() string {
 func startLive(t *testing.T, ns *testutil.Namespace, bin string, args ...string) *liveRun {
 	t.Helper()
 	dir := t.TempDir()
-	lr := &liveRun{out: filepath.Join(dir, "out.jsonl"), summary: filepath.Join(dir, "summary.jsonl"), done: make(chan error, 1)}
+	lr := &liveRun{out: filepath.Join(dir, "out.jsonl"), summary: filepath.Join(dir, "summary.jsonl")}
 	args = append([]string{"netns", "exec", ns.Name, bin, "run", "--iface", ns.Veth[0], "--out", lr.out, "--summary", lr.summary}, args...)
-	lr.cmd = exec.Command("ip", args...)
-	stderr, err := lr.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lr.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lr.cmd.Process.Kill() })
-	capturing := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		said := false
-		for sc.Scan() {
-			lr.mu.Lock()
-			lr.logs.WriteString(sc.Text() + "\n")
-			lr.mu.Unlock()
-			if !said && strings.Contains(sc.Text(), "capturing on") {
-				said = true
-				capturing <- true
-			}
-		}
-		if !said {
-			capturing <- false
-		}
-		lr.done <- lr.cmd.Wait()
-	}()
-	select {
-	case ok := <-capturing:
-		if !ok {
-			t.Fatalf("run exited before capturing:\n%s", lr.log())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("run did not start capturing within 20 s:\n%s", lr.log())
-	}
+	lr.Process = testutil.StartProcess(t, exec.Command("ip", args...), "capturing on", 20*time.Second)
 	return lr
 }
 
 // stop sends sig and waits for the process; after SIGINT it must exit 0.
 func (lr *liveRun) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := lr.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-lr.done:
-		if err != nil && sig == syscall.SIGINT {
-			t.Fatalf("run exited with %v after SIGINT\n%s", err, lr.log())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("run did not exit within 10 s of %v\n%s", sig, lr.log())
+	if err := lr.Stop(t, sig, 10*time.Second); err != nil && sig == syscall.SIGINT {
+		t.Fatalf("run exited with %v after SIGINT\n%s", err, lr.Log())
 	}
 }
 
@@ -252,8 +199,11 @@ func (lr *liveRun) lastSummary(t *testing.T) liveSummary {
 	var s liveSummary
 	sum, _ := os.ReadFile(lr.summary)
 	lines := strings.Split(strings.TrimSpace(string(sum)), "\n")
+	if len(lines) > 1 && strings.HasPrefix(lines[len(lines)-1], `{"run_totals":`) {
+		lines = lines[:len(lines)-1] // a run with exports ends with its totals
+	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
-		t.Fatalf("summary %q: %v\n%s", sum, err, lr.log())
+		t.Fatalf("summary %q: %v\n%s", sum, err, lr.Log())
 	}
 	return s
 }

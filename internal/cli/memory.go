@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/flowdedup/flowdedup/filters"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // memoryBudget is what the machine and the process's cgroup can give.
@@ -47,10 +48,10 @@ func (m memoryBudget) limit() (uint64, bool) {
 func (m memoryBudget) String() string {
 	var parts []string
 	if m.machine > 0 {
-		parts = append(parts, m.machineFrom+" "+formatBytes(m.machine)+" in /proc/meminfo")
+		parts = append(parts, m.machineFrom+" "+units.Approx(m.machine)+" in /proc/meminfo")
 	}
 	if m.cgroup > 0 {
-		parts = append(parts, "cgroup memory limit "+formatBytes(m.cgroup))
+		parts = append(parts, "cgroup memory limit "+units.Approx(m.cgroup))
 	} else {
 		parts = append(parts, "no cgroup memory limit")
 	}
@@ -103,22 +104,10 @@ func checkFootprint(spec string, workers, open int, budget memoryBudget) error {
 	if total <= limit {
 		return nil
 	}
-	need, can := formatBytes(total), formatBytes(limit)
+	need, can := units.Approx(total), units.Approx(limit)
 	if need == can { // too close to tell apart rounded
 		need, can = fmt.Sprintf("%d bytes", total), fmt.Sprintf("%d bytes", limit)
 	}
 	return usagef("--filter %s: the filters need %s (%s per filter x %d workers x %d open windows), more than the %s this machine can give (%s)",
-		spec, need, formatBytes(uint64(per)), workers, open, can, budget)
-}
-
-// formatBytes writes n in the largest binary unit that keeps it at least
-// 1, to one decimal, without a trailing ".0".
-func formatBytes(n uint64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	v, i := float64(n), 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") + units[i]
+		spec, need, units.Approx(uint64(per)), workers, open, can, budget)
 }

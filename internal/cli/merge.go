@@ -180,7 +180,7 @@ func runMerge(ctx context.Context, cfg *MergeConfig, files []string, stdin io.Re
 			return err
 		}
 	}
-	if err := out.close(m.Kind()); err != nil {
+	if err := out.close(m.Kind(), m.Prefix()); err != nil {
 		return err
 	}
 	if n := m.SkippedEmpty(); n > 0 {
@@ -189,7 +189,7 @@ func runMerge(ctx context.Context, cfg *MergeConfig, files []string, stdin io.Re
 	switch n := m.UnknownKind(); {
 	case n == 0:
 	case m.Kind().IsValid():
-		fmt.Fprintf(stderr, "flowdedup merge: %d summaries do not say which --key they count (an older flowdedup's): taken to count %v as the others do\n", n, m.Kind())
+		fmt.Fprintf(stderr, "flowdedup merge: %d summaries do not say which --key they count (an older flowdedup's): taken to count %v as the others do\n", n, kindName(m.Kind(), m.Prefix()))
 	default:
 		fmt.Fprintf(stderr, "flowdedup merge: no summary says which --key it counts (an older flowdedup's): the merge cannot check that all count the same\n")
 	}
@@ -256,7 +256,7 @@ func (in *mergeInput) read() (bool, error) {
 	in.s = netwide.Summary{
 		Observer: cmp.Or(s.Observer, in.name), StartNs: s.StartNs, EndNs: s.EndNs,
 		Distinct: s.Distinct, DistinctEstimate: s.DistinctEstimate, Sketch: s.Sketch,
-		Key: s.Key, Source: in.name + ":" + strconv.Itoa(in.sr.Line()),
+		Key: s.Key, Prefix: s.Prefix, Source: in.name + ":" + strconv.Itoa(in.sr.Line()),
 	}
 	return true, nil
 }
@@ -289,7 +289,7 @@ type mergeRow struct {
 	DistinctEstimate    uint64   `json:"distinct_estimate"`
 	SumDistinctEstimate uint64   `json:"sum_distinct_estimate"`
 	SumDistinct         uint64   `json:"sum_distinct"`
-	Key                 string   `json:"key"` // as --key spells it; "" when unknown
+	Key                 string   `json:"key"` // as --key spells it, then /V4LEN,V6LEN for networks; "" when unknown
 }
 
 var mergeColumns = []string{"start", "end", "observers", "summaries", "distinct_estimate", "sum_distinct_estimate", "sum_distinct", "key"}
@@ -298,16 +298,17 @@ func newMergeRow(g *netwide.Group) mergeRow {
 	return mergeRow{
 		Start: rfc3339(g.StartNs), End: rfc3339(g.EndNs), Observers: g.Observers, Summaries: g.Summaries,
 		DistinctEstimate: g.Estimate, SumDistinctEstimate: g.SumEstimates, SumDistinct: g.SumDistinct,
-		Key: kindName(g.Key),
+		Key: kindName(g.Key, g.Prefix),
 	}
 }
 
-// kindName spells k as --key does, or "" for an unknown kind.
-func kindName(k flow.KeyKind) string {
+// kindName spells k as --key does, followed by /V4LEN,V6LEN for keys by
+// network (as summaries do: src/24,64), or "" for an unknown kind.
+func kindName(k flow.KeyKind, m flow.Mask) string {
 	if !k.IsValid() {
 		return ""
 	}
-	return k.String()
+	return flow.KeySpec{Kind: k, Mask: m}.String()
 }
 
 func rfc3339(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
@@ -353,9 +354,9 @@ func (g *groupWriter) group(gr *netwide.Group) error {
 	return nil
 }
 
-// close writes what is left; kind is the key kind of the summaries, for
-// the text's first line.
-func (g *groupWriter) close(kind flow.KeyKind) error {
+// close writes what is left; kind and prefix are what the summaries
+// count, for the text's first line.
+func (g *groupWriter) close(kind flow.KeyKind, prefix flow.Mask) error {
 	switch g.format {
 	case "json":
 		return nil
@@ -363,7 +364,7 @@ func (g *groupWriter) close(kind flow.KeyKind) error {
 		g.cw.Flush()
 		return g.cw.Error()
 	}
-	if name := kindName(kind); name != "" {
+	if name := kindName(kind, prefix); name != "" {
 		fmt.Fprintf(g.w, "key: %s\n", name)
 	} else {
 		fmt.Fprintln(g.w, "key: unknown (the summaries do not say)")

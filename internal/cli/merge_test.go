@@ -309,3 +309,48 @@ func mustTime(t *testing.T, s string) time.Time {
 	}
 	return v
 }
+
+// TestMergePrefix: summaries of one capture replayed by host and by /24
+// (--prefix) do not merge, nor do /24s and /16s; two routers' /24 counts
+// merge, and the outputs say key src/24,64. A /24 count merged is at most
+// the host count of the same traffic.
+func TestMergePrefix(t *testing.T) {
+	dir := t.TempDir()
+	replay := func(name string, args ...string) string {
+		p := filepath.Join(dir, name+".jsonl")
+		args = append([]string{"replay", "--key", "src", "--window", "1m", "--summary-sketch", "--observer", name,
+			"--out", os.DevNull, "--summary", p}, append(args, pcapPath("windows.pcap"))...)
+		if code, _, errs := run(args...); code != ExitOK {
+			t.Fatalf("%q: exit %d: %s", args, code, errs)
+		}
+		return p
+	}
+	hosts, net24, net24b, net16 := replay("hosts"), replay("net24", "--prefix", "24,64"), replay("net24b", "--prefix", "24,64"), replay("net16", "--prefix", "16")
+	if data := mustRead(t, net24); bytes.Count(data, []byte(`,"key":"src/24,64",`)) != bytes.Count(data, []byte("\n")) {
+		t.Fatalf("replay --prefix 24,64: not every summary says key src/24,64:\n%s", data)
+	}
+	for _, c := range [][2]string{{hosts, net24}, {net24, hosts}, {net24, net16}} {
+		code, out, errs := run("merge", c[0], c[1])
+		if code != ExitError || !strings.Contains(errs, "--prefix") || !strings.Contains(errs, "different key kinds") {
+			t.Errorf("merge %s %s: exit %d, stdout %q, stderr %q; want a refusal naming --prefix", c[0], c[1], code, out, errs)
+		}
+	}
+	for _, c := range []struct{ a, b, msg string }{{hosts, net24, "src/24,64"}, {net16, net24, "src/16,128"}} {
+		if _, _, errs := run("merge", c.a, c.b); !strings.Contains(errs, c.msg) {
+			t.Errorf("merge %s %s: stderr %q does not name %s", c.a, c.b, errs, c.msg)
+		}
+	}
+	rows := mergeJSON(t, net24, net24b)
+	hostRows := mergeJSON(t, hosts)
+	if len(rows) == 0 || len(rows) != len(hostRows) {
+		t.Fatalf("merge of two /24 files: %d rows, the host file %d", len(rows), len(hostRows))
+	}
+	for i, r := range rows {
+		if r.Key == nil || *r.Key != "src/24,64" || r.DistinctEstimate > hostRows[i].DistinctEstimate || r.Summaries != 2 {
+			t.Errorf("row %d: %+v; host row %+v", i, r, hostRows[i])
+		}
+	}
+	if code, out, _ := run("merge", net24); code != ExitOK || !strings.HasPrefix(out, "key: src/24,64\n") {
+		t.Errorf("merge text of a /24 file: exit %d:\n%s", code, out)
+	}
+}

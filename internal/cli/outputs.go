@@ -116,8 +116,9 @@ func (c *CaptureConfig) checkOutputs() error {
 // outputs builds the sinks of --out and --summary, records first, so that
 // a window's records reach their file before its summary is written.
 // Notices of pattern outputs (a left-over temporary file kept, a file
-// removed by --retain) go to stderr.
-func (s *session) outputs(stdout, stderr io.Writer) ([]report.Destination, error) {
+// removed by --retain) go to stderr. observers, when not nil, names the
+// records' observers (collect's exporters), which the record files write.
+func (s *session) outputs(stdout, stderr io.Writer, observers report.ObserverNames) ([]report.Destination, error) {
 	cfg := s.cfg
 	var sinks []report.Destination
 	if cfg.out.pattern != nil {
@@ -129,6 +130,9 @@ func (s *session) outputs(stdout, stderr io.Writer) ([]report.Destination, error
 		if err != nil {
 			return nil, err
 		}
+		if observers != nil {
+			rf.SetObservers(observers)
+		}
 		sinks = append(sinks, rf)
 	} else {
 		w, err := s.create(cfg.out.path, stdout, stderr)
@@ -138,6 +142,9 @@ func (s *session) outputs(stdout, stderr io.Writer) ([]report.Destination, error
 		rw, err := report.NewRecordWriter(w, cfg.Format, cfg.Key)
 		if err != nil {
 			return nil, err
+		}
+		if observers != nil {
+			rw.SetObservers(observers) // a new writer: cannot fail
 		}
 		sinks = append(sinks, rw)
 	}

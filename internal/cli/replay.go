@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
@@ -19,9 +20,10 @@ import (
 // ReplayConfig holds the flags of `flowdedup replay`.
 type ReplayConfig struct {
 	CaptureConfig
-	Stats  bool
-	Strict bool     // exit 1 when a capture file was damaged
-	Read   []string // -r FILE, as tcpdump takes it
+	Stats   bool
+	Strict  bool     // exit 1 when a capture file was damaged
+	Read    []string // -r FILE, as tcpdump takes it
+	Parsers int      // goroutines that key the frames; -1: --workers from 2 up, else 0
 }
 
 // BindFlags registers the replay flags on fs.
@@ -29,6 +31,7 @@ func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
 	c.CaptureConfig.BindFlags(fs)
 	fs.BoolVar(&c.Stats, "stats", c.Stats, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
 	fs.BoolVar(&c.Strict, "strict", c.Strict, "exit 1 when a capture file was truncated or damaged, once everything readable has been replayed (records, summaries and totals written); without it such a file gets a warning and the exit status is 0")
+	fs.IntVar(&c.Parsers, "parsers", -1, "goroutines that key and hash the frames while one goroutine reads the files; 0: the reading goroutine keys them; the default is --workers when it is 2 or more, else 0. The output is the same for any number")
 	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
 }
 
@@ -48,8 +51,9 @@ leaves out, mem=auto resolved) is printed on stderr at start.
 A truncated or damaged capture file (an empty one too) gets one warning on stderr
 naming the file, the record and its byte offset; what it held before the damage is
 replayed, the rest of it skipped, and the files after it are read as usual. Its
-summary counts it as malformed (reason corrupt_file). The exit status stays 0
-unless --strict is given. A file that is not a capture at all, or is missing,
+summary counts the record it cost as malformed (reason corrupt_file), and the
+totals count the file (damaged files, by reason: empty, truncated, damaged); an
+empty file cost no record. The exit status stays 0 unless --strict is given. A file that is not a capture at all, or is missing,
 stops the replay before it starts.`
 
 const replayExamples = `  flowdedup replay testdata/pcaps/zipf.pcap.gz
@@ -95,6 +99,14 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	if err := cfg.check(systemMemory()); err != nil {
 		return err
 	}
+	switch {
+	case cfg.Parsers > 1024 || cfg.Parsers < -1:
+		return usagef("--parsers %d: give 0 to 1024", cfg.Parsers)
+	case cfg.Parsers >= 0:
+		cfg.parsers = cfg.Parsers
+	case cfg.Workers >= 2:
+		cfg.parsers = cfg.Workers
+	}
 	reader, err := pcapfile.Open(files...)
 	if err != nil {
 		return err
@@ -106,8 +118,9 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 		stderr = &lockedWriter{w: stderr}
 	}
 	src := &warnSource{Reader: reader, warn: stderr, erase: isTerminal(stderr)}
+	cfg.damagedFiles = src.damagedBy
 	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
-	s, err := openSession(ctx, &cfg.CaptureConfig, false, stdout, stderr)
+	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{}, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -132,24 +145,60 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 
 // warnSource is replay's capture source: the files, with a warning on
 // stderr for each damaged one as it is found (the reader reports a file
-// once, then moves on to the next). The error still goes to the pipeline,
-// which counts it (malformed_by corrupt_file).
+// once, then moves on to the next), counted by reason for the run totals
+// (damagedBy). The error still goes to the pipeline, which counts the
+// record it cost as a malformed frame (malformed_by corrupt_file), unless
+// the file was empty: that cost none.
 type warnSource struct {
 	*pcapfile.Reader
-	warn  io.Writer
-	erase bool // stderr is a terminal: clear the progress line first
+	warn    io.Writer
+	erase   bool // stderr is a terminal: clear the progress line first
+	damaged [len(damageReasons)]atomic.Uint64
 }
 
+// damageReasons are the reasons damaged files are counted under in the
+// run totals: a file with no data at all (capture.ErrEmpty), one that ends
+// inside its header or a record, one whose framing is wrong.
+var damageReasons = [...]string{"empty", "truncated", "damaged"}
+
 func (s *warnSource) Next(p *capture.Packet) error {
-	err := s.Reader.Next(p)
+	return s.warned(s.Reader.Next(p))
+}
+
+func (s *warnSource) NextBatch(b *capture.Batch) error {
+	return s.warned(s.Reader.NextBatch(b))
+}
+
+// warned writes the warning for err if it is a damaged file's.
+func (s *warnSource) warned(err error) error {
 	if err != nil && errors.Is(err, capture.ErrCorrupt) {
 		line := "flowdedup replay: warning: " + damageWarning(err) + "\n"
 		if s.erase {
 			line = "\r\033[K" + line
 		}
 		io.WriteString(s.warn, line)
+		switch {
+		case errors.Is(err, capture.ErrEmpty):
+			s.damaged[0].Add(1)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			s.damaged[1].Add(1)
+		default:
+			s.damaged[2].Add(1)
+		}
 	}
 	return err
+}
+
+// damagedBy returns the damaged files seen so far by reason, for
+// report.Config.DamagedFiles.
+func (s *warnSource) damagedBy() map[string]uint64 {
+	m := make(map[string]uint64)
+	for i := range s.damaged {
+		if n := s.damaged[i].Load(); n != 0 {
+			m[damageReasons[i]] = n
+		}
+	}
+	return m
 }
 
 // damageWarning says what is wrong with a damaged capture file, in the

@@ -20,7 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/capture/xdp"
-	"github.com/flowdedup/flowdedup/filters"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 const runExamples = `  flowdedup run --iface eth0 --key src --window 1h --summary hourly.jsonl --out sources.jsonl
@@ -250,20 +250,21 @@ type xdpFlags struct {
 func (x *xdpFlags) bind(fs *pflag.FlagSet) {
 	x.attach = xdp.AttachAuto
 	fs.Var(typed{&x.attach, "MODE"}, "xdp-attach", "XDP hook for --mode xdp and afxdp: auto (native where the driver has it, else generic) | native | generic")
-	fs.StringVar(&x.prefilter, "xdp-prefilter", filters.FormatMem(bpf.DefaultPrefilterBytes*8), "`SIZE` of each CPU's in-kernel prefilter (--mode xdp), e.g. 256KiB; off: send every key to user space")
-	fs.StringVar(&x.ring, "xdp-ring", filters.FormatMem(bpf.DefaultRingBytes*8), "`SIZE` of each CPU's ring buffer to user space (--mode xdp): a power of two, e.g. 4MiB")
+	fs.StringVar(&x.prefilter, "xdp-prefilter", units.FormatBytes(bpf.DefaultPrefilterBytes), "`SIZE` of each CPU's in-kernel prefilter (--mode xdp), e.g. 256KiB; off: send every key to user space")
+	fs.StringVar(&x.ring, "xdp-ring", units.FormatBytes(bpf.DefaultRingBytes), "`SIZE` of each CPU's ring buffer to user space (--mode xdp): a power of two, e.g. 4MiB")
 }
 
-// sizeFlag parses a SIZE flag in bytes; "off" gives -1 when allowed.
+// sizeFlag parses a SIZE flag in bytes (units.ParseBytes); "off" gives -1
+// when allowed.
 func sizeFlag(name, v string, off bool) (int, error) {
 	if off && strings.EqualFold(v, "off") {
 		return -1, nil
 	}
-	bits, err := filters.ParseMem(v)
-	if err != nil || bits%8 != 0 || bits <= 0 || strings.EqualFold(v, "auto") {
+	n, err := units.ParseBytes(v)
+	if err != nil || n > 1<<40 {
 		return 0, usagef("--%s %q: want a size such as 256KiB or 4MiB", name, v)
 	}
-	return bits / 8, nil
+	return int(n), nil
 }
 
 // ringSize checks the --xdp-ring size: the kernel takes powers of two of at
@@ -336,7 +337,7 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 		}
 		defer pr.Close()
 	}
-	s, err := openSession(ctx, &cfg.CaptureConfig, true, stdout, stderr)
+	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{live: true, wallClock: true}, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -347,7 +348,7 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 func (l *liveSetup) openXDP() (*liveSources, error) {
 	cfg := l.cfg
 	x, err := xdp.Open(xdp.Config{
-		Iface: cfg.Live.iface, Key: cfg.Key, Seed: xdp.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
+		Iface: cfg.Live.iface, Key: cfg.Key, Prefix: cfg.Prefix, Seed: xdp.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
 		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.Live.pollTimeout,
 	})
 	if err != nil {
@@ -355,12 +356,12 @@ func (l *liveSetup) openXDP() (*liveSources, error) {
 	}
 	pf := "prefilter off"
 	if l.prefilter > 0 {
-		pf = "prefilter " + filters.FormatMem(l.prefilter*8) + " per CPU"
+		pf = "prefilter " + units.FormatBytes(int64(l.prefilter)) + " per CPU"
 	}
 	sources := x.Sources()
 	return &liveSources{
 		mode: "xdp", sources: sources, closer: x,
-		what: fmt.Sprintf("XDP (%s hook, %s, %d CPU ring buffers of %s)", x.Mode(), pf, len(sources), filters.FormatMem(l.ring*8)),
+		what: fmt.Sprintf("XDP (%s hook, %s, %d CPU ring buffers of %s)", x.Mode(), pf, len(sources), units.FormatBytes(int64(l.ring))),
 	}, nil
 }
 

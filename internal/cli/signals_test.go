@@ -337,15 +337,15 @@ func TestRunOutputs(t *testing.T) {
 		// reports a pair again.
 		lr := startLive(t, ns, bin, "--mode", "afpacket", "--key", "pair", "--filter", "exact", "--workers", "2")
 		sendInto(t, ns, pcapPath("small.pcap"))
-		waitFor(t, "the first capture's pairs", func() bool { return lineCount(lr.out) == len(first) }, lr.log)
+		waitFor(t, "the first capture's pairs", func() bool { return lineCount(lr.out) == len(first) }, lr.Log)
 		rotated := lr.out + ".1"
 		if err := os.Rename(lr.out, rotated); err != nil {
 			t.Fatal(err)
 		}
-		lr.cmd.Process.Signal(syscall.SIGHUP)
-		waitFor(t, "the SIGHUP notice", func() bool { return strings.Contains(lr.log(), "SIGHUP: reopening "+lr.out) }, lr.log)
+		lr.Cmd.Process.Signal(syscall.SIGHUP)
+		waitFor(t, "the SIGHUP notice", func() bool { return strings.Contains(lr.Log(), "SIGHUP: reopening "+lr.out) }, lr.Log)
 		sendInto(t, ns, pcapPath("ipv6.pcap"))
-		waitFor(t, "the second capture's pairs", func() bool { return lineCount(lr.out) == len(second) }, lr.log)
+		waitFor(t, "the second capture's pairs", func() bool { return lineCount(lr.out) == len(second) }, lr.Log)
 		lr.stop(t, syscall.SIGINT)
 		if d := keyDiff(pairsIn(t, rotated), first); d != "" {
 			t.Errorf("the file moved away:\n%s", d)
@@ -366,8 +366,8 @@ func TestRunOutputs(t *testing.T) {
 		dir := t.TempDir()
 		lr := startLive(t, ns, bin, "--mode", "auto", "--out", filepath.Join(dir, "sources-%Y%m%dT%H.jsonl"),
 			"--summary", filepath.Join(dir, "summary-%Y%m%d.jsonl"), "--key", "src", "--window", "1h", "--retain", "168", "--metrics", "127.0.0.1:0")
-		if !strings.Contains(lr.log(), "metrics on http://127.0.0.1:") {
-			t.Errorf("no metrics line:\n%s", lr.log())
+		if !strings.Contains(lr.Log(), "metrics on http://127.0.0.1:") {
+			t.Errorf("no metrics line:\n%s", lr.Log())
 		}
 		sendInto(t, ns, pcapPath("small.pcap"))
 		// The records are in the hour's temporary file (two, if the
@@ -380,7 +380,7 @@ func TestRunOutputs(t *testing.T) {
 			}
 			return n
 		}
-		waitFor(t, "the sources in the hour's temporary file", func() bool { return open() >= len(want) }, lr.log)
+		waitFor(t, "the sources in the hour's temporary file", func() bool { return open() >= len(want) }, lr.Log)
 		lr.stop(t, syscall.SIGINT)
 		got := map[string]bool{}
 		var summaries int
@@ -397,7 +397,7 @@ func TestRunOutputs(t *testing.T) {
 			}
 		}
 		if d := keyDiff(got, want); d != "" {
-			t.Errorf("the hourly files:\n%s\n%s", d, lr.log())
+			t.Errorf("the hourly files:\n%s\n%s", d, lr.Log())
 		}
 		if summaries == 0 {
 			t.Errorf("no committed summary file: %v", dirNames(t, dir))

@@ -16,6 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/tune"
+	"github.com/flowdedup/flowdedup/units"
 )
 
 // DefaultTuneSeed is tune's --seed unless given: a fixed one, unlike
@@ -154,7 +155,7 @@ func (c *TuneConfig) check(budget memoryBudget) error {
 	if limit, known := budget.limit(); known {
 		if need := uint64(bits/8) * uint64(c.Workers) * uint64(par); need > limit {
 			return usagef("--mem %s: tune runs %d filters at once (%d workers x %d CPUs), %s, more than the %s this machine can give (%s)",
-				c.Mem, c.Workers*par, c.Workers, par, formatBytes(need), formatBytes(limit), budget)
+				c.Mem, c.Workers*par, c.Workers, par, units.Approx(need), units.Approx(limit), budget)
 		}
 	}
 	return nil

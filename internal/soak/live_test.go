@@ -79,16 +79,8 @@ func TestLiveSoak(t *testing.T) {
 	fd := exec.Command("ip", "netns", "exec", ns.Name, bin, "run", "--iface", ns.Veth[0], "--mode", "afpacket",
 		"--key", "5tuple", "--window", "30s", "--workers", "2", "--metrics", "127.0.0.1:0",
 		"--summary", sumPath, "--out", "/dev/null")
-	errR, errW := pipe(t)
-	fd.Stderr = errW
-	if err := fd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	errW.Close()
-	t.Cleanup(func() { fd.Process.Kill(); fd.Wait() })
-	stderr := newStderrLog(errR, "capturing on")
-	stderr.waitSaid(t, "capturing on", 20*time.Second)
-	url := stderr.metricsURL(t, time.Second)
+	proc := testutil.StartProcess(t, fd, "capturing on", 20*time.Second)
+	url := metricsURL(t, proc, time.Second)
 	// ip netns exec execs the command: the pid is flowdedup's.
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", fd.Process.Pid)); strings.TrimSpace(string(comm)) != "flowdedup" {
 		t.Fatalf("process %d is %q, not flowdedup", fd.Process.Pid, comm)
@@ -142,7 +134,7 @@ wait:
 		case <-tick.C:
 			m, err := scrapeSteady(client, url, 3)
 			if err != nil {
-				t.Fatalf("scrape: %v\n%s", err, stderr)
+				t.Fatalf("scrape: %v\n%s", err, proc.Log())
 			}
 			anon, err := procStatus(fd.Process.Pid, "RssAnon")
 			if err != nil {
@@ -182,8 +174,8 @@ wait:
 	if err := fd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if err := fd.Wait(); err != nil {
-		t.Fatalf("flowdedup run after SIGINT: %v\n%s", err, stderr)
+	if err := proc.Wait(t, time.Minute); err != nil {
+		t.Fatalf("flowdedup run after SIGINT: %v\n%s", err, proc.Log())
 	}
 	peak := uint64(fd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) << 10
 	var packets, kernelDrops, ringDrops, malformed, windows uint64

@@ -6,17 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // The soak tests are short by default, so that `go test ./...` and CI run
@@ -50,17 +48,11 @@ func pick[T comparable](flagValue, short, longValue T) T {
 	return short
 }
 
-// buildFlowdedup compiles the flowdedup command: the soak runs it as a
+// buildFlowdedup returns the flowdedup command: the soak runs it as a
 // process, as a router would, so its RSS is the process's own.
-func buildFlowdedup(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "flowdedup")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/flowdedup")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildFlowdedup(t *testing.T) string { return testutil.Flowdedup(t) }
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // procStatus returns a field of /proc/PID/status in bytes (VmRSS, VmHWM:
 // the kernel writes them in kB).
@@ -213,70 +205,14 @@ func parseMetrics(r io.Reader) (metrics, error) {
 	return m, sc.Err()
 }
 
-// stderrLog collects a process's standard error and finds the address its
-// --metrics server listens on ("flowdedup: metrics on http://ADDR/metrics").
-type stderrLog struct {
-	mu      sync.Mutex
-	text    strings.Builder
-	metrics chan string              // the metrics URL, once
-	said    map[string]chan struct{} // closed when a line holds the string
-}
-
-func newStderrLog(r io.Reader, waitFor ...string) *stderrLog {
-	l := &stderrLog{metrics: make(chan string, 1), said: map[string]chan struct{}{}}
-	for _, s := range waitFor {
-		l.said[s] = make(chan struct{})
-	}
-	pending := maps.Clone(l.said)
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			line := sc.Text()
-			l.mu.Lock()
-			l.text.WriteString(line + "\n")
-			l.mu.Unlock()
-			if u, ok := strings.CutPrefix(line, "flowdedup: metrics on "); ok {
-				l.metrics <- u
-			}
-			for s, ch := range pending {
-				if strings.Contains(line, s) {
-					close(ch)
-					delete(pending, s)
-				}
-			}
-		}
-	}()
-	return l
-}
-
-func (l *stderrLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.text.String()
-}
-
-// metricsURL waits for the metrics line, or fails t after limit.
-func (l *stderrLog) metricsURL(t *testing.T, limit time.Duration) string {
+// metricsURL waits for the line in which flowdedup says where its --metrics
+// server listens ("flowdedup: metrics on http://ADDR/metrics") and returns
+// the URL.
+func metricsURL(t *testing.T, p *testutil.Process, limit time.Duration) string {
 	t.Helper()
-	select {
-	case u := <-l.metrics:
-		l.metrics <- u // for the next caller
-		return u
-	case <-time.After(limit):
-		t.Fatalf("flowdedup printed no metrics address within %v:\n%s", limit, l)
-	}
-	return ""
-}
-
-// waitSaid waits for a line holding s (one of newStderrLog's waitFor),
-// or fails t after limit.
-func (l *stderrLog) waitSaid(t *testing.T, s string, limit time.Duration) {
-	t.Helper()
-	select {
-	case <-l.said[s]:
-	case <-time.After(limit):
-		t.Fatalf("flowdedup did not say %q within %v:\n%s", s, limit, l)
-	}
+	const said = "flowdedup: metrics on "
+	line := p.WaitLine(t, said, limit)
+	return line[strings.Index(line, said)+len(said):]
 }
 
 // mib formats bytes in MiB, for the logs.

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // The replay soak: days of hourly windows with Keys distinct sources each,
@@ -73,23 +75,17 @@ func TestReplaySoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	outR, outW := pipe(t)
-	errR, errW := pipe(t)
-	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd.Stdout = outW
+	proc := testutil.StartProcess(t, cmd, "", 0)
 	outW.Close()
-	errW.Close()
-	t.Cleanup(func() { cmd.Process.Kill() })
 	pid := cmd.Process.Pid
-	stderr := newStderrLog(errR)
 	records := make(chan *recordCounts, 1)
 	go func() { records <- countRecords(outR, &cfg) }()
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	var samples []sample
 	at := func(closed int) error {
-		waitSummaries(t, sumPath, closed, 2*time.Minute, stderr)
+		waitSummaries(t, sumPath, closed, 2*time.Minute, proc)
 		waitIdle(t, pid, 300*time.Millisecond, time.Minute)
 		rss, err := procStatus(pid, "VmRSS")
 		if err != nil {
@@ -99,7 +95,7 @@ func TestReplaySoak(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		m, err := scrapeSteady(client, stderr.metricsURL(t, 10*time.Second), 5)
+		m, err := scrapeSteady(client, metricsURL(t, proc, 10*time.Second), 5)
 		if err != nil {
 			return err
 		}
@@ -118,14 +114,14 @@ func TestReplaySoak(t *testing.T) {
 	start := time.Now()
 	truth, err := cfg.Write(stdin, 24, at)
 	if err != nil {
-		t.Fatalf("stream: %v\n%s", err, stderr)
+		t.Fatalf("stream: %v\n%s", err, proc.Log())
 	}
 	stdin.Close()
 	rec := <-records
-	werr := cmd.Wait()
+	werr := proc.Wait(t, 30*time.Minute)
 	elapsed := time.Since(start)
 	if werr != nil {
-		t.Fatalf("flowdedup replay: %v\n%s", werr, stderr)
+		t.Fatalf("flowdedup replay: %v\n%s", werr, proc.Log())
 	}
 	peak := uint64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) << 10
 	t.Logf("%d packets, %d windows in %v (%.2f Mpps with the generator and the record reader on the same 2 CPUs); peak RSS %s",
@@ -189,7 +185,7 @@ func pipe(t *testing.T) (r, w *os.File) {
 
 // waitSummaries waits until the summary file holds n lines, or fails t
 // after limit.
-func waitSummaries(t *testing.T, path string, n int, limit time.Duration, stderr *stderrLog) {
+func waitSummaries(t *testing.T, path string, n int, limit time.Duration, proc *testutil.Process) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -198,7 +194,7 @@ func waitSummaries(t *testing.T, path string, n int, limit time.Duration, stderr
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d summaries after %v, want %d\n%s", path, bytes.Count(b, []byte("\n")), limit, n, stderr)
+			t.Fatalf("%s: %d summaries after %v, want %d\n%s", path, bytes.Count(b, []byte("\n")), limit, n, proc.Log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

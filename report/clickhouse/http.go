@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // client sends statements to the server's HTTP interface. Every request
@@ -31,8 +33,13 @@ type client struct {
 
 	// answer holds the last answer's body; reused.
 	answer bytes.Buffer
-	// requests and failures count requests and those that got no success.
-	requests, failures uint64
+	// gz compresses insert bodies into zbuf when Config.Compression is
+	// gzip; nil otherwise. Both are reused.
+	gz   *gzip.Writer
+	zbuf bytes.Buffer
+	// requests and failures count requests and those that got no success,
+	// insertBytes the bytes of insert bodies sent.
+	requests, failures, insertBytes uint64
 }
 
 // maxErrorBody bounds how much of an error answer is read.
@@ -56,7 +63,12 @@ func newClient(cfg *Config) *client {
 		IdleConnTimeout:     2 * time.Second,
 		DisableCompression:  true,
 	}
+	var gz *gzip.Writer
+	if cfg.Compression == CompressionGzip {
+		gz, _ = gzip.NewWriterLevel(nil, gzip.BestSpeed) // the level is valid
+	}
 	return &client{
+		gz:       gz,
 		base:     "http://" + cfg.Address + "/?" + q.Encode(),
 		user:     cfg.User,
 		password: cfg.Password,
@@ -76,7 +88,7 @@ func newClient(cfg *Config) *client {
 // failure in the middle of a result is an error status and not a 200 with
 // the error text appended to part of the result.
 func (c *client) exec(sql string, limit int64) ([]byte, error) {
-	answer, _, err := c.post("&wait_end_of_query=1", []byte(sql), limit)
+	answer, _, err := c.post("&wait_end_of_query=1", []byte(sql), "", limit)
 	return answer, err
 }
 
@@ -84,18 +96,32 @@ func (c *client) exec(sql string, limit int64) ([]byte, error) {
 // the body. When kept is false the transport may still read data: the
 // caller must not reuse it.
 func (c *client) insert(sql string, data []byte) (kept bool, err error) {
-	_, kept, err = c.post("&query="+url.QueryEscape(sql), data, maxErrorBody)
-	return kept, err
+	if c.gz == nil {
+		c.insertBytes += uint64(len(data))
+		_, kept, err = c.post("&query="+url.QueryEscape(sql), data, "", maxErrorBody)
+		return kept, err
+	}
+	c.zbuf.Reset()
+	c.gz.Reset(&c.zbuf)
+	c.gz.Write(data) // a bytes.Buffer does not fail
+	c.gz.Close()
+	c.insertBytes += uint64(c.zbuf.Len())
+	_, kept, err = c.post("&query="+url.QueryEscape(sql), c.zbuf.Bytes(), CompressionGzip, maxErrorBody)
+	if !kept { // the transport still reads the compressed body: give it up
+		c.zbuf = bytes.Buffer{}
+	}
+	return true, err // data itself was not sent: the caller may reuse it
 }
 
-// post sends body to the server with the URL parameters params and reads
-// up to limit bytes of a successful answer.
+// post sends body to the server with the URL parameters params, and the
+// Content-Encoding encoding unless it is "", and reads up to limit bytes of
+// a successful answer.
 //
 // The transport may still be sending body when the answer is in (one that
 // came before the whole body was sent), so post waits for the transport to
 // close it. When it does not within a second, post returns kept false, and
 // the caller gives the buffer up rather than write into it.
-func (c *client) post(params string, body []byte, limit int64) (answer []byte, kept bool, err error) {
+func (c *client) post(params string, body []byte, encoding string, limit int64) (answer []byte, kept bool, err error) {
 	c.requests++
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -108,6 +134,9 @@ func (c *client) post(params string, body []byte, limit int64) (answer []byte, k
 	req.ContentLength = int64(len(body))
 	req.GetBody = func() (io.ReadCloser, error) { return g.open(body), nil }
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
 	if c.user != "" {
 		req.SetBasicAuth(c.user, c.password)
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/netip"
+	"strconv"
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -32,32 +32,6 @@ func appendString(b []byte, s string) []byte {
 
 // appendStringLen appends the length of a String whose n bytes follow.
 func appendStringLen(b []byte, n int) []byte { return binary.AppendUvarint(b, uint64(n)) }
-
-// beginString reserves the one-byte length of a String whose bytes are
-// appended next; endString writes the length. Keys and addresses are
-// shorter than 128 bytes, so the reserved byte is the whole length; a
-// longer one makes room by moving the bytes.
-func beginString(b []byte) ([]byte, int) { return append(b, 0), len(b) }
-
-func endString(b []byte, at int) []byte {
-	n := len(b) - at - 1
-	if n < 0x80 {
-		b[at] = byte(n)
-		return b
-	}
-	var v [binary.MaxVarintLen64]byte
-	l := binary.PutUvarint(v[:], uint64(n))
-	b = append(b, v[1:l]...) // grow by the extra length bytes
-	copy(b[at+l:], b[at+1:at+1+n])
-	copy(b[at:], v[:l])
-	return b
-}
-
-func appendAddr(b []byte, a netip.Addr) []byte {
-	b, at := beginString(b)
-	b = a.AppendTo(b)
-	return endString(b, at)
-}
 
 func appendU16(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) }
 func appendU32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
@@ -96,6 +70,13 @@ func (f *flowRow) setObserver(name string) {
 // appendRecord appends the flows row of r, in flowsColumns order, or
 // returns an error saying why r cannot be stored. The key has been checked
 // to be of the configured kind.
+//
+// The row is encoded straight from the key's binary form (flow.Key's
+// AppendBinary, whose layout flow documents as stable): each address is
+// formatted once, in the key's text, and its bytes copied into src and
+// dst; IPv4 addresses take a table of decimal bytes. The text is
+// flow.Key.AppendText's and the addresses net/netip's, byte for byte
+// (TestAppendRecordMatchesText). Nothing is allocated.
 func (f *flowRow) appendRecord(b []byte, r *pipeline.Record, batch uint64) ([]byte, error) {
 	ts, tsNs, ok := seconds(r.TimeNs)
 	if !ok {
@@ -105,35 +86,201 @@ func (f *flowRow) appendRecord(b []byte, r *pipeline.Record, batch uint64) ([]by
 	if !ok {
 		return b, fmt.Errorf("window start %d ns is outside the DateTime range, 1970 to 2106", r.WindowNs)
 	}
-	k := &r.Key
+	var kb [flow.KeySize]byte
+	r.Key.AppendBinary(kb[:0]) // never fails
+	kind, v6, ports := flow.KeyKind(kb[keyKindAt]), kb[keyFlagsAt]&keyFlagV6 != 0, kb[keyFlagsAt]&keyFlagPorts != 0
+
 	b = append(b, f.observer...)
 	b = appendU32(b, win)
 	b = appendU32(b, ts)
 	b = appendU32(b, tsNs)
-	var at int
-	b, at = beginString(b)
-	b, _ = k.AppendText(b) // never fails
-	b = endString(b, at)
-	kind := k.Kind()
-	if kind == flow.KeyDst {
-		b = append(b, 0) // src ""
-	} else {
-		b = appendAddr(b, k.Src())
+	// key: at most 102 bytes (an SCTP 5-tuple of IPv6 addresses), so its
+	// length is one byte, written when the text is done.
+	at := len(b)
+	b = append(b, 0)
+	var src, dst [2]int // where the addresses are in b
+	switch kind {
+	case flow.KeySrc:
+		src[0] = len(b)
+		b = appendIP(b, kb[0:16], v6)
+		src[1] = len(b)
+	case flow.KeyDst:
+		dst[0] = len(b)
+		b = appendIP(b, kb[16:32], v6)
+		dst[1] = len(b)
+	case flow.KeyPair:
+		src[0] = len(b)
+		b = appendIP(b, kb[0:16], v6)
+		src[1] = len(b)
+		b = append(b, " > "...)
+		dst[0] = len(b)
+		b = appendIP(b, kb[16:32], v6)
+		dst[1] = len(b)
+	case flow.Key5Tuple:
+		proto := kb[keyProtoAt]
+		if name := flow.ProtoName(proto); name != "" {
+			b = append(b, name...)
+		} else {
+			b = append(b, decimal[proto]...)
+		}
+		b = append(b, ' ')
+		bracket := v6 && ports // netip.AddrPort's form: [v6]:port
+		for side := range 2 {
+			if side == 1 {
+				b = append(b, " > "...)
+			}
+			if bracket {
+				b = append(b, '[')
+			}
+			pos := &src
+			if side == 1 {
+				pos = &dst
+			}
+			pos[0] = len(b)
+			b = appendIP(b, kb[16*side:16*side+16], v6)
+			pos[1] = len(b)
+			if bracket {
+				b = append(b, ']')
+			}
+			if ports {
+				b = append(b, ':')
+				b = appendPort(b, binary.BigEndian.Uint16(kb[keyPortsAt+2*side:]))
+			}
+		}
 	}
-	if kind == flow.KeySrc {
-		b = append(b, 0) // dst ""
-	} else {
-		b = appendAddr(b, k.Dst())
-	}
+	b[at] = byte(len(b) - at - 1)
+	b = append(b, byte(src[1]-src[0])) // "" when the kind has none
+	b = append(b, b[src[0]:src[1]]...)
+	b = append(b, byte(dst[1]-dst[0]))
+	b = append(b, b[dst[0]:dst[1]]...)
 	if kind == flow.Key5Tuple {
-		b = append(b, k.Proto())
-		b = appendU16(b, k.SrcPort()) // 0 without ports
-		b = appendU16(b, k.DstPort())
+		b = append(b, kb[keyProtoAt])
+		// sport and dport, little-endian; zero without ports.
+		b = append(b, kb[keyPortsAt+1], kb[keyPortsAt], kb[keyPortsAt+3], kb[keyPortsAt+2])
 	} else {
 		b = append(b, 0, 0, 0, 0, 0)
 	}
 	b = append(b, f.kind...)
 	return appendU64(b, batch), nil
+}
+
+// Offsets in flow.Key's binary form (see flow.Key.AppendBinary).
+const (
+	keyPortsAt   = 32 // source then destination port, big-endian
+	keyProtoAt   = 36
+	keyKindAt    = 37
+	keyFlagsAt   = 38
+	keyFlagV6    = 1 << 0
+	keyFlagPorts = 1 << 1
+)
+
+// decimal holds the decimal text of every byte value.
+var decimal = func() (d [256]string) {
+	for i := range d {
+		d[i] = strconv.Itoa(i)
+	}
+	return d
+}()
+
+// digits2 holds the two decimal digits of 0 to 99.
+const digits2 = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
+
+// appendPort appends p in decimal, as strconv.AppendUint does, two digits
+// at a time.
+func appendPort(b []byte, p uint16) []byte {
+	var buf [5]byte
+	i := len(buf)
+	for p >= 100 {
+		q := p / 100
+		r := 2 * (p - 100*q)
+		i -= 2
+		buf[i], buf[i+1] = digits2[r], digits2[r+1]
+		p = q
+	}
+	if p >= 10 {
+		i -= 2
+		buf[i], buf[i+1] = digits2[2*p], digits2[2*p+1]
+	} else {
+		i--
+		buf[i] = byte('0' + p)
+	}
+	return append(b, buf[i:]...)
+}
+
+// appendIP appends the text of the address in a (16 bytes, IPv4 in the
+// first 4) as net/netip writes it.
+func appendIP(b, a []byte, v6 bool) []byte {
+	if v6 {
+		return appendIPv6(b, a)
+	}
+	return appendIPv4(b, a)
+}
+
+// appendIPv6 appends the 16-byte address a as net/netip writes it: RFC
+// 5952's form (lowercase hexadecimal groups without leading zeros, the
+// first of the longest runs of two or more zero groups as ::), and an
+// IPv4-mapped address as ::ffff:a.b.c.d.
+func appendIPv6(b, a []byte) []byte {
+	var g [8]uint16
+	for i := range g {
+		g[i] = binary.BigEndian.Uint16(a[2*i:])
+	}
+	if g[0]|g[1]|g[2]|g[3]|g[4] == 0 && g[5] == 0xffff {
+		b = append(b, "::ffff:"...)
+		return appendIPv4(b, a[12:])
+	}
+	zeroStart, zeroEnd := 8, 8 // the run of zero groups written as ::
+	for i := 0; i < 8; i++ {
+		j := i
+		for j < 8 && g[j] == 0 {
+			j++
+		}
+		if l := j - i; l >= 2 && l > zeroEnd-zeroStart {
+			zeroStart, zeroEnd = i, j
+		}
+		i = j
+	}
+	for i := 0; i < 8; i++ {
+		if i == zeroStart {
+			b = append(b, ':', ':')
+			i = zeroEnd
+			if i >= 8 {
+				break
+			}
+		} else if i > 0 {
+			b = append(b, ':')
+		}
+		b = appendHex16(b, g[i])
+	}
+	return b
+}
+
+// appendHex16 appends v in lowercase hexadecimal without leading zeros.
+func appendHex16(b []byte, v uint16) []byte {
+	const hex = "0123456789abcdef"
+	switch {
+	case v >= 0x1000:
+		return append(b, hex[v>>12], hex[v>>8&0xf], hex[v>>4&0xf], hex[v&0xf])
+	case v >= 0x100:
+		return append(b, hex[v>>8], hex[v>>4&0xf], hex[v&0xf])
+	case v >= 0x10:
+		return append(b, hex[v>>4], hex[v&0xf])
+	}
+	return append(b, hex[v])
+}
+
+// appendIPv4 appends the 4-byte address at the head of a in dotted
+// decimal.
+func appendIPv4(b, a []byte) []byte {
+	b = append(b, decimal[a[0]]...)
+	b = append(b, '.')
+	b = append(b, decimal[a[1]]...)
+	b = append(b, '.')
+	b = append(b, decimal[a[2]]...)
+	b = append(b, '.')
+	return append(b, decimal[a[3]]...)
 }
 
 // splitRows splits RowBinary data of rows of cols into rows, appended to

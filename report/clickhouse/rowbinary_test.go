@@ -3,7 +3,9 @@ package clickhouse
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,20 +14,126 @@ import (
 	"github.com/flowdedup/flowdedup/report"
 )
 
-// endString writes the length of strings of every size, in place, as
-// appendString would.
-func TestEndString(t *testing.T) {
-	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 70000} {
-		s := strings.Repeat("x", n)
-		b := []byte("head")
-		b, at := beginString(b)
-		b = append(b, s...)
-		b = endString(b, at)
-		want := appendString([]byte("head"), s)
-		if !bytes.Equal(b, want) {
-			t.Errorf("string of %d bytes: encoded differently from appendString", n)
+// TestAppendRecordMatchesText: the row of every kind of key, IPv4 and
+// IPv6 (IPv4-mapped too), with and without ports, named and numbered
+// protocols, edge addresses, is the row written the plain way: the key's
+// text from flow.Key.AppendText and the addresses from net/netip, each
+// as a RowBinary String.
+func TestAppendRecordMatchesText(t *testing.T) {
+	addrs := []netip.Addr{
+		netip.MustParseAddr("0.0.0.0"), netip.MustParseAddr("255.255.255.255"), netip.MustParseAddr("10.0.200.9"),
+		netip.MustParseAddr("::"), netip.MustParseAddr("::1"), netip.MustParseAddr("2001:db8::1:0:0:1"),
+		netip.MustParseAddr("::ffff:192.0.2.1"), netip.MustParseAddr("fe80::1:2:3:4"),
+		netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"), netip.MustParseAddr("1:0:0:1:0:0:0:1"),
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 2000 {
+		var b4 [4]byte
+		var b16 [16]byte
+		for i := range b4 {
+			b4[i] = byte(rng.IntN(256))
+		}
+		for i := range b16 {
+			if rng.IntN(3) > 0 { // runs of zeros, for the :: forms
+				b16[i] = byte(rng.IntN(256))
+			}
+		}
+		addrs = append(addrs, netip.AddrFrom4(b4), netip.AddrFrom16(b16))
+	}
+	f := flowRow{observer: appendString(nil, "obs")}
+	for i := 0; i+1 < len(addrs); i++ {
+		a, c := addrs[i], addrs[i+1]
+		if a.Is4() != c.Is4() {
+			c = addrs[(i+2)%len(addrs)]
+			if a.Is4() != c.Is4() {
+				continue
+			}
+		}
+		for _, kind := range []flow.KeyKind{flow.KeySrc, flow.KeyDst, flow.KeyPair, flow.Key5Tuple} {
+			for _, proto := range []uint8{6, 17, 1, 58, 132, 200, 0, 255} {
+				k := flow.MakeKey(kind, a, c, proto, uint16(rng.IntN(65536)), uint16(rng.IntN(65536)))
+				f.kind = appendString(nil, kind.String())
+				r := pipeline.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
+				got, err := f.appendRecord(nil, &r, 9)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := plainRow(k, r.TimeNs, r.WindowNs); !bytes.Equal(got, want) {
+					t.Fatalf("%v (%s): row\n%q\nwant\n%q", kind, k, got, want)
+				}
+			}
 		}
 	}
+}
+
+// appendIPv6 writes every kind of IPv6 address as net/netip does: zero
+// runs of every length at every place (the first of the longest as ::),
+// IPv4-mapped addresses, and random ones.
+func TestAppendIPv6(t *testing.T) {
+	check := func(a [16]byte) {
+		t.Helper()
+		if got, want := string(appendIPv6(nil, a[:])), netip.AddrFrom16(a).String(); got != want {
+			t.Fatalf("%x: %q, want %q", a, got, want)
+		}
+	}
+	// Every pattern of zero and non-zero groups, the non-zero ones of
+	// every width.
+	for mask := range 1 << 8 {
+		for _, v := range []uint16{1, 0xa, 0xab, 0xabc, 0xabcd, 0xffff} {
+			var a [16]byte
+			for i := range 8 {
+				if mask&(1<<i) != 0 {
+					binary.BigEndian.PutUint16(a[2*i:], v)
+				}
+			}
+			check(a)
+			a[10], a[11] = 0xff, 0xff // IPv4-mapped when the first 5 groups are zero
+			check(a)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		var a [16]byte
+		for i := range a {
+			if rng.IntN(2) == 0 {
+				a[i] = byte(rng.IntN(256))
+			}
+		}
+		check(a)
+	}
+}
+
+// appendPort writes every port as strconv does.
+func TestAppendPort(t *testing.T) {
+	for p := range 1 << 16 {
+		if got, want := string(appendPort([]byte("x"), uint16(p))), "x"+strconv.Itoa(p); got != want {
+			t.Fatalf("port %d: %q, want %q", p, got, want)
+		}
+	}
+}
+
+// plainRow is the flows row of key k, observer "obs" and batch 9, written
+// the plain way.
+func plainRow(k flow.Key, ts, win int64) []byte {
+	b := appendString(nil, "obs")
+	b = appendU32(b, uint32(win/1e9))
+	b = appendU32(b, uint32(ts/1e9))
+	b = appendU32(b, uint32(ts%1e9))
+	text, _ := k.AppendText(nil)
+	b = appendString(b, string(text))
+	str := func(a netip.Addr) string {
+		if !a.IsValid() {
+			return ""
+		}
+		return a.String()
+	}
+	b = appendString(b, str(k.Src()))
+	b = appendString(b, str(k.Dst()))
+	b = append(b, k.Proto())
+	b = appendU16(b, k.SrcPort())
+	b = appendU16(b, k.DstPort())
+	b = appendString(b, k.Kind().String())
+	return appendU64(b, 9)
 }
 
 // Rows split back exactly as they were encoded, whatever the key kind.

@@ -16,9 +16,13 @@ import (
 // serves: clickhouse://HOST:PORT/DB.
 const Scheme = "clickhouse"
 
-// PasswordFileParam is the one query parameter of an --export URL: the
-// path of a file holding the password of the URL's user.
-const PasswordFileParam = "password_file"
+// Query parameters of an --export URL: PasswordFileParam is the path of a
+// file holding the password of the URL's user, CompressionParam the
+// Content-Encoding of inserts (Config.Compression: none or gzip).
+const (
+	PasswordFileParam = "password_file"
+	CompressionParam  = "compression"
+)
 
 // PasswordEnv is the environment variable holding the password of a URL's
 // user when the URL names no password file (clickhouse-client reads
@@ -58,6 +62,9 @@ type URL struct {
 	// PasswordFile is the password_file=PATH query parameter, as written
 	// (before ${CREDENTIALS_DIRECTORY} is replaced).
 	PasswordFile string
+	// Compression is the compression=NAME query parameter: "" (none) or
+	// "gzip" (see Config.Compression).
+	Compression string
 }
 
 // Env is where Config looks for a password the URL does not hold: the
@@ -74,7 +81,7 @@ func OSEnv() Env { return Env{LookupEnv: os.LookupEnv, ReadFile: readPasswordFil
 
 // ParseURL parses an --export URL:
 //
-//	clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB[?password_file=PATH]
+//	clickhouse://[USER[:PASSWORD]@]HOST:PORT/DB[?password_file=PATH][&compression=gzip]
 //
 // HOST:PORT is the server's HTTP interface (8123 by default on the server,
 // but the port is required: nothing is guessed). HOST is a name, an IPv4
@@ -88,7 +95,7 @@ func OSEnv() Env { return Env{LookupEnv: os.LookupEnv, ReadFile: readPasswordFil
 //
 // ParseURL reads nothing. Another scheme, a missing or invalid host or
 // port, a missing or invalid database name, a query parameter other than
-// one password_file, a fragment, a password or password_file without a
+// one password_file and one compression (none or gzip), a fragment, a password or password_file without a
 // user, and both a password and a password_file are errors wrapping
 // ErrURL. No error holds the password: the URL is shown without it and
 // without its query. The name is not resolved here.
@@ -127,7 +134,7 @@ func ParseURL(s string) (URL, error) {
 		return URL{}, fmt.Errorf("%w %q: %v", ErrURL, shown, err)
 	}
 	p := URL{Address: u.Host, Database: db}
-	if p.PasswordFile, err = passwordFile(u.RawQuery); err != nil {
+	if p.PasswordFile, p.Compression, err = parseQuery(u.RawQuery); err != nil {
 		return URL{}, fmt.Errorf("%w %q: %v", ErrURL, shown, err)
 	}
 	if u.User != nil {
@@ -145,30 +152,42 @@ func ParseURL(s string) (URL, error) {
 	return p, nil
 }
 
-// passwordFile returns the password_file parameter of the raw query q, ""
-// when q is empty. Other parameters, or password_file given twice or
-// empty, are errors that name the parameters but not their values.
-func passwordFile(q string) (string, error) {
+// parseQuery returns the password_file and compression parameters of the
+// raw query q, "" when absent. Other parameters, one given twice or empty,
+// or a compression other than none and gzip, are errors that name the
+// parameters but not the password file's path.
+func parseQuery(q string) (passwordFile, compression string, err error) {
 	if q == "" {
-		return "", nil
+		return "", "", nil
 	}
 	v, err := url.ParseQuery(q)
 	if err != nil {
-		return "", fmt.Errorf("query: %v", err)
+		return "", "", fmt.Errorf("query: %v", err)
 	}
-	for k := range v {
-		if k != PasswordFileParam {
-			return "", fmt.Errorf("query parameter %q: the only one is %s=PATH", k, PasswordFileParam)
+	for k, vs := range v {
+		if k != PasswordFileParam && k != CompressionParam {
+			return "", "", fmt.Errorf("query parameter %q: the only ones are %s=PATH and %s=gzip", k, PasswordFileParam, CompressionParam)
+		}
+		switch {
+		case len(vs) != 1:
+			return "", "", fmt.Errorf("%s given %d times", k, len(vs))
+		case vs[0] == "":
+			return "", "", fmt.Errorf("%s is empty", k)
 		}
 	}
-	switch f := v[PasswordFileParam]; {
-	case len(f) != 1:
-		return "", fmt.Errorf("%s given %d times", PasswordFileParam, len(f))
-	case f[0] == "":
-		return "", fmt.Errorf("%s is empty: want %s=PATH", PasswordFileParam, PasswordFileParam)
-	default:
-		return f[0], nil
+	if f := v[PasswordFileParam]; len(f) == 1 {
+		passwordFile = f[0]
 	}
+	if c := v[CompressionParam]; len(c) == 1 {
+		switch c[0] {
+		case "none":
+		case CompressionGzip:
+			compression = c[0]
+		default:
+			return "", "", fmt.Errorf("%s=%q: want none or gzip", CompressionParam, c[0])
+		}
+	}
+	return passwordFile, compression, nil
 }
 
 // Config returns the Config that writes to u's destination, with Address,
@@ -185,7 +204,7 @@ func passwordFile(q string) (string, error) {
 // error wrapping ErrPasswordFile, which names the file and never holds its
 // content.
 func (u URL) Config(env Env) (Config, error) {
-	cfg := Config{Address: u.Address, Database: u.Database, User: u.User, Password: u.Password}
+	cfg := Config{Address: u.Address, Database: u.Database, User: u.User, Password: u.Password, Compression: u.Compression}
 	if u.User == "" || u.Password != "" {
 		return cfg, nil
 	}

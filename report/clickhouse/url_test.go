@@ -56,7 +56,7 @@ func TestParseURL(t *testing.T) {
 		{url: "clickhouse://127.0.0.1:8123/1db", err: `database name "1db"`},
 		{url: "clickhouse://127.0.0.1:8123/a%60b", err: "database name"},
 		{url: "clickhouse://127.0.0.1:8123/" + strings.Repeat("d", 129), err: "at most 128"},
-		{url: "clickhouse://127.0.0.1:8123/flows?timeout=1s", err: `query parameter "timeout": the only one is password_file=PATH`},
+		{url: "clickhouse://127.0.0.1:8123/flows?timeout=1s", err: `query parameter "timeout": the only ones are password_file=PATH and compression=gzip`},
 		{url: "clickhouse://127.0.0.1:8123/flows?", err: "no fragment"},
 		{url: "clickhouse://127.0.0.1:8123/flows#x", err: "no fragment"},
 	} {

@@ -1,9 +1,9 @@
-// Package export opens the --export destinations of replay and run
-// (DESIGN.md section 7): [Open] reads a destination's URL, makes the Destination
-// of its scheme and wraps it in a delivery.Queue, which the CLI gives to the
-// Reporter (report.Config.Exports) and to Prometheus
-// (delivery.NewCollector). [Check] refuses a malformed URL with Open's
-// error without opening anything, for a command line's usage errors.
+// Package export opens the --export destinations of replay and run: [Open]
+// reads a destination's URL, makes the Destination of its scheme and wraps
+// it in a delivery.Queue, which the CLI gives to the Reporter
+// (report.Config.Exports) and to Prometheus (delivery.NewCollector).
+// [Check] refuses a malformed URL with Open's error without opening
+// anything, for a command line's usage errors.
 //
 // Schemes:
 //

@@ -108,11 +108,12 @@ func sameFlows(t *testing.T, what string, got, want []wireFlow) {
 type ieSpec struct{ id, length uint16 }
 
 // wantFields lists the template fields for a flow, from
-// docs/architecture.md#export and the IANA registry (sourceIPv4Address 8, destinationIPv4Address 12,
-// sourceIPv6Address 27, destinationIPv6Address 28, protocolIdentifier 4,
-// sourceTransportPort 7, destinationTransportPort 11, flowStartMilliseconds
-// 152, flowEndMilliseconds 153), in a canonical order (sorted by ID) since the order of a template's
-// fields is the exporter's choice.
+// docs/architecture.md#export and the IANA registry (sourceIPv4Address 8,
+// destinationIPv4Address 12, sourceIPv6Address 27, destinationIPv6Address
+// 28, protocolIdentifier 4, sourceTransportPort 7, destinationTransportPort
+// 11, flowStartMilliseconds 152, flowEndMilliseconds 153), in a canonical
+// order (sorted by ID) since the order of a template's fields is the
+// exporter's choice.
 func wantFields(f wireFlow) []ieSpec {
 	var fs []ieSpec
 	v6 := f.Src.Is6() || f.Dst.Is6()

@@ -1,0 +1,197 @@
+package collect
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/collect/netflow"
+	"github.com/flowdedup/flowdedup/flow"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultRcvbuf is each UDP socket's receive buffer: softflowd
+	// reading a 38,000-flow capture sends about 1,250 datagrams of 1,400
+	// bytes at once, which the kernel charges about 4.5 MiB for; 32 MiB
+	// takes several such bursts while the pipeline is busy.
+	DefaultRcvbuf = 32 << 20
+	// DefaultPollInterval is how long Next waits for a datagram before it
+	// returns capture.ErrTimeout, so that the pipeline hands on what it
+	// holds on a quiet network and notices a stop.
+	DefaultPollInterval = 100 * time.Millisecond
+	// DefaultMaxObservers bounds the exporters' observation domains the
+	// collector numbers (and labels metrics with); the ones after share
+	// the observer OtherName.
+	DefaultMaxObservers = 1024
+	// DefaultMaxExporters bounds the exporter addresses each socket keeps
+	// templates and sequence numbers for.
+	DefaultMaxExporters = 1024
+)
+
+// Config says what a Collector listens on and how it keys.
+type Config struct {
+	// Listeners are the addresses to listen on (ParseListener).
+	Listeners []Listener
+	// Allow, when not empty, are the exporter addresses taken: datagrams
+	// and connections from others are counted (RejectedExporter) and
+	// dropped.
+	Allow []netip.Prefix
+	// Key is the key kind of the records.
+	Key flow.KeyKind
+	// Sockets is the number of UDP sockets per UDP listener, each a
+	// Source of its own read by its own goroutine (SO_REUSEPORT: the
+	// kernel spreads exporters over them, each exporter to one socket).
+	// 0 means 1.
+	Sockets int
+	// Rcvbuf is each UDP socket's receive buffer in bytes; 0 means
+	// DefaultRcvbuf.
+	Rcvbuf int
+	// PollInterval: 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// MaxObservers, MaxExporters: 0 means the defaults.
+	MaxObservers, MaxExporters int
+	// Limits bound each exporter's templates and domains.
+	Limits netflow.Limits
+	// Warnings receives a line when a socket's receive buffer is smaller
+	// than Rcvbuf (the kernel caps it at net.core.rmem_max without
+	// CAP_NET_ADMIN). nil: none.
+	Warnings io.Writer
+}
+
+// Collector listens for flow records and hands them to the pipeline as
+// one capture.Source (see source).
+type Collector struct {
+	cfg   Config
+	reg   *registry
+	src   *source
+	addrs []string
+}
+
+// Open binds every listener. It fails if any cannot be bound.
+func Open(cfg Config) (*Collector, error) {
+	if len(cfg.Listeners) == 0 {
+		return nil, errors.New("collect: nothing to listen on")
+	}
+	if !cfg.Key.IsValid() {
+		return nil, fmt.Errorf("collect: %w: %v", flow.ErrBadKind, cfg.Key)
+	}
+	if cfg.Sockets <= 0 {
+		cfg.Sockets = 1
+	}
+	if cfg.Rcvbuf <= 0 {
+		cfg.Rcvbuf = DefaultRcvbuf
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.MaxObservers <= 0 {
+		cfg.MaxObservers = DefaultMaxObservers
+	}
+	if cfg.MaxExporters <= 0 {
+		cfg.MaxExporters = DefaultMaxExporters
+	}
+	c := &Collector{cfg: cfg, reg: newRegistry(cfg.MaxObservers)}
+	st := new(sourceStats)
+	s := &source{
+		decoder: decoder{kind: cfg.Key, reg: c.reg, stats: st, lim: cfg.Limits},
+		done:    make(chan struct{}),
+		timer:   time.NewTimer(time.Hour),
+		timeout: cfg.PollInterval,
+		allow:   cfg.Allow,
+		exps:    newExporters(cfg.MaxExporters, cfg.Limits, st),
+	}
+	s.timer.Stop()
+	c.src = s
+	type udp struct {
+		rx    *receiver
+		proto Protocol
+	}
+	var udps []udp
+	for _, l := range cfg.Listeners {
+		if l.Protocol == IPFIXTCP {
+			tl, err := listenTCP(l.Addr)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("collect: listen on %s: %w", l, err)
+			}
+			tl.src = s
+			s.tls = append(s.tls, tl)
+			c.addrs = append(c.addrs, tl.ln.Addr().String())
+			continue
+		}
+		addr := l.Addr
+		for i := range cfg.Sockets {
+			rx, granted, err := listenUDP(addr, cfg.Rcvbuf)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("collect: listen on %s: %w", l, err)
+			}
+			s.rxs = append(s.rxs, rx)
+			udps = append(udps, udp{rx, l.Protocol})
+			if i == 0 {
+				// Port 0: the others join the port the kernel gave the first.
+				addr = rx.localAddr().String()
+				c.addrs = append(c.addrs, addr)
+				if granted < cfg.Rcvbuf && cfg.Warnings != nil {
+					fmt.Fprintf(cfg.Warnings, "flowdedup collect: warning: %s: receive buffer %d bytes, not the %d asked for: a burst of datagrams may be dropped (counted as dropped_by kernel); run with CAP_NET_ADMIN, or raise the limit: sysctl -w net.core.rmem_max=%d\n",
+						l, granted, cfg.Rcvbuf, cfg.Rcvbuf)
+				}
+			}
+		}
+	}
+	s.units = make(chan unit, len(s.rxs)*batchesPerSocket+len(s.tls)*tcpBuffers)
+	for _, u := range udps {
+		s.wg.Go(func() { s.readUDP(u.rx, u.proto) })
+	}
+	for _, tl := range s.tls {
+		s.wg.Go(tl.accept)
+	}
+	return c, nil
+}
+
+// Source returns the source to run the pipeline over. The Collector owns
+// it: Close closes it.
+func (c *Collector) Source() capture.Source { return c.src }
+
+// Addrs returns the address each listener is bound to, in Config order
+// (the port the kernel chose for port 0).
+func (c *Collector) Addrs() []string { return c.addrs }
+
+// Close closes every socket and listener. Safe to call more than once.
+func (c *Collector) Close() error { return c.src.Close() }
+
+// ObserverName returns the name of observer id (pipeline.Record.Observer):
+// Name(address, domain) of an exporter, OtherName, or "" for 0.
+func (c *Collector) ObserverName(id uint32) string { return c.reg.name(id) }
+
+// Stats returns the counters since Open. Safe from any goroutine.
+func (c *Collector) Stats() Stats {
+	s := Stats{Errors: make(map[string]uint64, numReasons)}
+	var errs [numReasons]uint64
+	for _, st := range []*sourceStats{c.src.stats} {
+		s.Datagrams += st.datagrams.Load()
+		s.Records += st.records.Load()
+		for i := range errs {
+			errs[i] += st.errors[i].Load()
+		}
+		s.TemplatesEvicted += st.templatesEvicted.Load()
+		s.DomainsEvicted += st.domainsEvicted.Load()
+		s.ExportersEvicted += st.exportersEvicted.Load()
+		s.CounterSamples += st.counterSamples.Load()
+		s.KernelDrops += st.kernelDrops.Load()
+		s.Connections += st.connections.Load()
+		s.StartAhead += st.startAhead.Load()
+	}
+	for i, n := range errs {
+		s.Errors[reasons[i]] = n
+	}
+	s.ObserverOverflow = c.reg.overflow.Load()
+	for _, o := range c.reg.observers()[1:] {
+		s.Observers = append(s.Observers, o.stats())
+	}
+	return s
+}

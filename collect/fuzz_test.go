@@ -1,0 +1,172 @@
+package collect
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/collect/netflow"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/report/ipfix"
+)
+
+// writeSeeds rewrites FuzzDatagramToKey's seed corpus from the real
+// exporters: go test ./collect -run TestWriteSeeds -write-seeds
+var writeSeeds = flag.Bool("write-seeds", false, "write the real exporters' datagrams to testdata/fuzz/FuzzDatagramToKey")
+
+// fuzzInput is FuzzDatagramToKey's input: a protocol byte (0 NetFlow and
+// IPFIX, 1 sFlow), then datagrams each preceded by its length (2 bytes,
+// big endian).
+func fuzzInput(sflow bool, msgs [][]byte) []byte {
+	b := []byte{0}
+	if sflow {
+		b[0] = 1
+	}
+	for _, m := range msgs {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(m)))
+		b = append(b, m...)
+	}
+	return b
+}
+
+// TestWriteSeeds captures what softflowd (v5, v9, IPFIX), pmacct's
+// sfprobe and flowdedup's own IPFIX export send, and with -write-seeds
+// writes them as FuzzDatagramToKey's seeds. Without the flag it checks
+// that every one decodes to keys without an error.
+func TestWriteSeeds(t *testing.T) {
+	capture := filepath.Join("..", "testdata", "pcaps", "small.pcap")
+	seeds := map[string][]byte{}
+	for _, v := range []int{5, 9, 10} {
+		seeds[fmt.Sprintf("softflowd-v%d", v)] = fuzzInput(false, testutil.CaptureSoftflowd(t, capture, v))
+	}
+	sf := testutil.CaptureSfprobe(t, capture, netip.MustParseAddr("192.0.2.1"), 3)
+	seeds["sfprobe"] = fuzzInput(true, sf[:min(len(sf), 8)])
+	seeds["flowdedup-ipfix"] = fuzzInput(false, flowdedupExport(t))
+	for name, b := range seeds {
+		st := decodeFuzz(t, b)
+		for r := range st.errors {
+			if n := st.errors[r].Load(); n != 0 {
+				t.Errorf("%s: %s: %d", name, reasons[r], n)
+			}
+		}
+		if st.records.Load() == 0 {
+			t.Errorf("%s: no records", name)
+		}
+		if *writeSeeds {
+			path := filepath.Join("testdata", "fuzz", "FuzzDatagramToKey", name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// flowdedupExport returns the datagrams flowdedup's IPFIX exporter
+// (--export ipfix://) sends for a few 5-tuple records.
+func flowdedupExport(t *testing.T) [][]byte {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e, err := ipfix.New(ipfix.Config{Network: "udp", Address: c.LocalAddr().String(), Kind: flow.Key5Tuple, ObservationDomain: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []pipeline.Record
+	for i := range 40 {
+		src := netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})
+		if i%4 == 0 {
+			src = netip.AddrFrom16([16]byte{0x20, 1, 0xd, 0xb8, 15: byte(i)})
+		}
+		dst := netip.AddrFrom4([4]byte{10, 8, 0, 1})
+		if src.Is6() {
+			dst = netip.MustParseAddr("2001:db8::1")
+		}
+		recs = append(recs, pipeline.Record{Key: flow.MakeKey(flow.Key5Tuple, src, dst, 6, uint16(1000+i), 443), TimeNs: exportTime.UnixNano() + int64(i)})
+	}
+	if err := e.Records(&report.Batch{Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var msgs [][]byte
+	buf := make([]byte, 65536)
+	for {
+		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		n, err := c.Read(buf)
+		if err != nil {
+			break
+		}
+		msgs = append(msgs, append([]byte(nil), buf[:n]...))
+	}
+	if len(msgs) == 0 {
+		t.Fatal("the exporter sent nothing")
+	}
+	return msgs
+}
+
+// decodeFuzz runs b (fuzzInput) through a source's decoder, as datagrams
+// of one exporter address, and checks every packet it makes.
+func decodeFuzz(t *testing.T, b []byte) *sourceStats {
+	if len(b) == 0 {
+		return new(sourceStats)
+	}
+	sflow := b[0]&1 == 1
+	reg := newRegistry(4)
+	st := new(sourceStats)
+	d := decoder{kind: flow.Key5Tuple, reg: reg, stats: st, lim: netflow.Limits{MaxTemplates: 8, MaxDomains: 4}}
+	exps := newExporters(2, d.lim, st)
+	from := netip.MustParseAddr("192.0.2.7")
+	var p capture.Packet
+	b = b[1:]
+	for len(b) >= 2 {
+		n := min(int(binary.BigEndian.Uint16(b)), len(b)-2)
+		msg := b[2 : 2+n]
+		b = b[2+n:]
+		e := exps.get(from)
+		if sflow {
+			d.startSFlow(msg, e, 1)
+		} else {
+			d.startNetFlow(msg, e, 1)
+		}
+		for d.next(&p) {
+			switch {
+			case p.Key.IsValid() && (p.Key.Kind() != flow.Key5Tuple || p.Data != nil):
+				t.Fatalf("a key %v of kind %v with %d bytes of data", p.Key, p.Key.Kind(), len(p.Data))
+			case !p.Key.IsValid() && (len(p.Data) == 0 || len(p.Data) > len(msg) || p.WireLen < len(p.Data)):
+				t.Fatalf("a frame of %d bytes (wire %d) from a datagram of %d", len(p.Data), p.WireLen, len(msg))
+			case p.Observer == 0 || reg.name(p.Observer) == "":
+				t.Fatalf("observer %d", p.Observer)
+			}
+		}
+	}
+	if n := len(reg.observers()); n > 4+2 {
+		t.Fatalf("%d observers, limit 4", n-2)
+	}
+	return st
+}
+
+// FuzzDatagramToKey runs datagrams through the whole path from bytes to
+// keys (the decoders, the exporter and observer tables, key making) and
+// checks that nothing panics, every packet is a key of the kind or a frame
+// within its datagram, every observer is named, and the tables stay within
+// their bounds. Seeds: TestWriteSeeds.
+func FuzzDatagramToKey(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) { decodeFuzz(t, b) })
+}

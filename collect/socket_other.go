@@ -1,0 +1,72 @@
+//go:build !linux
+
+package collect
+
+import (
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// receiver reads one datagram at a time from a UDP socket: the portable
+// fallback of the Linux receiver (recvmmsg, SO_REUSEPORT, SO_RXQ_OVFL),
+// for replay-only platforms that still build collect.
+type receiver struct {
+	conn *net.UDPConn
+	free chan *batch
+	ovfl atomic.Uint32
+}
+
+// batch holds one datagram.
+type batch struct {
+	rx    *receiver
+	buf   []byte
+	n     int // datagrams: 1
+	len   int
+	from  netip.Addr
+	trunc bool
+	now   int64
+}
+
+const (
+	maxDatagram      = 65535
+	batchesPerSocket = 64
+)
+
+func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, 0, err
+	}
+	conn, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, 0, err
+	}
+	granted := rcvbuf
+	if conn.SetReadBuffer(rcvbuf) != nil {
+		granted = 0
+	}
+	r := &receiver{conn: conn, free: make(chan *batch, batchesPerSocket)}
+	for range batchesPerSocket {
+		r.free <- &batch{rx: r, buf: make([]byte, maxDatagram+1)}
+	}
+	return r, granted, nil
+}
+
+func (r *receiver) recv(b *batch) error {
+	n, _, _, from, err := r.conn.ReadMsgUDPAddrPort(b.buf, nil)
+	if err != nil {
+		return errClosed
+	}
+	b.n, b.len, b.from, b.trunc, b.now = 1, min(n, maxDatagram), from.Addr().Unmap(), n > maxDatagram, time.Now().UnixNano()
+	return nil
+}
+
+func (b *batch) datagram(int) ([]byte, netip.Addr, bool) { return b.buf[:b.len], b.from, b.trunc }
+
+func (r *receiver) drops() uint64 { return 0 }
+
+func (r *receiver) close() error { return r.conn.Close() }
+
+func (r *receiver) localAddr() net.Addr { return r.conn.LocalAddr() }

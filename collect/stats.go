@@ -1,0 +1,156 @@
+package collect
+
+import (
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/flowdedup/flowdedup/collect/netflow"
+	"github.com/flowdedup/flowdedup/collect/sflow"
+)
+
+// Reasons a datagram or a record is not keyed, counted in Stats.Errors.
+// The labels are stable: summaries and metrics use them.
+const (
+	// RejectedExporter: a datagram (or a TCP connection) from an address
+	// --allow does not take.
+	RejectedExporter = "rejected_exporter"
+	// Oversize: a datagram longer than the receive buffer (64 KiB).
+	Oversize = "oversize"
+	// MissingField: a flow record without a field of the key kind (a
+	// source address for --key src, ...), or an sFlow sample whose
+	// header flow.Parse found no key in is counted by the pipeline
+	// instead (malformed_by, skipped_by).
+	MissingField = "missing_field"
+)
+
+// reasons lists every label of Stats.Errors, in index order: collect's
+// own, then the decoders' (netflow.Reason, sflow.Reason), merged by
+// label.
+var reasons = []string{
+	RejectedExporter, Oversize, MissingField,
+	"truncated", "bad_version", "bad_set", "bad_template", "no_template", "no_header",
+}
+
+const (
+	errRejected = iota
+	errOversize
+	errMissing
+	errTruncated
+	errBadVersion
+	numReasons = 9
+)
+
+// Reasons returns the labels of Stats.Errors, for metrics registered up
+// front. The caller owns the slice.
+func Reasons() []string { return append([]string(nil), reasons...) }
+
+var (
+	netflowReason [netflow.NumReasons]int
+	sflowReason   [sflow.NumReasons]int
+)
+
+func init() {
+	index := func(label string) int {
+		for i, r := range reasons {
+			if r == label {
+				return i
+			}
+		}
+		panic("collect: no reason " + label)
+	}
+	for r := range netflow.NumReasons {
+		netflowReason[r] = index(r.String())
+	}
+	for r := range sflow.NumReasons {
+		sflowReason[r] = index(r.String())
+	}
+	if len(reasons) != numReasons {
+		panic("collect: numReasons")
+	}
+}
+
+// sourceStats are one source's counters, written by its goroutine and
+// read by Stats.
+type sourceStats struct {
+	datagrams        atomic.Uint64
+	records          atomic.Uint64
+	errors           [numReasons]atomic.Uint64
+	templatesEvicted atomic.Uint64
+	domainsEvicted   atomic.Uint64
+	exportersEvicted atomic.Uint64
+	counterSamples   atomic.Uint64
+	kernelDrops      atomic.Uint64
+	connections      atomic.Uint64 // TCP
+	startAhead       atomic.Uint64
+}
+
+// Stats are a Collector's counters since it opened. Safe to take from any
+// goroutine while it runs.
+type Stats struct {
+	Datagrams uint64 // datagrams (TCP: IPFIX messages) received, rejected ones included
+	Records   uint64 // flow records and flow samples decoded
+	// Errors counts, by reason (Reasons), the datagrams, sets and records
+	// not keyed.
+	Errors map[string]uint64
+	// KernelDrops counts the datagrams the kernel dropped because a
+	// socket's receive buffer was full (SO_RXQ_OVFL).
+	KernelDrops uint64
+	// Evictions for room: templates and observation domains of an
+	// exporter's session, exporters' sessions of a socket (their
+	// templates are learnt again from the next refresh).
+	TemplatesEvicted, DomainsEvicted, ExportersEvicted uint64
+	// CounterSamples counts sFlow counter samples, which carry no flows.
+	CounterSamples uint64
+	// Connections counts the IPFIX-over-TCP connections accepted.
+	Connections uint64
+	// StartAhead counts the flow records whose start was more than a
+	// minute after their arrival (an exporter's clock that is wrong):
+	// their arrival was taken as their time instead.
+	StartAhead uint64
+	// ObserverOverflow counts the exporters that came after the observer
+	// registry was full (Config.MaxObservers), counted as OtherName.
+	ObserverOverflow uint64
+	// Observers holds each exporter's observation domain, by number.
+	Observers []ObserverStats
+}
+
+// ObserverStats are the counters of one observer: an exporter's
+// observation domain.
+type ObserverStats struct {
+	ID     uint32 // its number, pipeline.Record.Observer
+	Name   string // Name(Addr, Domain), or OtherName
+	Addr   netip.Addr
+	Domain uint32
+	// Protocol is what it sent last: "netflow5", "netflow9", "ipfix" or
+	// "sflow"; "" for OtherName.
+	Protocol  string
+	Datagrams uint64
+	Records   uint64
+	// Lost counts what its sequence numbers say was lost in transit, in
+	// LostUnit: "datagrams" (NetFlow v9, sFlow) or "records" (v5, IPFIX).
+	Lost     uint64
+	LostUnit string
+	// SamplingRate is the exporter's 1-in-N packet sampling rate as it
+	// last said it, 0 when it never did: a count from sampled traffic is
+	// a lower bound of the real one.
+	SamplingRate uint32
+}
+
+func (o *observer) stats() ObserverStats {
+	s := ObserverStats{
+		ID: o.id, Name: o.name, Addr: o.addr, Domain: o.domain,
+		Datagrams: o.datagrams.Load(), Records: o.records.Load(),
+		Lost: o.lost.Load(), SamplingRate: o.sampling.Load(),
+	}
+	switch o.version.Load() {
+	case 5:
+		s.Protocol, s.LostUnit = "netflow5", "records"
+	case 9:
+		s.Protocol, s.LostUnit = "netflow9", "datagrams"
+	case 10:
+		s.Protocol, s.LostUnit = "ipfix", "records"
+	case versionSFlow:
+		s.Protocol, s.LostUnit = "sflow", "datagrams"
+	}
+	return s
+}

@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/flowdedup/flowdedup/collect"
+	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/units"
+)
+
+// CollectConfig holds the flags of `flowdedup collect`.
+type CollectConfig struct {
+	CaptureConfig
+	Listen  []string // --listen URL, repeatable
+	Allow   []string // --allow CIDR, repeatable
+	Rcvbuf  int64    // --rcvbuf, bytes
+	Sockets int      // --sockets per UDP listener; 0: --workers
+
+	listeners []collect.Listener
+	allow     []netip.Prefix
+}
+
+// newCollectConfig returns collect's defaults: as run's (a daemon's
+// summaries go to stderr unless sent elsewhere), and a lateness of one
+// window, since a router exports a flow when it ends or at its active
+// timeout, minutes after it began.
+func newCollectConfig() CollectConfig {
+	c := CollectConfig{CaptureConfig: newCaptureConfig(), Rcvbuf: collect.DefaultRcvbuf}
+	c.Summary = "-"
+	c.lateDefault = math.MaxInt64 // capped at one window
+	return c
+}
+
+// BindFlags registers collect's flags on fs.
+func (c *CollectConfig) BindFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&c.Listen, "listen", nil, "receive flow records on `URL` (repeatable): netflow://HOST:PORT (NetFlow v5, v9 and IPFIX over UDP, e.g. netflow://0.0.0.0:2055), ipfix+tcp://HOST:PORT (IPFIX over TCP, e.g. from 'flowdedup run --export ipfix+tcp://'), sflow://HOST:PORT (sFlow v5, e.g. sflow://0.0.0.0:6343)")
+	fs.StringArrayVar(&c.Allow, "allow", nil, "take datagrams and connections only from exporters in `CIDR` (repeatable), e.g. --allow 10.0.0.0/8; others are counted as rejected_exporter and dropped")
+	fs.Var(sizeValue{p: &c.Rcvbuf}, "rcvbuf", "receive buffer `SIZE` of each UDP socket, e.g. 64MiB: forced with CAP_NET_ADMIN, else at most net.core.rmem_max (a warning says so); a burst that does not fit is dropped by the kernel and counted (dropped_by kernel)")
+	fs.IntVar(&c.Sockets, "sockets", 1, "UDP sockets per listener, each read by a goroutine of its own (SO_REUSEPORT: the kernel sends each exporter to one of them); their records are keyed by one goroutine")
+	c.CaptureConfig.BindFlags(fs)
+	if f := fs.Lookup("lateness"); f != nil {
+		f.Usage = "allowed lateness `D`: a window closes when the newest record's flow start passes its end plus D; records that began earlier are counted as late. Routers export a flow when it ends or at its active timeout: set D to that timeout, at least (default: one --window). Each worker keeps ceil(D/window)+1 filters"
+	}
+}
+
+const collectLong = `Receives the flow records routers export (NetFlow v5, v9, IPFIX, sFlow) and writes
+each flow key the first time an exporter reports it in a window, with the same
+filters, windows, outputs and exports as replay and run. A daemon: stop it with
+Ctrl-C (SIGINT) or SIGTERM, and the last window is closed and written.
+
+Each exporter's observation domain (its address and NetFlow v9 source ID, IPFIX
+observation domain, v5 engine, or sFlow agent and sub-agent) is an observer: keys
+are deduplicated per exporter, so a key two routers saw is a record of each, and
+records carry it ("exporter":"192.0.2.1#0"; the observer column of ClickHouse's
+flows table). --observer names the collector itself, in the summaries.
+
+A flow record's window is its flow start (NetFlow v5 and v9: from the exporter's
+uptime and clock; IPFIX: its absolute times); sFlow samples carry no time and take
+their arrival. sFlow samples' packet headers are keyed as replay keys frames. In the
+summaries, packets counts records (flow records and sFlow samples), and collect
+adds what it counted since the previous summary: datagrams, records and decode
+errors by reason, and per exporter its datagrams, records, distinct keys of the
+window, loss in transit from its sequence numbers, and its sampling rate (counts of
+sampled traffic are lower bounds). Datagrams the kernel dropped for want of buffer
+are counted as dropped_by kernel.`
+
+const collectExamples = `  flowdedup collect --listen netflow://0.0.0.0:2055 --key src --window 1h
+  softflowd -r capture.pcap -n 127.0.0.1:2055 -v 10     # then, in another shell:
+  flowdedup collect --listen netflow://127.0.0.1:2055 --key src --window 1h --out sources.jsonl
+  flowdedup collect --listen sflow://0.0.0.0:6343 --key pair --window 5m --summary summaries.jsonl
+  flowdedup collect --listen netflow://0.0.0.0:2055 --listen sflow://0.0.0.0:6343 --allow 10.0.0.0/8 \
+      --window 1h --export clickhouse://127.0.0.1:8123/flows --spool /var/spool/flowdedup --observer collector1
+  flowdedup collect --listen ipfix+tcp://0.0.0.0:4739 --window 1m --summary-sketch --out /dev/null --metrics 127.0.0.1:9100
+`
+
+func collectCommand() command {
+	return command{
+		use:     "collect --listen URL [--listen URL...] [flags]",
+		short:   "flow records routers export (NetFlow, IPFIX, sFlow) -> distinct flows per exporter and window summaries",
+		long:    collectLong + "\n\n" + outputHelp,
+		example: collectExamples,
+		bind: func(cmd *cobra.Command) runFunc {
+			cfg := newCollectConfig()
+			cfg.BindFlags(cmd.Flags())
+			completeCaptureFlags(cmd)
+			noArgs(cmd)
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return runCollect(ctx, &cfg, args, stdout, stderr)
+			}
+		},
+	}
+}
+
+// check validates collect's own flags, then the shared ones.
+func (c *CollectConfig) check(budget memoryBudget) error {
+	if len(c.Listen) == 0 {
+		return usagef("--listen is required, e.g. --listen netflow://0.0.0.0:2055")
+	}
+	c.listeners = c.listeners[:0]
+	for _, u := range c.Listen {
+		l, err := collect.ParseListener(u)
+		if err != nil {
+			return usageError{err}
+		}
+		c.listeners = append(c.listeners, l)
+	}
+	c.allow = c.allow[:0]
+	for _, a := range c.Allow {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(a)
+			if aerr != nil {
+				return usagef("--allow %q: want a CIDR such as 10.0.0.0/8 or 2001:db8::/32", a)
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		c.allow = append(c.allow, p.Masked())
+	}
+	if c.Rcvbuf > 1<<31-1 {
+		return usagef("--rcvbuf %s: at most 2GiB", units.FormatBytes(c.Rcvbuf))
+	}
+	if c.Sockets < 1 {
+		return usagef("--sockets must be at least 1")
+	}
+	return c.CaptureConfig.check(budget)
+}
+
+// runCollect collects as cfg says until ctx is cancelled.
+func runCollect(ctx context.Context, cfg *CollectConfig, args []string, stdout, stderr io.Writer) error {
+	catchHangup()
+	if len(args) > 0 {
+		return usagef("unexpected argument %q: collect takes no files; give --listen URL", args[0])
+	}
+	if err := cfg.check(systemMemory()); err != nil {
+		return err
+	}
+	sockets := cfg.Sockets
+	c, err := collect.Open(collect.Config{
+		Listeners: cfg.listeners, Allow: cfg.allow, Key: cfg.Key,
+		Sockets: sockets, Rcvbuf: int(cfg.Rcvbuf), Warnings: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	counts := newCollectCounts(c)
+	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{
+		live: true, idleWallClock: true, observers: c, annotate: counts.annotate, metrics: []prometheus.Collector{c.Metrics()},
+	}, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	var where []string
+	for i, a := range c.Addrs() {
+		where = append(where, cfg.listeners[i].Protocol.String()+"://"+a)
+	}
+	fmt.Fprintf(stderr, "flowdedup collect: listening on %s (%d sockets per UDP listener), %s\n", strings.Join(where, ", "), sockets, cfg.describe())
+	err = s.run(ctx, c.Source())
+	fmt.Fprint(stderr, collectTotals(c.Stats()))
+	return err
+}
+
+// collectCounts makes the collect part of each summary: what the
+// collector counted since the previous one.
+// The Reporter calls annotate from its one goroutine.
+type collectCounts struct {
+	c    *collect.Collector
+	prev collect.Stats
+	byID map[uint32]collect.ObserverStats
+}
+
+func newCollectCounts(c *collect.Collector) *collectCounts {
+	return &collectCounts{c: c, byID: map[uint32]collect.ObserverStats{}}
+}
+
+// annotate sets s.Collect to the counts since the previous summary.
+func (cc *collectCounts) annotate(s *report.Summary) {
+	now := cc.c.Stats()
+	cur := &report.CollectCounts{
+		Datagrams:  now.Datagrams - cc.prev.Datagrams,
+		Records:    now.Records - cc.prev.Records,
+		StartAhead: now.StartAhead - cc.prev.StartAhead,
+		Errors:     map[string]uint64{},
+	}
+	for r, n := range now.Errors {
+		if d := n - cc.prev.Errors[r]; d != 0 {
+			cur.Errors[r] = d
+		}
+	}
+	for _, o := range now.Observers {
+		p := cc.byID[o.ID]
+		if o.Datagrams == p.Datagrams {
+			continue // nothing since the previous summary; the Reporter adds it if it has records of the window
+		}
+		cur.Exporters = append(cur.Exporters, report.ExporterCounts{
+			ID: o.ID, Exporter: o.Name, Protocol: o.Protocol,
+			Datagrams: o.Datagrams - p.Datagrams, Records: o.Records - p.Records,
+			Lost: o.Lost - p.Lost, LostUnit: o.LostUnit, SamplingRate: o.SamplingRate,
+		})
+		cc.byID[o.ID] = o
+	}
+	cc.prev = now
+	s.Collect = cur
+}
+
+// collectTotals is the line of the collector's totals at the end:
+//
+//	collect: datagrams 120, records 3500, errors 2 (no_template 2), exporters 3, kernel drops 0
+func collectTotals(s collect.Stats) string {
+	var b strings.Builder
+	var errs uint64
+	for _, n := range s.Errors {
+		errs += n
+	}
+	fmt.Fprintf(&b, "collect: datagrams %d, records %d, errors %d", s.Datagrams, s.Records, errs)
+	sep := " ("
+	for _, r := range slices.Sorted(maps.Keys(s.Errors)) {
+		if s.Errors[r] != 0 {
+			fmt.Fprintf(&b, "%s%s %d", sep, r, s.Errors[r])
+			sep = ", "
+		}
+	}
+	if sep != " (" {
+		b.WriteByte(')')
+	}
+	exporters := 0
+	for _, o := range s.Observers {
+		if o.Datagrams != 0 {
+			exporters++
+		}
+	}
+	fmt.Fprintf(&b, ", exporters %d, kernel drops %d", exporters, s.KernelDrops)
+	if s.StartAhead != 0 {
+		fmt.Fprintf(&b, ", %d records starting after they came (their arrival taken)", s.StartAhead)
+	}
+	b.WriteByte('\n')
+	return b.String()
+}

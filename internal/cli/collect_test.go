@@ -1,0 +1,217 @@
+//go:build linux && !(mips || mips64 || ppc64 || s390x)
+
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/collect/collecttest"
+)
+
+func TestCollectUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"collect"},
+		{"collect", "--listen", "udp://127.0.0.1:2055"},
+		{"collect", "--listen", "netflow://127.0.0.1"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--allow", "10.0.0.0/33"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--allow", "nowhere"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--rcvbuf", "lots"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--rcvbuf", "4GiB"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--sockets", "-1"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--key", "mac"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "capture.pcap"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--lateness", "5s"},
+	} {
+		code, _, errs := run(args...)
+		if code != ExitUsage || errs == "" {
+			t.Errorf("%q: exit %d, stderr %q; want %d and a message", args, code, errs, ExitUsage)
+		}
+	}
+}
+
+// collectProc is a running `flowdedup collect`.
+type collectProc struct {
+	cmd  *exec.Cmd
+	addr string // the UDP address it listens on
+	mu   sync.Mutex
+	logs strings.Builder
+	dead chan struct{}
+	err  error
+}
+
+var listening = regexp.MustCompile(`listening on netflow://(\S+?)[, ]`)
+
+// startCollect starts `flowdedup collect --listen netflow://127.0.0.1:0
+// ARGS` and returns once it says where it listens.
+func startCollect(t *testing.T, args ...string) *collectProc {
+	t.Helper()
+	c := &collectProc{dead: make(chan struct{})}
+	c.cmd = exec.Command(buildBinary(t), append([]string{"collect", "--listen", "netflow://127.0.0.1:0"}, args...)...)
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cmd.Process.Kill(); <-c.dead })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.logs.WriteString(sc.Text() + "\n")
+			c.mu.Unlock()
+		}
+		c.err = c.cmd.Wait()
+		close(c.dead)
+	}()
+	waitFor(t, "collect's listening line", func() bool {
+		m := listening.FindStringSubmatch(c.log())
+		if m != nil {
+			c.addr = m[1]
+		}
+		select {
+		case <-c.dead:
+			t.Fatalf("collect exited (%v)\n%s", c.err, c.log())
+		default:
+		}
+		return m != nil
+	}, c.log)
+	return c
+}
+
+func (c *collectProc) log() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logs.String()
+}
+
+// send sends the messages of flows, as exporter e, to the collector.
+func (c *collectProc) send(t *testing.T, e *collecttest.Exporter, flows []collecttest.Flow) {
+	t.Helper()
+	conn, err := net.Dial("udp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, m := range e.Encode(time.Now().Truncate(time.Second), flows, 30) {
+		if _, err := conn.Write(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// stop sends sig and waits for the exit.
+func (c *collectProc) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	c.cmd.Process.Signal(sig)
+	select {
+	case <-c.dead:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("collect did not exit within 10 s of %v\n%s", sig, c.log())
+	}
+	if c.err != nil {
+		t.Fatalf("collect exited with %v after %v, want 0\n%s", c.err, sig, c.log())
+	}
+}
+
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// TestCollectDaemon runs collect as a daemon: records reach --out as they
+// come, SIGHUP reopens it (at its next write) after it is moved away, and
+// SIGTERM (or SIGINT)
+// flushes the last window, its summary with the exporters' counts, and
+// exits 0.
+func TestCollectDaemon(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			out, sum := filepath.Join(dir, "sources.jsonl"), filepath.Join(dir, "summary.jsonl")
+			c := startCollect(t, "--key", "src", "--window", "1h", "--out", out, "--summary", sum)
+			now := time.Now()
+			e := &collecttest.Exporter{Version: 9, Boot: now.Add(-time.Hour), Domain: 7}
+			flows := collecttest.Flows(100, 1, now.Truncate(time.Second))
+			c.send(t, e, flows[:50])
+			want := map[string]bool{}
+			for _, f := range flows {
+				want[f.Src.String()] = true
+			}
+			first := map[string]bool{}
+			for _, f := range flows[:50] {
+				first[f.Src.String()] = true
+			}
+			waitFor(t, "the first records in --out", func() bool { return len(lines(t, out)) == len(first) }, c.log)
+			moved := out + ".1"
+			if err := os.Rename(out, moved); err != nil {
+				t.Fatal(err)
+			}
+			c.cmd.Process.Signal(syscall.SIGHUP)
+			waitFor(t, "SIGHUP taken", func() bool { return strings.Contains(c.log(), "reopening "+out) }, c.log)
+			c.send(t, e, flows[50:])
+			c.stop(t, sig)
+			got := map[string]bool{}
+			for _, path := range []string{moved, out} {
+				for _, l := range lines(t, path) {
+					var r struct{ Src, Exporter string }
+					if err := json.Unmarshal([]byte(l), &r); err != nil {
+						t.Fatal(err)
+					}
+					if r.Exporter != "127.0.0.1#7" || got[r.Src] {
+						t.Errorf("record %s: exporter or repeat", l)
+					}
+					got[r.Src] = true
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d sources, want %d", len(got), len(want))
+			}
+			s := lines(t, sum)
+			if len(s) == 0 {
+				t.Fatalf("no summary\n%s", c.log())
+			}
+			var last struct {
+				Final   bool
+				Packets uint64
+				Collect struct {
+					Datagrams uint64
+					Exporters []struct {
+						Exporter string
+						Records  uint64
+						Distinct uint64
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(s[len(s)-1]), &last); err != nil {
+				t.Fatal(err)
+			}
+			if !last.Final || last.Packets != 100 || len(last.Collect.Exporters) != 1 || last.Collect.Exporters[0].Distinct != uint64(len(want)) {
+				t.Errorf("last summary %s", s[len(s)-1])
+			}
+			if !strings.Contains(c.log(), "collect: datagrams 4, records 100, errors 0, exporters 1, kernel drops 0") {
+				t.Errorf("no collect totals line:\n%s", c.log())
+			}
+		})
+	}
+}

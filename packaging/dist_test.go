@@ -1,0 +1,280 @@
+//go:build linux
+
+package packaging
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/internal/cli"
+)
+
+// manPages are the pages make generates: flowdedup(1) and one per command
+// that help lists, completion's shells included.
+func manPages() []string {
+	root := cli.Command()
+	root.InitDefaultCompletionCmd()
+	pages := []string{"flowdedup.1.gz"}
+	for _, c := range root.Commands() {
+		if !c.IsAvailableCommand() || c.IsAdditionalHelpTopicCommand() {
+			continue
+		}
+		pages = append(pages, "flowdedup-"+c.Name()+".1.gz")
+		for _, s := range c.Commands() {
+			if s.IsAvailableCommand() && !s.IsAdditionalHelpTopicCommand() {
+				pages = append(pages, "flowdedup-"+c.Name()+"-"+s.Name()+".1.gz")
+			}
+		}
+	}
+	slices.Sort(pages)
+	return pages
+}
+
+// entry is one member of an archive.
+type entry struct {
+	name string
+	mode int64
+	data []byte
+}
+
+// readArchive returns the entries of a tar.gz, in order, failing t unless
+// each is owned by root (0:0) and dated epoch.
+func readArchive(t *testing.T, path string, epoch int64) []entry {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	var es []entry
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if h.Uid != 0 || h.Gid != 0 || h.ModTime.Unix() != epoch {
+			t.Errorf("%s: %s is owned by %d:%d, dated %v: want 0:0 and SOURCE_DATE_EPOCH %d", path, h.Name, h.Uid, h.Gid, h.ModTime, epoch)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, entry{h.Name, h.Mode, data})
+	}
+	return es
+}
+
+// Every archive verifies against SHA256SUMS, and holds, under one
+// directory named as the archive, the binary, the unit, its settings, a
+// man page per command, the completions, LICENSE, README and the notices
+// of the Go modules in the binary: directories and the binary mode 0755,
+// the rest 0644, in name order.
+func TestArchives(t *testing.T) {
+	r := buildRelease(t)
+	check := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
+	check.Dir = r.dist
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("sha256sum --check SHA256SUMS: %v\n%s", err, out)
+	}
+	sums, err := os.ReadFile(filepath.Join(r.dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(sums), "\n"); n != len(distArches) {
+		t.Errorf("SHA256SUMS has %d lines, want one per archive (%d):\n%s", n, len(distArches), sums)
+	}
+	epoch, _ := strconv.ParseInt(r.epoch, 10, 64)
+	want := []string{"", "LICENSE", "README.md", "THIRD-PARTY-NOTICES", "completions/", "completions/_flowdedup",
+		"completions/flowdedup", "completions/flowdedup.fish", "flowdedup", "flowdedup.env", "flowdedup.service", "man/"}
+	for _, p := range manPages() {
+		want = append(want, "man/"+p)
+	}
+	for _, a := range distArches {
+		if !strings.Contains(string(sums), "  "+filepath.Base(r.archive(a.name))+"\n") {
+			t.Errorf("SHA256SUMS does not list %s", filepath.Base(r.archive(a.name)))
+		}
+		es := readArchive(t, r.archive(a.name), epoch)
+		var names []string
+		for _, e := range es {
+			name := strings.TrimPrefix(e.name, r.archiveBase(a.name)+"/")
+			if name == r.archiveBase(a.name)+"/" {
+				name = ""
+			}
+			names = append(names, name)
+			wantMode := int64(0o644)
+			if name == "" || strings.HasSuffix(name, "/") || name == "flowdedup" {
+				wantMode = 0o755
+			}
+			if e.mode != wantMode {
+				t.Errorf("%s: %s has mode %o, want %o", a.name, e.name, e.mode, wantMode)
+			}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s holds\n%q\nwant\n%q", a.name, names, want)
+		}
+		for _, e := range es {
+			// cobra is in every build; cilium/ebpf only in those with
+			// live capture, which the big-endian ones have not.
+			if strings.HasSuffix(e.name, "/THIRD-PARTY-NOTICES") {
+				has := func(s string) bool { return bytes.Contains(e.data, []byte(s)) }
+				bigEndian := a.name == "mips" || a.name == "mips64"
+				if !has("Go "+runtime.Version()) || !has("github.com/spf13/cobra") || has("github.com/cilium/ebpf") == bigEndian {
+					t.Errorf("%s: THIRD-PARTY-NOTICES does not name the Go release, cobra and (little-endian builds only) cilium/ebpf:\n%.500s", a.name, e.data)
+				}
+			}
+		}
+	}
+}
+
+// A second build from a copy of the tree in another directory (no .git:
+// the version, commit and time are given as make derives them) gives the
+// same bytes: every archive (SHA256SUMS) and every Debian package.
+//
+// The second build compiles nothing anew: the go command's build cache is
+// keyed by the content of each compilation's inputs, which -trimpath keeps
+// the directory out of, so the compiled packages would be the same either
+// way. What runs again is every step that make adds: the link with the
+// version stamps, mkpkg's man pages, completions, changelog and notices,
+// nfpm, tar and gzip, in another directory at a later time, which is where
+// a time, an order or a path would get into the bytes. Compiling twice
+// would only retest the Go toolchain's own reproducibility, at a cost of
+// minutes per platform.
+func TestReproducible(t *testing.T) {
+	r := buildRelease(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	copyTracked(t, src)
+	dist := filepath.Join(dir, "dist")
+	start := time.Now()
+	out, err := makeIn(src, "package", "dist", "DIST="+dist, "PKGBUILD="+filepath.Join(dir, "build"),
+		"VERSION="+r.version, "COMMIT="+r.commit, "SOURCE_DATE_EPOCH="+r.epoch)
+	if err != nil {
+		t.Fatalf("make package dist in a copy of the tree: %v\n%s", err, out)
+	}
+	t.Logf("second make package dist: %.1f s", time.Since(start).Seconds())
+	files := []string{"SHA256SUMS"}
+	for _, a := range distArches {
+		files = append(files, filepath.Base(r.archive(a.name)))
+	}
+	for _, a := range debArches {
+		files = append(files, filepath.Base(r.deb(a)))
+	}
+	for _, f := range files {
+		a, err := os.ReadFile(filepath.Join(r.dist, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dist, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs between the two builds (%d and %d bytes)", f, len(a), len(b))
+		}
+	}
+}
+
+// Each archive's binary runs on its platform (under qemu-user here): it
+// names the version, commit and platform the archive was built for, and
+// replays a capture to the same records and summaries as the amd64
+// build.
+func TestArchiveBinariesRun(t *testing.T) {
+	r := buildRelease(t)
+	dir := t.TempDir()
+	binary := func(arch string) string {
+		epoch, _ := strconv.ParseInt(r.epoch, 10, 64)
+		for _, e := range readArchive(t, r.archive(arch), epoch) {
+			if e.name == r.archiveBase(arch)+"/flowdedup" {
+				p := filepath.Join(dir, "flowdedup-"+arch)
+				if err := os.WriteFile(p, e.data, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+		}
+		t.Fatalf("%s has no flowdedup", r.archive(arch))
+		return ""
+	}
+	capture, err := filepath.Abs("../testdata/pcaps/zipf.pcap.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := func(prefix []string) (records, summaries string) {
+		t.Helper()
+		d := t.TempDir()
+		out, sum := filepath.Join(d, "out.jsonl"), filepath.Join(d, "summary.jsonl")
+		// One worker: with more, records of different workers interleave
+		// in no fixed order.
+		if o, err := runOn(prefix, "replay", "--workers", "1", "--key", "5tuple", "--window", "1m", "--filter", "qht:mem=64KiB",
+			"--seed", "3", "--observer", "r1", "--summary-sketch", "--out", out, "--summary", sum, capture); err != nil {
+			t.Fatalf("%q replay: %v\n%s", prefix, err, o)
+		}
+		rec, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := os.ReadFile(sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(rec), string(s)
+	}
+	wantRecords, wantSummaries := replay([]string{binary("amd64")})
+	if wantRecords == "" || !strings.Contains(wantSummaries, `"sketch":"`) {
+		t.Fatalf("the amd64 build wrote no records or no sketch:\n%s", wantSummaries)
+	}
+	for _, a := range distArches {
+		t.Run(a.name, func(t *testing.T) {
+			prefix := []string{binary(a.name)}
+			if a.qemu != "" {
+				prefix = append([]string{needCommand(t, a.qemu, "qemu-user")}, prefix...)
+			}
+			got, err := runOn(prefix, "--version")
+			want := fmt.Sprintf("flowdedup %s (commit %s) %s %s\n", r.version, r.commit[:12], runtime.Version(), a.platform)
+			if err != nil || got != want {
+				t.Errorf("--version: %v, printed %q, want %q", err, got, want)
+			}
+			records, summaries := replay(prefix)
+			if records != wantRecords || summaries != wantSummaries {
+				t.Errorf("replay differs from amd64's: records equal %v, summaries equal %v\namd64:\n%s\n%s:\n%s",
+					records == wantRecords, summaries == wantSummaries, wantSummaries, a.name, summaries)
+			}
+		})
+	}
+}
+
+// runOn runs the command prefix with args, with a time limit, and returns
+// its standard output (standard error too when it fails).
+func runOn(prefix []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	argv := append(slices.Clone(prefix), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
+}

@@ -1,0 +1,212 @@
+//go:build linux
+
+package packaging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
+)
+
+// The architectures make builds (the Makefile's DEB_ARCHES and
+// DIST_ARCHES), with what each binary says in --version and how it runs
+// here.
+var (
+	debArches  = []string{"amd64", "arm64", "armhf", "i386"}
+	distArches = []struct {
+		name     string // the archive's ARCH
+		platform string // GOOS/GOARCH, as --version names it
+		qemu     string // the qemu-user emulator ("" runs natively)
+	}{
+		{"amd64", "linux/amd64", ""},
+		{"arm64", "linux/arm64", "qemu-aarch64"},
+		{"armv7", "linux/arm", "qemu-arm"},
+		// The amd64 kernel runs 386 binaries itself; qemu-i386 cannot run
+		// Go's (the runtime dies with "bad g in signal handler").
+		{"386", "linux/386", ""},
+		{"mips", "linux/mips", "qemu-mips"},
+		{"mipsle", "linux/mipsle", "qemu-mipsel"},
+		{"mips64", "linux/mips64", "qemu-mips64"},
+		{"riscv64", "linux/riscv64", "qemu-riscv64"},
+	}
+)
+
+// release is the output of one `make package dist`.
+type release struct {
+	version, commit, epoch string
+	dist                   string // the .debs, the archives and SHA256SUMS
+}
+
+func (r *release) deb(arch string) string {
+	return filepath.Join(r.dist, "flowdedup_"+r.version+"_"+arch+".deb")
+}
+
+func (r *release) archive(arch string) string {
+	return filepath.Join(r.dist, r.archiveBase(arch)+".tar.gz")
+}
+
+func (r *release) archiveBase(arch string) string {
+	return "flowdedup_" + r.version + "_linux_" + arch
+}
+
+var (
+	releaseOnce sync.Once
+	built       *release
+	buildErr    error
+	tempDirs    []string // removed by TestMain
+)
+
+// repo is the repository's root (tests run in packaging/).
+const repo = ".."
+
+// buildRelease runs `make package dist` once per test binary, into a
+// temporary DIST and PKGBUILD (so that a developer's dist/ and bin/ stay as
+// they were), and returns what it made. Every architecture's binary is
+// built once and shared by its package and its archive, as make does.
+func buildRelease(t *testing.T) *release {
+	t.Helper()
+	needCommand(t, "make", "make")
+	needCommand(t, "git", "git")
+	needCommand(t, "sha256sum", "coreutils")
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skipf("the release tests run the amd64 build as the reference; this is %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	releaseOnce.Do(func() {
+		r := &release{}
+		var err error
+		if r.version, err = output(repo, "packaging/version.sh"); err != nil {
+			buildErr = err
+			return
+		}
+		if r.commit, err = output(repo, "git", "rev-parse", "HEAD"); err != nil {
+			buildErr = err
+			return
+		}
+		if r.epoch, err = output(repo, "git", "log", "-1", "--format=%ct"); err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "flowdedup-release-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		tempDirs = append(tempDirs, dir)
+		r.dist = filepath.Join(dir, "dist")
+		start := time.Now()
+		if out, err := makeIn(repo, "package", "dist", "DIST="+r.dist, "PKGBUILD="+filepath.Join(dir, "build")); err != nil {
+			buildErr = errors.New(err.Error() + "\n" + out)
+			return
+		}
+		t.Logf("make package dist: %.1f s", time.Since(start).Seconds())
+		built = r
+	})
+	if buildErr != nil {
+		t.Fatalf("make package dist: %v", buildErr)
+	}
+	return built
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range tempDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// makeIn runs make in dir with a time limit; it returns make's output.
+// make starts from a clean slate: not the flags of a make that runs the
+// tests (make test), nor a SOURCE_DATE_EPOCH of the caller's, so that it
+// derives the time from the commit as it does for a user.
+func makeIn(dir string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", append([]string{"-C", dir}, args...)...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains([]string{"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "SOURCE_DATE_EPOCH", "DIST", "PKGBUILD", "MAINTAINER"}, name)
+	})
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// output runs a command in dir and returns its standard output, trimmed.
+func output(dir, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", errors.New(name + " " + strings.Join(args, " ") + ": " + err.Error() + ": " + stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func needCommand(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		testutil.SkipOrFail(t, "%s not installed (Debian package %s; .ci/run installs it)", name, pkg)
+	}
+	return p
+}
+
+// copyTracked copies the files git tracks in the repository, as they are
+// in the work tree (uncommitted changes included), to dst, keeping their
+// executable bits; dst has no .git.
+func copyTracked(t *testing.T, dst string) {
+	t.Helper()
+	list, err := output(repo, "git", "ls-files", "-z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strings.Split(list, "\x00") {
+		if name == "" {
+			continue
+		}
+		src := filepath.Join(repo, name)
+		info, err := os.Lstat(src)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted in the work tree, not yet in git
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Mode().IsRegular() {
+			t.Fatalf("%s: the tree has a %v, which the copy does not handle", name, info.Mode().Type())
+		}
+		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		in, err := os.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.OpenFile(filepath.Join(dst, name), os.O_CREATE|os.O_WRONLY|os.O_EXCL, info.Mode().Perm())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(out, in)
+		in.Close()
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/pipeline"
+)
+
+// names are test observer names.
+type names map[uint32]string
+
+func (n names) ObserverName(id uint32) string { return n[id] }
+
+// batchExport records the batches and summaries an export is given.
+type batchExport struct {
+	batches []Batch
+	windows []Summary
+}
+
+func (e *batchExport) Records(b *Batch) error {
+	c := *b
+	c.Records = slices.Clone(b.Records)
+	e.batches = append(e.batches, c)
+	return nil
+}
+func (e *batchExport) Window(s *Summary) error                     { e.windows = append(e.windows, *s); return nil }
+func (e *batchExport) Flush() error                                { return nil }
+func (e *batchExport) Close() error                                { return nil }
+func (e *batchExport) TakeDropped(m *map[string]map[string]uint64) {}
+func (e *batchExport) Stats() ExportStats                          { return ExportStats{Dest: "test"} }
+
+// TestObservers: with Config.Observers, records name their exporter, each
+// export batch holds one observer's records under its name, and each
+// summary's exporters count their records of the window.
+func TestObservers(t *testing.T) {
+	const w = int64(60e9)
+	rec := func(i int, obs uint32, win int64) pipeline.Record {
+		k := flow.MakeKey(flow.KeySrc, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), netip.Addr{}, 0, 0, 0)
+		return pipeline.Record{Key: k, TimeNs: win*w + int64(i), WindowNs: win * w, WindowEndNs: (win + 1) * w, Observer: obs}
+	}
+	n := names{2: "192.0.2.1#0", 3: "192.0.2.2#7"}
+	for _, format := range Formats {
+		var out, sums bytes.Buffer
+		exp := &batchExport{}
+		r, err := New(Config{
+			Out: &out, Format: format, Kind: flow.KeySrc, Summary: &sums, Observer: "collector",
+			Exports: []Export{exp}, Observers: n,
+			Annotate: func(s *Summary) {
+				s.Collect = &CollectCounts{Datagrams: 5, Exporters: []ExporterCounts{{ID: 2, Exporter: n[2], Protocol: "ipfix", Records: 9}}}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			obs := uint32(2 + i%2)
+			for _, win := range []int64{0, 1} {
+				rr := rec(i, obs, win)
+				if err := r.Record(&rr); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, win := range []int64{0, 1} {
+			if err := r.Window(&pipeline.WindowSummary{StartNs: win * w, EndNs: (win + 1) * w, Distinct: 10, Final: win == 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		switch format {
+		case "jsonl":
+			if len(lines) != 20 || !strings.HasSuffix(lines[0], `,"exporter":"192.0.2.1#0"}`) || !strings.HasSuffix(lines[2], `,"exporter":"192.0.2.2#7"}`) {
+				t.Errorf("jsonl: %d lines, first %q, third %q", len(lines), lines[0], lines[2])
+			}
+			var v map[string]any
+			if err := json.Unmarshal([]byte(lines[1]), &v); err != nil || v["exporter"] != "192.0.2.1#0" {
+				t.Errorf("jsonl: %q: %v %v", lines[1], v, err)
+			}
+		case "csv":
+			if lines[0] != "ts,src,window,exporter" || !strings.HasSuffix(lines[1], ",192.0.2.1#0") {
+				t.Errorf("csv: %q, %q", lines[0], lines[1])
+			}
+		case "text":
+			if !strings.HasSuffix(lines[0], "10.0.0.0  192.0.2.1#0") {
+				t.Errorf("text: %q", lines[0])
+			}
+		}
+		got := map[string]int{}
+		for _, b := range exp.batches {
+			for _, rr := range b.Records {
+				if n[rr.Observer] != b.Observer {
+					t.Fatalf("a record of observer %d in a batch of %q", rr.Observer, b.Observer)
+				}
+			}
+			got[b.Observer] += len(b.Records)
+		}
+		if got[n[2]] != 10 || got[n[3]] != 10 || len(got) != 2 {
+			t.Errorf("exported records by observer %v", got)
+		}
+		if len(exp.windows) != 2 || exp.windows[0].Observer != "collector" {
+			t.Fatalf("summaries %+v", exp.windows)
+		}
+		c := exp.windows[0].Collect
+		if c == nil || len(c.Exporters) != 2 || c.Exporters[0].Distinct != 5 || c.Exporters[0].Records != 9 || c.Exporters[1].Exporter != n[3] || c.Exporters[1].Distinct != 5 {
+			t.Errorf("summary's collect counts %+v", c)
+		}
+		var line struct {
+			Collect CollectCounts `json:"collect"`
+		}
+		first, _, _ := strings.Cut(sums.String(), "\n")
+		if err := json.Unmarshal([]byte(first), &line); err != nil || line.Collect.Datagrams != 5 || len(line.Collect.Exporters) != 2 {
+			t.Errorf("summary line %s: %+v %v", first, line, err)
+		}
+	}
+}
