@@ -170,8 +170,8 @@ soak:
 
 # replay against tcpdump's copy of the same file, interleaved (README's table)
 bench-replay: build
-	$(BIN) gen --packets 1000000 --flows 100000 --zipf 1.0 --ipv6 0.2 --duration 600s --seed 42 -o /tmp/flowdedup-1m.pcap
-	scripts/replay-vs-tcpdump.sh -b $(BIN) /tmp/flowdedup-1m.pcap
+	$(BIN) gen --packets 2000000 --flows 200000 --zipf 1.0 --ipv6 0.2 --seed 9 -o /tmp/flowdedup-2m.pcap
+	flock /tmp/flowdedup-bench.lock scripts/replay-vs-tcpdump.sh -b $(BIN) -k src /tmp/flowdedup-2m.pcap
 
 .PHONY: package dist release-check FORCE
 .PRECIOUS: $(PKGBUILD)/linux_%/flowdedup

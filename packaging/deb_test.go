@@ -57,7 +57,7 @@ func TestDebianPackagesLint(t *testing.T) {
 // warning and `man flowdedup` finds its page; bash loads the installed
 // completion as it does on the first Tab and completes a subcommand; and
 // dpkg --purge removes every file it installed, the links `systemctl
-// enable` made too.
+// enable` made and the service's state directory too.
 func TestDebianPackageInstalls(t *testing.T) {
 	r := buildRelease(t)
 	for _, c := range []struct{ name, pkg string }{
@@ -74,6 +74,14 @@ func TestDebianPackageInstalls(t *testing.T) {
 	}
 	if v, err := output(".", "dpkg-query", "--show", "--showformat=${Status} ${Version}", "flowdedup"); err == nil && strings.Contains(v, "installed") {
 		testutil.SkipOrFail(t, "flowdedup is installed on this machine (%s): the test would replace and purge it; dpkg --purge flowdedup first", v)
+	}
+	// systemd's StateDirectory= of a DynamicUser= service, which purge
+	// removes: the test makes it as systemd would.
+	const stateDir, privateDir = "/var/lib/flowdedup", "/var/lib/private/flowdedup"
+	for _, d := range []string{stateDir, privateDir} {
+		if _, err := os.Lstat(d); err == nil {
+			testutil.SkipOrFail(t, "%s exists (outputs of an earlier flowdedup service?): the test's purge would remove it", d)
+		}
 	}
 	run := func(name string, args ...string) string {
 		t.Helper()
@@ -145,8 +153,19 @@ printf '%s\n' "${COMPREPLY[@]}"`
 		t.Errorf("bash completes 'flowdedup rep' to %q (%v), want replay", out, err)
 	}
 
-	// Purge, with the service enabled as an operator would have it.
+	// Purge, with the service enabled and having written its outputs, as
+	// an operator would have it.
 	run("systemctl", "--root=/", "--quiet", "enable", "flowdedup.service")
+	if err := os.MkdirAll(privateDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(privateDir, "sources-20260101T00.jsonl"), []byte("{}\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("private/flowdedup", stateDir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(stateDir); os.RemoveAll(privateDir) })
 	wants := "/etc/systemd/system/multi-user.target.wants/flowdedup.service"
 	if _, err := os.Lstat(wants); err != nil {
 		t.Fatalf("systemctl enable made no %s: %v", wants, err)
@@ -163,7 +182,7 @@ printf '%s\n' "${COMPREPLY[@]}"`
 	run("dpkg", "--purge", "flowdedup")
 	// deb-systemd-helper's record of the unit's links goes too.
 	state := "/var/lib/systemd/deb-systemd-helper-enabled/flowdedup.service.dsh-also"
-	for _, f := range append(files, wants, state, "/usr/share/doc/flowdedup") {
+	for _, f := range append(files, wants, state, "/usr/share/doc/flowdedup", stateDir, privateDir) {
 		if _, err := os.Lstat(f); err == nil {
 			t.Errorf("%s is left after dpkg --purge", f)
 		}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,10 +128,17 @@ func TestMain(m *testing.M) {
 }
 
 // makeIn runs make in dir with a time limit; it returns make's output.
+// make starts from a clean slate: not the flags of a make that runs the
+// tests (make test), nor a SOURCE_DATE_EPOCH of the caller's, so that it
+// derives the time from the commit as it does for a user.
 func makeIn(dir string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", append([]string{"-C", dir}, args...)...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains([]string{"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "SOURCE_DATE_EPOCH", "DIST", "PKGBUILD", "MAINTAINER"}, name)
+	})
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

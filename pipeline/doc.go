@@ -31,6 +31,14 @@
 // docs/architecture.md ("Windows and the marker protocol") describes the
 // protocol, the rings and the sketches each worker keeps.
 //
+// Replay in parallel: with Config.Parsers, a source that frames in bulk
+// (capture.BatchSource: replay's files, standard input too) is read a
+// buffer at a time by its producer, which keeps every decision that depends
+// on file order (windows, lateness, the time-jump guard, the markers), and
+// keyed by Parsers goroutines that take its runs of frames in turn; each
+// worker reads their rings in the same turn, so every filter takes its keys
+// in file order and the output is that of the producer keying alone.
+//
 // # Lifecycle
 //
 // [New] checks the Config and builds the filters; [Pipeline.Run] runs the

@@ -104,6 +104,15 @@ type Config struct {
 	// call itself.
 	Pin bool
 
+	// Parsers is the number of goroutines that key and hash the frames of
+	// each source that frames in bulk (capture.BatchSource: replay's
+	// files) while its producer reads: the producer then only frames the
+	// file and makes the decisions that depend on file order (windows,
+	// lateness, the time-jump guard), and each worker takes its keys in
+	// file order, so records, summaries and Stats are those of the
+	// producer parsing alone. 0 (and Live) keys in the producer.
+	Parsers int
+
 	// SketchSeed keys the hash of the distinct-count sketches
 	// (WindowSummary.DistinctEstimate and Sketch; package sketch). Unlike
 	// Seed it is not per run: routers whose sketches are merged share it.
@@ -165,6 +174,8 @@ func New(cfg Config, sink Sink) (*Pipeline, error) {
 	switch {
 	case cfg.Workers < 0:
 		return nil, fmt.Errorf("%w: Workers %d", ErrConfig, cfg.Workers)
+	case cfg.Parsers < 0 || cfg.Parsers > 1024:
+		return nil, fmt.Errorf("%w: Parsers %d not in [0, 1024]", ErrConfig, cfg.Parsers)
 	case !cfg.Key.IsValid():
 		return nil, fmt.Errorf("%w: key kind %v", ErrConfig, cfg.Key)
 	case cfg.Window < 0:
@@ -276,6 +287,12 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 			srcErr[i] = pr.run()
 		})
 	}
+	for i, q := range top.parsers {
+		wg.Go(func() {
+			pin.pin(len(top.workers) + len(top.producers) + i)
+			q.run()
+		})
+	}
 	wg.Wait()
 	p.finished.Store(true)
 
@@ -316,8 +333,14 @@ func (p *Pipeline) Stats() Stats {
 	var late [numLate]uint64
 	rs := p.run.Load()
 	if rs != nil {
+		all := make([]*producerStats, 0, len(rs.producers)+len(rs.parsers))
 		for _, pr := range rs.producers {
-			st := pr.stats
+			all = append(all, pr.stats)
+		}
+		for _, q := range rs.parsers {
+			all = append(all, q.stats) // malformed and skipped only
+		}
+		for _, st := range all {
 			s.Packets += st.packets.Load()
 			s.Prefiltered += st.prefilter.Load()
 			for i := range malformed {

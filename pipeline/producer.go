@@ -63,6 +63,7 @@ type producer struct {
 	wake     []*parker  // by shard: the worker's parker
 	park     *parker    // this producer's, woken by its workers when they free a slot
 	ready    func() bool
+	fan      *fanout // parse goroutines key the frames (Config.Parsers); nil: the producer does
 
 	// The open windows lo..hi (both winUnknown before the first packet of
 	// packet-time windows), and what the hot path compares packet times
@@ -199,6 +200,9 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 // tick or drainLimit: frames captured before the signal are reported, not
 // lost uncounted. A replay producer stops at once: the file is still there.
 func (p *producer) run() error {
+	if p.fan != nil {
+		return p.runBatches()
+	}
 	defer p.finish()
 	defer p.release() // before finish: a held packet is counted in its window
 	var pkt capture.Packet
@@ -271,6 +275,11 @@ func (p *producer) packet(pkt *capture.Packet) {
 	c.lastNs = max(c.lastNs, t)
 	if p.live && p.old != math.MaxInt64 && t-p.old > int64(liveFlushDelay) {
 		p.flushStale(t)
+	}
+	if p.fan != nil {
+		c.packets++
+		p.add(pkt, w) // a parse goroutine keys it
+		return
 	}
 	// The key is decoded in place and hashed through a pointer: a Key
 	// returned or passed by value is copied with wide loads of what the
@@ -621,6 +630,10 @@ func (p *producer) closeWindows(lo int64) {
 // mark sends every worker a marker: window closed (winNone: none) with the
 // producer's counts c of it, and next, the producer's new low window.
 func (p *producer) mark(window int64, c *counts, next int64) {
+	if p.fan != nil {
+		p.fan.mark(window, c, next) // sent by a parse goroutine, in turn
+		return
+	}
 	for s, r := range p.rings {
 		b := r.reserve()
 		if b == nil {

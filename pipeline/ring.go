@@ -12,6 +12,8 @@ type slotKind uint8
 const (
 	slotData   slotKind = iota // a batch of keys of one window
 	slotMarker                 // the producer closes a window, or moves its low window
+	slotCounts                 // a parse goroutine's counts of a window (to worker 0)
+	slotTurn                   // a parse goroutine is done with a run of frames: read the next one's ring
 )
 
 // batch is one ring slot. The producer fills it in place (the keys never

@@ -15,15 +15,18 @@ import (
 // Everything a goroutine touches per packet or per batch is allocated here,
 // before any goroutine starts.
 type topology struct {
-	rings     [][]*ring // by worker, then producer
+	rings     [][]*ring // by worker: every ring into it, for Stats
 	producers []*producer
+	parsers   []*parser // of every producer with a fanout
 	workers   []*worker
 	collator  *collator
 }
 
 // newTopology wires p's workers to one producer per source. lo..hi are the
 // windows every producer begins with open (startWindows); stop is the flag
-// that tells producers to stop reading.
+// that tells producers to stop reading. With Config.Parsers, a source that
+// frames in bulk (capture.BatchSource), replayed, gets that many parse
+// goroutines, each with a ring to every worker.
 func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atomic.Bool) *topology {
 	cfg := &p.cfg
 	nw, np := cfg.Workers, len(sources)
@@ -32,25 +35,45 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 		producers: make([]*producer, np),
 		workers:   make([]*worker, nw),
 	}
-	for w := range t.rings {
-		t.rings[w] = make([]*ring, np)
-		for i := range t.rings[w] {
-			t.rings[w][i] = newRing(cfg.RingBatches, cfg.BatchSize)
-		}
+	in := make([][][]*ring, nw) // by worker, producer, then parse goroutine
+	for w := range in {
+		in[w] = make([][]*ring, np)
 	}
-
 	workerPark := make([]*parker, nw)
 	for w := range workerPark {
 		workerPark[w] = newParker()
 	}
-	prodPark := make([]*parker, np)
+	prodPark := make([][]*parker, np)
 	for i, src := range sources {
-		out := make([]*ring, nw) // this producer's end of each worker's ring
-		for w := range out {
-			out[w] = t.rings[w][i]
+		bs, ok := src.(capture.BatchSource)
+		fan := ok && cfg.Parsers > 0 && !cfg.Live
+		nr := 1
+		if fan {
+			nr = cfg.Parsers
 		}
-		t.producers[i] = newProducer(i, src, cfg, lo, hi, stop, out, workerPark)
-		prodPark[i] = t.producers[i].park
+		out := make([][]*ring, nr) // by writer, then worker
+		for k := range out {
+			out[k] = make([]*ring, nw)
+			for w := range out[k] {
+				r := newRing(cfg.RingBatches, cfg.BatchSize)
+				out[k][w] = r
+				in[w][i] = append(in[w][i], r)
+				t.rings[w] = append(t.rings[w], r)
+			}
+		}
+		pr := newProducer(i, src, cfg, lo, hi, stop, out[0], workerPark)
+		t.producers[i] = pr
+		if !fan {
+			prodPark[i] = []*parker{pr.park}
+			continue
+		}
+		pr.fan = newFanout(bs, nr)
+		pr.rings = nil // the parse goroutines write the rings
+		for k := range nr {
+			q := newParser(k, cfg, pr.fan, out[k], workerPark)
+			t.parsers = append(t.parsers, q)
+			prodPark[i] = append(prodPark[i], q.park)
+		}
 	}
 
 	out := make(chan *outBatch, nw*outPool)
@@ -60,7 +83,7 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 		for range outPool {
 			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize), sketch: p.sketch.Clone()}
 		}
-		t.workers[w] = newWorker(w, p.filters[w], p.sketch, cfg, lo, t.rings[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
+		t.workers[w] = newWorker(w, p.filters[w], p.sketch, cfg, lo, in[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
 	}
 	t.collator = newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows, p.sketch, cfg.KeepSketch)
 	return t

@@ -40,9 +40,13 @@ type fillRatioer interface{ FillRatio() float64 }
 // every worker, all workers hold and close the same windows in the same
 // order.
 type worker struct {
-	id       int
-	rings    []*ring   // by producer
-	prodPark []*parker // by producer: woken when a slot is freed
+	id int
+	// rings holds, by producer, its rings to this worker: one, or one per
+	// parse goroutine of a producer that parses in parallel (fanout),
+	// read in turn from turn[p] on: each slotTurn item moves to the next.
+	rings    [][]*ring
+	turn     []int
+	prodPark [][]*parker // by producer and ring: its writer, woken when a slot is freed
 	park     *parker
 	ready    func() bool
 	win      windowing
@@ -110,10 +114,11 @@ type outBatch struct {
 
 // newWorker makes worker id with its filters (one per window that can be
 // open at once), starting with producers at window lo.
-func newWorker(id int, filt []filters.Filter, sk *sketch.HLL, cfg *Config, lo int64, rings []*ring, prodPark []*parker, park *parker, out chan<- *outBatch, free <-chan *outBatch, stats *workerStats) *worker {
+func newWorker(id int, filt []filters.Filter, sk *sketch.HLL, cfg *Config, lo int64, rings [][]*ring, prodPark [][]*parker, park *parker, out chan<- *outBatch, free <-chan *outBatch, stats *workerStats) *worker {
 	w := &worker{
 		id:       id,
 		rings:    rings,
+		turn:     make([]int, len(rings)),
 		prodPark: prodPark,
 		park:     park,
 		win:      newWindowing(cfg),
@@ -142,22 +147,31 @@ func (w *worker) run() {
 	w.ob = <-w.free
 	for {
 		progressed := false
-		for p, r := range w.rings {
+		for p := range w.rings {
 			for range batchesPerTurn {
+				t := w.turn[p]
+				r := w.rings[p][t]
 				b := r.peek()
 				if b == nil || !w.holds(b.window) {
 					break
 				}
 				progressed = true
-				if b.kind == slotMarker {
+				kind := b.kind
+				switch kind {
+				case slotMarker:
 					w.marker(p, b)
-					r.release()
-					w.prodPark[p].wake()
-					break
+				case slotCounts:
+					w.slot(b.window).counts.add(&b.counts)
+				case slotTurn:
+					w.turn[p] = (t + 1) % len(w.rings[p])
+				default:
+					w.observe(b)
 				}
-				w.observe(b)
 				r.release()
-				w.prodPark[p].wake()
+				w.prodPark[p][t].wake()
+				if kind == slotMarker {
+					break // another producer's marker may be due first
+				}
 			}
 		}
 		if w.low == winDone {
@@ -367,8 +381,8 @@ func (w *worker) storeFill() {
 // anyReady is the worker's parking condition: a ring has an item the
 // worker can take.
 func (w *worker) anyReady() bool {
-	for _, r := range w.rings {
-		if r.ready() {
+	for p, rs := range w.rings {
+		if r := rs[w.turn[p]]; r.ready() {
 			if b := r.peek(); b != nil && w.holds(b.window) {
 				return true
 			}

@@ -166,20 +166,40 @@ func TestAFXDPReceivesFrames(t *testing.T) {
 			}
 
 			// More frames than the UMEM has, so that frames are recycled,
-			// in bursts the reader keeps up with.
-			const n = 3000
+			// in bursts of half the UMEM: before each burst the sender
+			// waits until the reader has every frame sent so far, so the
+			// UMEM never runs out however the two are scheduled (a busy
+			// machine descheduled the reader for long enough to drop
+			// frames when the bursts were paced by the clock).
+			const n, burst = 3000, 256
 			var got [][]byte
+			var received atomic.Int64
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				got = afxRead(t, srcs[0], n+1, time.Second) // one more: nothing extra may come
+				var p capture.Packet
+				for deadline := time.Now().Add(time.Minute); len(got) < n && time.Now().Before(deadline); {
+					err := srcs[0].Next(&p)
+					if errors.Is(err, capture.ErrTimeout) {
+						continue
+					}
+					if err != nil {
+						t.Errorf("Next: %v", err)
+						return
+					}
+					got = append(got, bytes.Clone(p.Data))
+					received.Store(int64(len(got)))
+				}
+				if extra := afxRead(t, srcs[0], 1, time.Second); len(extra) != 0 {
+					t.Errorf("a frame beyond the %d sent: %x", n, extra[0])
+				}
 			}()
 			snd := afxNewSender(t, ns, ns.Veth[1])
 			for i := range n {
-				snd.send(t, afxFrame(i))
-				if i%50 == 49 {
-					time.Sleep(time.Millisecond)
+				if i%burst == 0 {
+					testutil.WaitFor(t, fmt.Sprintf("the reader to have the %d frames sent", i), time.Minute, func() bool { return received.Load() >= int64(i) })
 				}
+				snd.send(t, afxFrame(i))
 			}
 			<-done
 			if len(got) != n {

@@ -7,7 +7,10 @@
 // Files are streamed through one fixed buffer: memory does not grow with
 // the size or the number of the files, and reading a record allocates
 // nothing. Packets are handed out zero-copy: a capture.Packet's Data is
-// valid until the next call to Next. A Reader is used by one goroutine.
+// valid until the next call to Next; NextBatch hands out a buffer's worth of
+// records at once, valid until ReleaseBatch, so that other goroutines can
+// parse them while the Reader reads on. A Reader is used by one goroutine
+// (ReleaseBatch excepted).
 //
 // Damage is reported, never trusted: a record whose header cannot be right,
 // or a file that ends inside its header or a record (an empty file too),

@@ -100,8 +100,9 @@ func open(stdin io.Reader, paths ...string) (*Reader, error) {
 		paths: slices.Clone(paths),
 		stats: make([]Stats, len(paths)),
 		raw:   bufio.NewReaderSize(nil, rawBufSize),
-		in:    bufio.NewReaderSize(nil, bufSize),
+		in:    newBuffer(bufSize),
 	}
+	s.pool = s.in.pool
 	if f, ok := stdin.(*os.File); ok && f.SetReadDeadline(time.Time{}) == nil {
 		s.stdinFile = f
 	}

@@ -139,7 +139,15 @@ type Reader struct {
 	poll *os.File
 	raw  *bufio.Reader
 	gz   *gzip.Reader
-	in   *bufio.Reader // the decompressed stream records are read from
+	in   *buffer  // the decompressed stream records are read from
+	pool *bufPool // in's, for ReleaseBatch
+	// carry is the first record of the next batch, read when the buffer
+	// of the batch being read ran out (NextBatch).
+	carry struct {
+		pkt   capture.Packet
+		spill []byte // its buffer, when it was spilled
+		set   bool
+	}
 	// win is what in holds buffered, from its read position; pos of its
 	// bytes have been consumed but not yet discarded from in. Records are
 	// framed in it (peek, discard) without a call into in, which is read

@@ -60,6 +60,8 @@ const maxOpenWindows = 64
 // CaptureConfig holds the flags replay and run share (the common flags of
 // docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
+	// parsers is replay's --parsers, resolved (pipeline.Config.Parsers).
+	parsers  int
 	Key      flow.KeyKind
 	Prefix   flow.Mask // --prefix: keys by network; zero for hosts
 	Filter   string
@@ -274,7 +276,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
+		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,

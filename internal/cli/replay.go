@@ -20,9 +20,10 @@ import (
 // ReplayConfig holds the flags of `flowdedup replay`.
 type ReplayConfig struct {
 	CaptureConfig
-	Stats  bool
-	Strict bool     // exit 1 when a capture file was damaged
-	Read   []string // -r FILE, as tcpdump takes it
+	Stats   bool
+	Strict  bool     // exit 1 when a capture file was damaged
+	Read    []string // -r FILE, as tcpdump takes it
+	Parsers int      // goroutines that key the frames; -1: --workers from 2 up, else 0
 }
 
 // BindFlags registers the replay flags on fs.
@@ -30,6 +31,7 @@ func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
 	c.CaptureConfig.BindFlags(fs)
 	fs.BoolVar(&c.Stats, "stats", c.Stats, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
 	fs.BoolVar(&c.Strict, "strict", c.Strict, "exit 1 when a capture file was truncated or damaged, once everything readable has been replayed (records, summaries and totals written); without it such a file gets a warning and the exit status is 0")
+	fs.IntVar(&c.Parsers, "parsers", -1, "goroutines that key and hash the frames while one goroutine reads the files; 0: the reading goroutine keys them; the default is --workers when it is 2 or more, else 0. The output is the same for any number")
 	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
 }
 
@@ -97,6 +99,14 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	if err := cfg.check(systemMemory()); err != nil {
 		return err
 	}
+	switch {
+	case cfg.Parsers > 1024 || cfg.Parsers < -1:
+		return usagef("--parsers %d: give 0 to 1024", cfg.Parsers)
+	case cfg.Parsers >= 0:
+		cfg.parsers = cfg.Parsers
+	case cfg.Workers >= 2:
+		cfg.parsers = cfg.Workers
+	}
 	reader, err := pcapfile.Open(files...)
 	if err != nil {
 		return err
@@ -152,7 +162,15 @@ type warnSource struct {
 var damageReasons = [...]string{"empty", "truncated", "damaged"}
 
 func (s *warnSource) Next(p *capture.Packet) error {
-	err := s.Reader.Next(p)
+	return s.warned(s.Reader.Next(p))
+}
+
+func (s *warnSource) NextBatch(b *capture.Batch) error {
+	return s.warned(s.Reader.NextBatch(b))
+}
+
+// warned writes the warning for err if it is a damaged file's.
+func (s *warnSource) warned(err error) error {
 	if err != nil && errors.Is(err, capture.ErrCorrupt) {
 		line := "flowdedup replay: warning: " + damageWarning(err) + "\n"
 		if s.erase {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/netip"
 	"strconv"
 
 	"github.com/flowdedup/flowdedup/flow"
@@ -214,8 +213,67 @@ func appendPort(b []byte, p uint16) []byte {
 // first 4) as net/netip writes it.
 func appendIP(b, a []byte, v6 bool) []byte {
 	if v6 {
-		return netip.AddrFrom16([16]byte(a)).AppendTo(b)
+		return appendIPv6(b, a)
 	}
+	return appendIPv4(b, a)
+}
+
+// appendIPv6 appends the 16-byte address a as net/netip writes it: RFC
+// 5952's form (lowercase hexadecimal groups without leading zeros, the
+// first of the longest runs of two or more zero groups as ::), and an
+// IPv4-mapped address as ::ffff:a.b.c.d.
+func appendIPv6(b, a []byte) []byte {
+	var g [8]uint16
+	for i := range g {
+		g[i] = binary.BigEndian.Uint16(a[2*i:])
+	}
+	if g[0]|g[1]|g[2]|g[3]|g[4] == 0 && g[5] == 0xffff {
+		b = append(b, "::ffff:"...)
+		return appendIPv4(b, a[12:])
+	}
+	zeroStart, zeroEnd := 8, 8 // the run of zero groups written as ::
+	for i := 0; i < 8; i++ {
+		j := i
+		for j < 8 && g[j] == 0 {
+			j++
+		}
+		if l := j - i; l >= 2 && l > zeroEnd-zeroStart {
+			zeroStart, zeroEnd = i, j
+		}
+		i = j
+	}
+	for i := 0; i < 8; i++ {
+		if i == zeroStart {
+			b = append(b, ':', ':')
+			i = zeroEnd
+			if i >= 8 {
+				break
+			}
+		} else if i > 0 {
+			b = append(b, ':')
+		}
+		b = appendHex16(b, g[i])
+	}
+	return b
+}
+
+// appendHex16 appends v in lowercase hexadecimal without leading zeros.
+func appendHex16(b []byte, v uint16) []byte {
+	const hex = "0123456789abcdef"
+	switch {
+	case v >= 0x1000:
+		return append(b, hex[v>>12], hex[v>>8&0xf], hex[v>>4&0xf], hex[v&0xf])
+	case v >= 0x100:
+		return append(b, hex[v>>8], hex[v>>4&0xf], hex[v&0xf])
+	case v >= 0x10:
+		return append(b, hex[v>>4], hex[v&0xf])
+	}
+	return append(b, hex[v])
+}
+
+// appendIPv4 appends the 4-byte address at the head of a in dotted
+// decimal.
+func appendIPv4(b, a []byte) []byte {
 	b = append(b, decimal[a[0]]...)
 	b = append(b, '.')
 	b = append(b, decimal[a[1]]...)

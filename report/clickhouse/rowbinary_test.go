@@ -66,6 +66,43 @@ func TestAppendRecordMatchesText(t *testing.T) {
 	}
 }
 
+// appendIPv6 writes every kind of IPv6 address as net/netip does: zero
+// runs of every length at every place (the first of the longest as ::),
+// IPv4-mapped addresses, and random ones.
+func TestAppendIPv6(t *testing.T) {
+	check := func(a [16]byte) {
+		t.Helper()
+		if got, want := string(appendIPv6(nil, a[:])), netip.AddrFrom16(a).String(); got != want {
+			t.Fatalf("%x: %q, want %q", a, got, want)
+		}
+	}
+	// Every pattern of zero and non-zero groups, the non-zero ones of
+	// every width.
+	for mask := range 1 << 8 {
+		for _, v := range []uint16{1, 0xa, 0xab, 0xabc, 0xabcd, 0xffff} {
+			var a [16]byte
+			for i := range 8 {
+				if mask&(1<<i) != 0 {
+					binary.BigEndian.PutUint16(a[2*i:], v)
+				}
+			}
+			check(a)
+			a[10], a[11] = 0xff, 0xff // IPv4-mapped when the first 5 groups are zero
+			check(a)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		var a [16]byte
+		for i := range a {
+			if rng.IntN(2) == 0 {
+				a[i] = byte(rng.IntN(256))
+			}
+		}
+		check(a)
+	}
+}
+
 // appendPort writes every port as strconv does.
 func TestAppendPort(t *testing.T) {
 	for p := range 1 << 16 {

@@ -1,0 +1,21 @@
+package testutil
+
+import (
+	"testing"
+	"time"
+)
+
+// WaitFor waits until cond holds, checking it every millisecond, and fails
+// tb, naming what it waited for, when it does not hold within limit. The
+// limit bounds a test that would hang; it is no timing assumption: on a
+// machine that is working, cond holds long before.
+func WaitFor(tb testing.TB, what string, limit time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited %v for %s", limit, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
