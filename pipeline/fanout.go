@@ -158,9 +158,7 @@ func (p *producer) runBatches() error {
 		case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 			return nil
 		case errors.Is(err, capture.ErrCorrupt):
-			c := p.current()
-			c.packets++
-			c.malformed[reasonIndex(corruptFile)]++
+			p.damaged(err)
 			f.dispatch()
 			continue
 		}
