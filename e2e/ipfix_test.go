@@ -14,26 +14,34 @@ import (
 // its key's fields, zero where the key has none (nfdump shows ports 0 for
 // ICMP and non-first fragments, which the exporter sends without ports,
 // and the unspecified address of the family for the side a src or dst key
-// lacks), and its time to the millisecond.
+// lacks; a network of a key by network, 10.1.2.0/24, as its address and
+// its prefix length), and its time to the millisecond.
 func nfdumpView(tb testing.TB, r *record) testutil.NfdumpFlow {
 	tb.Helper()
-	addr := func(s string, other string) netip.Addr {
+	addr := func(s string, other string) (netip.Addr, uint8) {
 		if s == "" {
 			if strings.Contains(other, ":") {
-				return netip.IPv6Unspecified()
+				return netip.IPv6Unspecified(), 0
 			}
-			return netip.IPv4Unspecified()
+			return netip.IPv4Unspecified(), 0
+		}
+		if strings.Contains(s, "/") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				tb.Fatalf("record network %q: %v", s, err)
+			}
+			return p.Addr(), uint8(p.Bits())
 		}
 		a, err := netip.ParseAddr(s)
 		if err != nil {
 			tb.Fatalf("record address %q: %v", s, err)
 		}
-		return a
+		return a, 0
 	}
-	return testutil.NfdumpFlow{
-		Src: addr(r.Src, r.Dst), Dst: addr(r.Dst, r.Src), Proto: r.Proto, SrcPort: r.Sport, DstPort: r.Dport,
-		First: r.TS.UTC().Truncate(time.Millisecond),
-	}
+	f := testutil.NfdumpFlow{Proto: r.Proto, SrcPort: r.Sport, DstPort: r.Dport, First: r.TS.UTC().Truncate(time.Millisecond)}
+	f.Src, f.SrcMask = addr(r.Src, r.Dst)
+	f.Dst, f.DstMask = addr(r.Dst, r.Src)
+	return f
 }
 
 // sameFlows fails tb unless nfdump's flows are the records, one for one.

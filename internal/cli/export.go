@@ -120,7 +120,7 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 		return nil, nil
 	}
 	o := export.Options{
-		Kind: cfg.Key, Observer: c.Observer, ObservationDomain: c.ObservationDomain,
+		Kind: cfg.Key, Prefix: cfg.Prefix, Observer: c.Observer, ObservationDomain: c.ObservationDomain,
 		DrainTimeout: c.Drain, Notices: stderr, Wait: !live, Env: c.env,
 	}
 	if c.Spool != "" {

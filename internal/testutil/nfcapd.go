@@ -53,6 +53,7 @@ type NfcapdStats struct {
 // exporter did not send are zero, as nfdump shows them.
 type NfdumpFlow struct {
 	Src, Dst         netip.Addr // invalid when nfdump shows no address of that side
+	SrcMask, DstMask uint8      // the prefix lengths nfdump shows (src_mask, dst_mask): 0 when the exporter sent none
 	Proto            uint8
 	SrcPort, DstPort uint16
 	ICMPType         uint8 // ICMP and ICMPv6 flows: nfdump shows type and code instead of ports
@@ -333,6 +334,8 @@ func readNfdump(tb testing.TB, dir string) (flows []NfdumpFlow, sysIDs []uint32)
 		Dst4     string `json:"dst4_addr"`
 		Src6     string `json:"src6_addr"`
 		Dst6     string `json:"dst6_addr"`
+		SrcMask  uint8  `json:"src_mask"`
+		DstMask  uint8  `json:"dst_mask"`
 	}
 	if err := json.Unmarshal(out, &raw); err != nil {
 		tb.Fatalf("nfdump -R %s -o json: %v\n%s", dir, err, out)
@@ -342,7 +345,7 @@ func readNfdump(tb testing.TB, dir string) (flows []NfdumpFlow, sysIDs []uint32)
 		if r.Type != "FLOW" {
 			continue
 		}
-		f := NfdumpFlow{Proto: r.Proto, SrcPort: r.SrcPort, DstPort: r.DstPort, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode}
+		f := NfdumpFlow{Proto: r.Proto, SrcPort: r.SrcPort, DstPort: r.DstPort, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode, SrcMask: r.SrcMask, DstMask: r.DstMask}
 		var err error
 		if f.Src, err = parseOptAddr(r.Src4 + r.Src6); err == nil {
 			f.Dst, err = parseOptAddr(r.Dst4 + r.Dst6)

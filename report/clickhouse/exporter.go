@@ -40,6 +40,10 @@ type Config struct {
 	// Kind is the key kind of every record (--key). A record of another
 	// kind is rejected (report.ErrRejected).
 	Kind flow.KeyKind
+	// Prefix is the prefix lengths of keys by network (--prefix), whose
+	// src and dst are CIDR text; the kind column then says both, as
+	// summaries do (src/24,64). The zero Mask: hosts.
+	Prefix flow.Mask
 	// Timeout bounds each request; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Compression is the Content-Encoding of insert bodies: "" for none,
@@ -143,7 +147,7 @@ func New(cfg Config) (*Exporter, error) {
 		flows: flowRow{
 			observerName: cfg.Observer,
 			observer:     appendString(nil, cfg.Observer),
-			kind:         appendString(nil, cfg.Kind.String()),
+			kind:         appendString(nil, flow.KeySpec{Kind: cfg.Kind, Mask: cfg.Prefix}.String()),
 		},
 		insertFlows:   insertSQL(cfg.Database, flowsTable),
 		insertWindows: insertSQL(cfg.Database, windowsTable),

@@ -89,12 +89,16 @@ func (f *flowRow) appendRecord(b []byte, r *pipeline.Record, batch uint64) ([]by
 	var kb [flow.KeySize]byte
 	r.Key.AppendBinary(kb[:0]) // never fails
 	kind, v6, ports := flow.KeyKind(kb[keyKindAt]), kb[keyFlagsAt]&keyFlagV6 != 0, kb[keyFlagsAt]&keyFlagPorts != 0
+	net := "" // a network's "/bits" after each address (--prefix: CIDR text)
+	if kb[keyFlagsAt]&keyFlagPrefix != 0 {
+		net = prefixText[min(kb[keyBitsAt], 128)] // at most 128 in a valid key
+	}
 
 	b = append(b, f.observer...)
 	b = appendU32(b, win)
 	b = appendU32(b, ts)
 	b = appendU32(b, tsNs)
-	// key: at most 102 bytes (an SCTP 5-tuple of IPv6 addresses), so its
+	// key: at most 110 bytes (an SCTP 5-tuple of IPv6 networks), so its
 	// length is one byte, written when the text is done.
 	at := len(b)
 	b = append(b, 0)
@@ -102,19 +106,19 @@ func (f *flowRow) appendRecord(b []byte, r *pipeline.Record, batch uint64) ([]by
 	switch kind {
 	case flow.KeySrc:
 		src[0] = len(b)
-		b = appendIP(b, kb[0:16], v6)
+		b = appendIP(b, kb[0:16], v6, net)
 		src[1] = len(b)
 	case flow.KeyDst:
 		dst[0] = len(b)
-		b = appendIP(b, kb[16:32], v6)
+		b = appendIP(b, kb[16:32], v6, net)
 		dst[1] = len(b)
 	case flow.KeyPair:
 		src[0] = len(b)
-		b = appendIP(b, kb[0:16], v6)
+		b = appendIP(b, kb[0:16], v6, net)
 		src[1] = len(b)
 		b = append(b, " > "...)
 		dst[0] = len(b)
-		b = appendIP(b, kb[16:32], v6)
+		b = appendIP(b, kb[16:32], v6, net)
 		dst[1] = len(b)
 	case flow.Key5Tuple:
 		proto := kb[keyProtoAt]
@@ -137,7 +141,7 @@ func (f *flowRow) appendRecord(b []byte, r *pipeline.Record, batch uint64) ([]by
 				pos = &dst
 			}
 			pos[0] = len(b)
-			b = appendIP(b, kb[16*side:16*side+16], v6)
+			b = appendIP(b, kb[16*side:16*side+16], v6, net)
 			pos[1] = len(b)
 			if bracket {
 				b = append(b, ']')
@@ -166,13 +170,23 @@ func (f *flowRow) appendRecord(b []byte, r *pipeline.Record, batch uint64) ([]by
 
 // Offsets in flow.Key's binary form (see flow.Key.AppendBinary).
 const (
-	keyPortsAt   = 32 // source then destination port, big-endian
-	keyProtoAt   = 36
-	keyKindAt    = 37
-	keyFlagsAt   = 38
-	keyFlagV6    = 1 << 0
-	keyFlagPorts = 1 << 1
+	keyPortsAt    = 32 // source then destination port, big-endian
+	keyProtoAt    = 36
+	keyKindAt     = 37
+	keyFlagsAt    = 38
+	keyBitsAt     = 39 // a network's prefix length
+	keyFlagV6     = 1 << 0
+	keyFlagPorts  = 1 << 1
+	keyFlagPrefix = 1 << 2 // a network key
 )
+
+// prefixText holds "/0" to "/128", the CIDR suffixes of networks.
+var prefixText = func() (p [129]string) {
+	for i := range p {
+		p[i] = "/" + strconv.Itoa(i)
+	}
+	return p
+}()
 
 // decimal holds the decimal text of every byte value.
 var decimal = func() (d [256]string) {
@@ -210,12 +224,14 @@ func appendPort(b []byte, p uint16) []byte {
 }
 
 // appendIP appends the text of the address in a (16 bytes, IPv4 in the
-// first 4) as net/netip writes it.
-func appendIP(b, a []byte, v6 bool) []byte {
+// first 4) as net/netip writes it, then net (a network's "/bits", or "").
+func appendIP(b, a []byte, v6 bool, net string) []byte {
 	if v6 {
-		return appendIPv6(b, a)
+		b = appendIPv6(b, a)
+	} else {
+		b = appendIPv4(b, a)
 	}
-	return appendIPv4(b, a)
+	return append(b, net...)
 }
 
 // appendIPv6 appends the 16-byte address a as net/netip writes it: RFC

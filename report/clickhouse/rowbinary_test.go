@@ -16,8 +16,9 @@ import (
 
 // TestAppendRecordMatchesText: the row of every kind of key, IPv4 and
 // IPv6 (IPv4-mapped too), with and without ports, named and numbered
-// protocols, edge addresses, is the row written the plain way: the key's
-// text from flow.Key.AppendText and the addresses from net/netip, each
+// protocols, edge addresses, of hosts and of networks (--prefix, every
+// length), is the row written the plain way: the key's text from
+// flow.Key.AppendText and the addresses (or networks) from net/netip, each
 // as a RowBinary String.
 func TestAppendRecordMatchesText(t *testing.T) {
 	addrs := []netip.Addr{
@@ -51,15 +52,23 @@ func TestAppendRecordMatchesText(t *testing.T) {
 		}
 		for _, kind := range []flow.KeyKind{flow.KeySrc, flow.KeyDst, flow.KeyPair, flow.Key5Tuple} {
 			for _, proto := range []uint8{6, 17, 1, 58, 132, 200, 0, 255} {
-				k := flow.MakeKey(kind, a, c, proto, uint16(rng.IntN(65536)), uint16(rng.IntN(65536)))
-				f.kind = appendString(nil, kind.String())
-				r := pipeline.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
-				got, err := f.appendRecord(nil, &r, 9)
+				host := flow.MakeKey(kind, a, c, proto, uint16(rng.IntN(65536)), uint16(rng.IntN(65536)))
+				net := host
+				m, err := flow.MakeMask(rng.IntN(33), rng.IntN(129))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := plainRow(k, r.TimeNs, r.WindowNs); !bytes.Equal(got, want) {
-					t.Fatalf("%v (%s): row\n%q\nwant\n%q", kind, k, got, want)
+				m.Apply(&net)
+				for _, k := range []flow.Key{host, net} {
+					f.kind = appendString(nil, kind.String())
+					r := pipeline.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
+					got, err := f.appendRecord(nil, &r, 9)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := plainRow(k, r.TimeNs, r.WindowNs); !bytes.Equal(got, want) {
+						t.Fatalf("%v (%s): row\n%q\nwant\n%q", kind, k, got, want)
+					}
 				}
 			}
 		}
@@ -121,14 +130,17 @@ func plainRow(k flow.Key, ts, win int64) []byte {
 	b = appendU32(b, uint32(ts%1e9))
 	text, _ := k.AppendText(nil)
 	b = appendString(b, string(text))
-	str := func(a netip.Addr) string {
-		if !a.IsValid() {
+	str := func(a netip.Prefix) string {
+		switch {
+		case !a.IsValid():
 			return ""
+		case k.Bits() < 0:
+			return a.Addr().String()
 		}
-		return a.String()
+		return a.String() // a network: CIDR text
 	}
-	b = appendString(b, str(k.Src()))
-	b = appendString(b, str(k.Dst()))
+	b = appendString(b, str(k.SrcPrefix()))
+	b = appendString(b, str(k.DstPrefix()))
 	b = append(b, k.Proto())
 	b = appendU16(b, k.SrcPort())
 	b = appendU16(b, k.DstPort())

@@ -24,6 +24,9 @@ var ErrScheme = errors.New("export: unknown destination scheme")
 type Options struct {
 	// Kind is the key kind of the records (--key).
 	Kind flow.KeyKind
+	// Prefix is the prefix lengths of keys by network (--prefix); the
+	// zero Mask for hosts. ClickHouse's kind column says it.
+	Prefix flow.Mask
 	// Observer names this observation point (--observer), for the
 	// destinations that store it with each record.
 	Observer string
@@ -255,7 +258,7 @@ func openClickHouse(raw string, o *Options) (report.Destination, delivery.QueueC
 	if exposed && o.Notices != nil {
 		io.WriteString(o.Notices, "flowdedup: export "+Dest(raw)+": warning: "+ExposedPassword+"\n")
 	}
-	cfg.Kind = o.Kind
+	cfg.Kind, cfg.Prefix = o.Kind, o.Prefix
 	cfg.Observer = o.Observer
 	e, err := clickhouse.New(cfg)
 	if err != nil {

@@ -48,7 +48,7 @@ func sinkTCP(tb testing.TB) string {
 
 // TestNoAllocs: in steady state, encoding and sending records allocates
 // nothing, on UDP and TCP, for every template (IPv4 and IPv6, with and
-// without ports), with batches of the Exporter's own observation domain
+// without ports, of hosts and of networks), with batches of the Exporter's own observation domain
 // and of another (spooled by an earlier run) in turn.
 func TestNoAllocs(t *testing.T) {
 	if raceEnabled {
@@ -61,7 +61,8 @@ func TestNoAllocs(t *testing.T) {
 				addr = sinkTCP(t)
 			}
 			e := newExporter(t, ipfix.Config{Network: network, Address: addr, Kind: flow.Key5Tuple, MessageSize: 1400})
-			recs := randRecords(rand.New(rand.NewPCG(1, 2)), flow.Key5Tuple, 1000, 1)
+			rng := rand.New(rand.NewPCG(1, 2))
+			recs := append(randRecords(rng, flow.Key5Tuple, 1000, 1), networkRecords(rng, flow.Key5Tuple, 500)...)
 			batch := &report.Batch{ID: 1, Records: recs}
 			spooled := &report.Batch{ID: 2, Records: recs, Domain: report.Domain{ID: 7, Valid: true}}
 			var err error

@@ -28,6 +28,7 @@ import (
 // wireFlow is a flow record as the wire carries it, comparable with ==.
 type wireFlow struct {
 	Src, Dst         netip.Addr // invalid when not sent
+	SrcBits, DstBits int        // the prefix length elements of networks; -1 when not sent
 	Proto            uint8
 	Ports            bool // sourceTransportPort and destinationTransportPort were sent
 	SrcPort, DstPort uint16
@@ -40,12 +41,21 @@ type wireFlow struct {
 // RFC 7011 section 6.1.9).
 func want(r *pipeline.Record) wireFlow {
 	k := r.Key
-	return wireFlow{
-		Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(),
+	f := wireFlow{
+		Src: k.Src(), Dst: k.Dst(), SrcBits: -1, DstBits: -1, Proto: k.Proto(),
 		Ports: k.HasPorts(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
 		Ms:    uint64(r.TimeNs / int64(time.Millisecond)),
 		EndMs: uint64(r.TimeNs / int64(time.Millisecond)), // a record ends where it starts
 	}
+	if bits := k.Bits(); bits >= 0 { // a network key: each address with its length
+		if f.Src.IsValid() {
+			f.SrcBits = bits
+		}
+		if f.Dst.IsValid() {
+			f.DstBits = bits
+		}
+	}
+	return f
 }
 
 func wantAll(recs []pipeline.Record) []wireFlow {
@@ -64,7 +74,7 @@ func sortFlows(fs []wireFlow) {
 		if c := a.Dst.Compare(b.Dst); c != 0 {
 			return c
 		}
-		for _, d := range [...]int{int(a.Proto) - int(b.Proto), int(a.SrcPort) - int(b.SrcPort), int(a.DstPort) - int(b.DstPort)} {
+		for _, d := range [...]int{a.SrcBits - b.SrcBits, a.DstBits - b.DstBits, int(a.Proto) - int(b.Proto), int(a.SrcPort) - int(b.SrcPort), int(a.DstPort) - int(b.DstPort)} {
 			if d != 0 {
 				return d
 			}
@@ -111,7 +121,9 @@ type ieSpec struct{ id, length uint16 }
 // docs/architecture.md#export and the IANA registry (sourceIPv4Address 8,
 // destinationIPv4Address 12, sourceIPv6Address 27, destinationIPv6Address
 // 28, protocolIdentifier 4, sourceTransportPort 7, destinationTransportPort
-// 11, flowStartMilliseconds 152, flowEndMilliseconds 153), in a canonical
+// 11, flowStartMilliseconds 152, flowEndMilliseconds 153; for networks
+// sourceIPv4PrefixLength 9, destinationIPv4PrefixLength 13,
+// sourceIPv6PrefixLength 29, destinationIPv6PrefixLength 30), in a canonical
 // order (sorted by ID) since the order of a template's fields is the
 // exporter's choice.
 func wantFields(f wireFlow) []ieSpec {
@@ -122,6 +134,12 @@ func wantFields(f wireFlow) []ieSpec {
 	}
 	if f.Dst.IsValid() {
 		fs = append(fs, map[bool]ieSpec{false: {12, 4}, true: {28, 16}}[v6])
+	}
+	if f.SrcBits >= 0 {
+		fs = append(fs, map[bool]ieSpec{false: {9, 1}, true: {29, 1}}[v6])
+	}
+	if f.DstBits >= 0 {
+		fs = append(fs, map[bool]ieSpec{false: {13, 1}, true: {30, 1}}[v6])
 	}
 	if f.Proto != 0 {
 		fs = append(fs, ieSpec{4, 1})
@@ -190,7 +208,7 @@ func decodeStream(t *testing.T, data []byte, ts netflow.NetFlowTemplateSystem) [
 // fields a flow of its kind has.
 func flowOf(t *testing.T, rec netflow.DataRecord) wireFlow {
 	t.Helper()
-	var f wireFlow
+	f := wireFlow{SrcBits: -1, DstBits: -1}
 	var got []ieSpec
 	for _, v := range rec.Values {
 		b, ok := v.Value.([]byte)
@@ -209,6 +227,10 @@ func flowOf(t *testing.T, rec netflow.DataRecord) wireFlow {
 			} else {
 				f.Dst = a
 			}
+		case 9, 29:
+			f.SrcBits = int(b[0])
+		case 13, 30:
+			f.DstBits = int(b[0])
 		case 4:
 			f.Proto = b[0]
 		case 7:

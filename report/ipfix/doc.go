@@ -6,8 +6,11 @@
 // Each record is one data record with the IANA elements of its key kind
 // (source and destination address, protocol, ports), flowStartMilliseconds
 // (152, the record's time) and flowEndMilliseconds (153, equal to the
-// start). Template IDs are fixed (256 to 265), one per key kind and address
-// family, plus one per family for 5-tuples without ports. Records are
+// start); keys by network (--prefix) send each address with its prefix
+// length (sourceIPv4PrefixLength 9, destinationIPv4PrefixLength 13,
+// sourceIPv6PrefixLength 29, destinationIPv6PrefixLength 30). Template IDs
+// are fixed: 256 to 265, one per key kind and address family, plus one per
+// family for 5-tuples without ports; 266 to 275 the same for networks. Records are
 // gathered into one message per template, sized to the path MTU on UDP
 // (Config.MessageSize overrides it). A template goes out with the first
 // records that use it on a session, again on UDP every

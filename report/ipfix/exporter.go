@@ -323,7 +323,7 @@ func (e *Exporter) Records(b *report.Batch) error {
 	d := e.domain(b.Domain.Or(e.cfg.ObservationDomain))
 	for i := start; i < len(recs); i++ {
 		r := &recs[i]
-		m := &d.msgs[templateIndex(r.Key.Kind(), r.Key.Is6(), r.Key.HasPorts())]
+		m := &d.msgs[keyTemplate(&r.Key)]
 		if m.buf == nil || m.n == m.room {
 			if err := e.ready(d, m); err != nil {
 				e.partial, e.partialID, e.partialAt = true, b.ID, i

@@ -112,7 +112,7 @@ func ipfixDump(t *testing.T, bin, path string) (msgs []dumpMessage) {
 		if in {
 			msgs[len(msgs)-1].Flows = append(msgs[len(msgs)-1].Flows, f)
 		}
-		in, f = false, wireFlow{}
+		in, f = false, wireFlow{SrcBits: -1, DstBits: -1}
 	}
 	for sc.Scan() {
 		line := sc.Text()
@@ -156,6 +156,14 @@ func setDumpField(f *wireFlow, id int, v string) error {
 		f.Src, err = netip.ParseAddr(v)
 	case 12, 28:
 		f.Dst, err = netip.ParseAddr(v)
+	case 9, 29, 13, 30:
+		var n uint64
+		n, err = strconv.ParseUint(v, 10, 8)
+		if id == 9 || id == 29 {
+			f.SrcBits = int(n)
+		} else {
+			f.DstBits = int(n)
+		}
 	case 4:
 		var n uint64
 		n, err = strconv.ParseUint(v, 10, 8)

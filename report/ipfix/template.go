@@ -9,15 +9,19 @@ import (
 // IANA Information Element identifiers (https://www.iana.org/assignments/ipfix)
 // of the fields a record exports (docs/architecture.md#export).
 const (
-	ieProtocolIdentifier       = 4   // unsigned8
-	ieSourceTransportPort      = 7   // unsigned16
-	ieSourceIPv4Address        = 8   // ipv4Address
-	ieDestinationTransportPort = 11  // unsigned16
-	ieDestinationIPv4Address   = 12  // ipv4Address
-	ieSourceIPv6Address        = 27  // ipv6Address
-	ieDestinationIPv6Address   = 28  // ipv6Address
-	ieFlowStartMilliseconds    = 152 // dateTimeMilliseconds
-	ieFlowEndMilliseconds      = 153 // dateTimeMilliseconds
+	ieProtocolIdentifier          = 4   // unsigned8
+	ieSourceTransportPort         = 7   // unsigned16
+	ieSourceIPv4Address           = 8   // ipv4Address
+	ieSourceIPv4PrefixLength      = 9   // unsigned8
+	ieDestinationTransportPort    = 11  // unsigned16
+	ieDestinationIPv4Address      = 12  // ipv4Address
+	ieDestinationIPv4PrefixLength = 13  // unsigned8
+	ieSourceIPv6Address           = 27  // ipv6Address
+	ieDestinationIPv6Address      = 28  // ipv6Address
+	ieSourceIPv6PrefixLength      = 29  // unsigned8
+	ieDestinationIPv6PrefixLength = 30  // unsigned8
+	ieFlowStartMilliseconds       = 152 // dateTimeMilliseconds
+	ieFlowEndMilliseconds         = 153 // dateTimeMilliseconds
 )
 
 // Set IDs of RFC 7011 section 3.3.2; data sets use their template's ID.
@@ -42,12 +46,15 @@ const (
 	hasProto                    // protocolIdentifier
 	hasPorts                    // sourceTransportPort and destinationTransportPort
 	isV6                        // addresses are IPv6
+	isNet                       // addresses are networks: each followed by its prefix length
 )
 
 // A template is one of the fixed templates of the exporter: one per key
 // kind and address family, and for 5-tuples one more per family for keys
 // without ports (ICMP, other portless protocols, non-first fragments), so
-// that a collector can tell "no port" from port 0.
+// that a collector can tell "no port" from port 0; and all of them again
+// for keys by network (--prefix), whose addresses are each followed by
+// their prefix length (sourceIPv4PrefixLength and the like).
 type template struct {
 	id     uint16
 	layout layout
@@ -56,8 +63,9 @@ type template struct {
 }
 
 // templateIndex returns the index in templates of the template for keys of
-// kind with the given family and ports, or -1 for an invalid kind.
-func templateIndex(kind flow.KeyKind, v6, ports bool) int {
+// kind with the given family, ports and networks, or -1 for an invalid
+// kind.
+func templateIndex(kind flow.KeyKind, v6, ports, net bool) int {
 	if !kind.IsValid() {
 		return -1
 	}
@@ -68,45 +76,67 @@ func templateIndex(kind flow.KeyKind, v6, ports bool) int {
 	if v6 {
 		i++
 	}
+	if net {
+		i += numTemplates / 2 // 10-19: the same, by network
+	}
 	return i
 }
 
+// keyTemplate returns the index in templates of the template of k, which
+// must be valid.
+func keyTemplate(k *flow.Key) int {
+	return templateIndex(k.Kind(), k.Is6(), k.HasPorts(), k.Bits() >= 0)
+}
+
 // numTemplates is the number of fixed templates: src, dst, pair, 5-tuple
-// and portless 5-tuple, each for IPv4 and IPv6.
-const numTemplates = 10
+// and portless 5-tuple, each for IPv4 and IPv6, each of hosts and of
+// networks.
+const numTemplates = 20
 
 // templates holds the fixed templates, indexed by templateIndex. Their IDs
 // are 256 + index, the same in every run, so a collector's view of an
-// exporter does not change across restarts.
+// exporter does not change across restarts (and the host templates kept
+// theirs, 256-265, when the network ones came).
 var templates = func() [numTemplates]template {
 	var ts [numTemplates]template
 	for kind := flow.KeySrc; kind <= flow.Key5Tuple; kind++ {
 		for _, v6 := range []bool{false, true} {
 			for _, ports := range []bool{true, false} {
-				i := templateIndex(kind, v6, ports)
-				var l layout
-				switch kind {
-				case flow.KeySrc:
-					l = hasSrc
-				case flow.KeyDst:
-					l = hasDst
-				case flow.KeyPair:
-					l = hasSrc | hasDst
-				case flow.Key5Tuple:
-					l = hasSrc | hasDst | hasProto
-					if ports {
-						l |= hasPorts
-					}
+				for _, net := range []bool{false, true} {
+					i := templateIndex(kind, v6, ports, net)
+					ts[i] = makeTemplate(uint16(firstTemplateID+i), layoutOf(kind, v6, ports, net))
 				}
-				if v6 {
-					l |= isV6
-				}
-				ts[i] = makeTemplate(uint16(firstTemplateID+i), l)
 			}
 		}
 	}
 	return ts
 }()
+
+// layoutOf returns the layout of the records of keys of kind with the
+// given family, ports and networks.
+func layoutOf(kind flow.KeyKind, v6, ports, net bool) layout {
+	var l layout
+	switch kind {
+	case flow.KeySrc:
+		l = hasSrc
+	case flow.KeyDst:
+		l = hasDst
+	case flow.KeyPair:
+		l = hasSrc | hasDst
+	case flow.Key5Tuple:
+		l = hasSrc | hasDst | hasProto
+		if ports {
+			l |= hasPorts
+		}
+	}
+	if v6 {
+		l |= isV6
+	}
+	if net {
+		l |= isNet
+	}
+	return l
+}
 
 type fieldSpec struct{ id, length uint16 }
 
@@ -115,15 +145,23 @@ func (l layout) fields() []fieldSpec {
 	var fs []fieldSpec
 	addr := uint16(4)
 	srcID, dstID := uint16(ieSourceIPv4Address), uint16(ieDestinationIPv4Address)
+	srcLenID, dstLenID := uint16(ieSourceIPv4PrefixLength), uint16(ieDestinationIPv4PrefixLength)
 	if l&isV6 != 0 {
 		addr = 16
 		srcID, dstID = ieSourceIPv6Address, ieDestinationIPv6Address
+		srcLenID, dstLenID = ieSourceIPv6PrefixLength, ieDestinationIPv6PrefixLength
 	}
 	if l&hasSrc != 0 {
 		fs = append(fs, fieldSpec{srcID, addr})
+		if l&isNet != 0 {
+			fs = append(fs, fieldSpec{srcLenID, 1})
+		}
 	}
 	if l&hasDst != 0 {
 		fs = append(fs, fieldSpec{dstID, addr})
+		if l&isNet != 0 {
+			fs = append(fs, fieldSpec{dstLenID, 1})
+		}
 	}
 	if l&hasProto != 0 {
 		fs = append(fs, fieldSpec{ieProtocolIdentifier, 1})
@@ -163,8 +201,9 @@ func makeTemplate(id uint16, l layout) template {
 //
 // The fields are copied from the key's binary form (flow.Key.AppendBinary),
 // whose layout flow documents as stable: addresses at 0 and 16 (IPv4 in
-// their first 4 bytes), the ports at 32 in network byte order, the protocol
-// at 36. That is what IPFIX sends, so a record is a few copies.
+// their first 4 bytes; networks with their host bits zero), the ports at 32
+// in network byte order, the protocol at 36, a network's prefix length at
+// 39. That is what IPFIX sends, so a record is a few copies.
 func (l layout) appendRecord(b []byte, k *flow.Key, ms uint64) []byte {
 	var kb [flow.KeySize]byte
 	k.AppendBinary(kb[:0])
@@ -174,9 +213,15 @@ func (l layout) appendRecord(b []byte, k *flow.Key, ms uint64) []byte {
 	}
 	if l&hasSrc != 0 {
 		b = append(b, kb[0:alen]...)
+		if l&isNet != 0 {
+			b = append(b, kb[39])
+		}
 	}
 	if l&hasDst != 0 {
 		b = append(b, kb[16:16+alen]...)
+		if l&isNet != 0 {
+			b = append(b, kb[39])
+		}
 	}
 	if l&hasProto != 0 {
 		b = append(b, kb[36])
