@@ -157,10 +157,11 @@ func (p *producer) runBatches() error {
 			continue
 		case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 			return nil
+		case errors.Is(err, capture.ErrEmpty):
+			f.dispatch() // an empty file held no frame: nothing to count
+			continue
 		case errors.Is(err, capture.ErrCorrupt):
-			c := p.current()
-			c.packets++
-			c.malformed[reasonIndex(corruptFile)]++
+			p.damaged(err)
 			f.dispatch()
 			continue
 		}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,6 +89,7 @@ type tickSource struct {
 	before int // idle ticks before the packets
 	pkts   []capture.Packet
 	closed chan struct{}
+	ticks  atomic.Int64 // idle ticks after the packets
 }
 
 func (s *tickSource) Next(p *capture.Packet) error {
@@ -104,6 +106,7 @@ func (s *tickSource) Next(p *capture.Packet) error {
 	case <-s.closed:
 		return capture.ErrClosed
 	case <-time.After(time.Millisecond):
+		s.ticks.Add(1)
 		return capture.ErrTimeout
 	}
 }
@@ -111,33 +114,70 @@ func (s *tickSource) Next(p *capture.Packet) error {
 func (s *tickSource) Close() error { return nil }
 
 // TestIdleWallClock: idle ticks before the first packet do not start the
-// windows (a first packet hours behind the wall clock is not late); after
-// it, an idle tick closes its window by the wall clock.
+// windows; after packets of the wall clock's time, an idle tick closes
+// their window by the wall clock; after packets far behind it (a capture
+// exported long after), idle ticks do not close it, so that what follows a
+// pause is not late.
 func TestIdleWallClock(t *testing.T) {
-	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for _, tc := range []struct {
+		name   string
+		at     int64
+		closes bool
+	}{
+		{"wall clock", time.Now().Add(-500 * time.Millisecond).UnixNano(), true},
+		{"old capture", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testIdleWallClock(t, tc.at, tc.closes) })
+	}
+}
+
+func testIdleWallClock(t *testing.T, old int64, closes bool) {
 	src := &tickSource{before: 5, closed: make(chan struct{})}
 	for i := range 3 {
 		src.pkts = append(src.pkts, capture.Packet{Key: srcKey(i), TimeNs: old + int64(i)})
 	}
 	sink := &collectSink{}
-	p, err := New(Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Window: time.Minute, Live: true, IdleWallClock: true}, sink)
+	p, err := New(Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Window: time.Second, Live: true, IdleWallClock: true}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { done <- p.Run(ctx, src) }()
-	waitFor(t, "the packets' window closed by an idle tick", func() bool {
-		_, wins := sink.snapshot()
-		return len(wins) > 0 && wins[0].StartNs == old && wins[0].Distinct == 3 && !wins[0].Final
-	})
+	start := old / int64(time.Second) * int64(time.Second)
+	if closes {
+		waitFor(t, "the packets' window closed by an idle tick", func() bool {
+			_, wins := sink.snapshot()
+			return len(wins) > 0 && wins[0].StartNs == start && wins[0].Distinct == 3 && !wins[0].Final
+		})
+	} else {
+		// The source ticks idle every millisecond: wait for a hundred.
+		waitFor(t, "idle ticks", func() bool { return src.ticks.Load() >= 100 })
+		if _, wins := sink.snapshot(); len(wins) != 0 {
+			t.Fatalf("idle ticks closed windows of packets far behind the clock: %+v", wins)
+		}
+	}
 	cancel()
 	close(src.closed)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	recs, wins := sink.snapshot()
-	if len(recs) != 3 || wins[0].Late != 0 {
+	if len(recs) != 3 || wins[0].Late != 0 || wins[0].StartNs != start {
 		t.Errorf("%d records, first summary %+v", len(recs), wins[0])
+	}
+}
+
+// TestLiveWait: a live pipeline told to Wait loses no key to a full ring,
+// however small its rings.
+func TestLiveWait(t *testing.T) {
+	var pkts []keyedPacket
+	for i := range 20000 {
+		pkts = append(pkts, keyedPacket{srcKey(i), 0, int64(i)})
+	}
+	sink, p := run(t, Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Live: true, Wait: true, RingBatches: 2, BatchSize: 1}, &observerSource{pkts: pkts})
+	recs, _ := sink.snapshot()
+	if st := p.Stats(); st.Dropped != 0 || len(recs) != len(pkts) {
+		t.Errorf("%d records of %d keys, %d dropped %v", len(recs), len(pkts), st.Dropped, st.DroppedBy)
 	}
 }

@@ -84,14 +84,22 @@ type Config struct {
 	// window is the current one. Packets are still placed by their
 	// capture time, which for a live source is the wall clock.
 	WallClockWindows bool
+	// Wait makes the producers of a Live pipeline wait for room in a full
+	// ring, as replay's do, rather than drop the key: for a live source
+	// that holds what arrives meanwhile and counts what it cannot (collect:
+	// the kernel's socket buffers, and their drops). The rest of Live
+	// (draining the source when stopped, flushing batches by time) stays.
+	Wait bool
 	// IdleWallClock closes windows by the wall clock on a live source's
-	// idle ticks (capture.ErrTimeout) only, and only once the source has
-	// given a packet: otherwise packets' own times place them and move
-	// the windows, and the first window is the first packet's. For
-	// sources whose times are not their arrival (collect's flow records
-	// carry their flow start, which is the capture's time when an
-	// exporter reads a file) whose windows should still close on a quiet
-	// network. Ignored with WallClockWindows.
+	// idle ticks (capture.ErrTimeout) only, and only while the newest
+	// packet time is within two windows and the lateness of the wall
+	// clock: otherwise packets' own times place them and move the
+	// windows, and the first window is the first packet's. For sources
+	// whose times are not their arrival (collect's flow records carry
+	// their flow start) whose windows should still close on a quiet
+	// network, while an exporter reading an old capture, whose times are
+	// far behind the clock, can pause without making the rest late.
+	// Ignored with WallClockWindows.
 	IdleWallClock bool
 	// RingBatches is the capacity of each (producer, worker) ring in
 	// batches (rounded up to a power of two), BatchSize the keys per

@@ -51,8 +51,10 @@ type producer struct {
 	mask     flow.Mask
 	seed     uint64
 	live     bool
-	wall     bool // WallClockWindows
-	idleWall bool // IdleWallClock
+	wall     bool  // WallClockWindows
+	idleWall bool  // IdleWallClock
+	drop     bool  // Live and not Wait: a full ring drops the key
+	newest   int64 // IdleWallClock: the newest packet time seen (liveClock)
 	win      windowing
 	stop     *atomic.Bool
 	rings    []*ring    // by shard
@@ -146,6 +148,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		live:     cfg.Live,
 		wall:     cfg.WallClockWindows,
 		idleWall: cfg.IdleWallClock,
+		drop:     cfg.Live && !cfg.Wait,
 		win:      newWindowing(cfg),
 		stop:     stop,
 		rings:    rings,
@@ -192,8 +195,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 // capture.ErrCorrupt is counted as a malformed frame (reason
 // "corrupt_file") without failing the run: the source has lost the framing
 // of that file and moves on to its next one (or ends), and what was read
-// is good. An empty file (capture.ErrEmpty) held no frame and counts
-// nothing here: the source's owner counts damaged files (replay's totals).
+// is good (damaged).
 //
 // When the pipeline stops (SIGINT), a live producer first drains the frames
 // its source already holds (the kernel ring), up to the source's first idle
@@ -229,12 +231,8 @@ func (p *producer) run() error {
 				continue
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 				return nil
-			case errors.Is(err, capture.ErrEmpty):
-				continue
 			case errors.Is(err, capture.ErrCorrupt):
-				c := p.current()
-				c.packets++
-				c.malformed[reasonIndex(corruptFile)]++
+				p.damaged(err)
 				continue
 			}
 			return fmt.Errorf("pipeline: source %d: %w", p.id, err)
@@ -392,7 +390,7 @@ func (p *producer) flushSide(s int) {
 	r := p.rings[s]
 	b := r.reserve()
 	if b == nil {
-		if p.live {
+		if p.drop {
 			p.counts(sk.window).dropped[dropRingFull] += uint64(sk.n)
 			sk.n = 0
 			return
@@ -429,6 +427,19 @@ func (p *producer) current() *counts {
 	return p.hiCounts
 }
 
+// damaged counts a damaged input (capture.ErrCorrupt) as the malformed
+// frame it cost (reason "corrupt_file"), in the window open now. An empty
+// file (capture.ErrEmpty) held no frame and counts nothing here: the
+// source's owner counts damaged files (replay's totals).
+func (p *producer) damaged(err error) {
+	if errors.Is(err, capture.ErrEmpty) {
+		return
+	}
+	c := p.current()
+	c.packets++
+	c.malformed[reasonIndex(corruptFile)]++
+}
+
 // periodic runs every statsEvery packets: it publishes the counters and,
 // with wall-clock windows, lets the clock close a window even when packet
 // times do not move (a source that stamps no time).
@@ -448,12 +459,29 @@ func (p *producer) periodic() {
 // what is buffered so records are not held back on a quiet link, and close
 // windows by the wall clock.
 func (p *producer) idle() {
-	if now := time.Now().UnixNano(); (p.wall || p.idleWall && p.hi != winUnknown) && now >= p.next {
+	now := time.Now().UnixNano()
+	if now >= p.next && (p.wall || p.idleWall && p.liveClock(now)) {
 		p.advance(now)
 	}
 	p.flush()
 	p.pollDrops()
 	p.publishStats()
+}
+
+// liveClock reports, for IdleWallClock, whether the packets' times follow
+// the wall clock: the newest is within two windows and the lateness of
+// now, so that the windows it is in have closed by the time the clock is
+// past them. Packets far behind it (an exporter reading an old capture)
+// close windows by their own times alone, or a pause of the input would
+// make the rest of them late. False before the first packet.
+func (p *producer) liveClock(now int64) bool {
+	if p.hi == winUnknown {
+		return false
+	}
+	if n := p.hiCounts.lastNs; n != math.MinInt64 {
+		p.newest = n
+	}
+	return now-p.newest <= 2*p.win.d+p.win.l
 }
 
 // flushStale publishes the batches and side keys whose first key is older
@@ -488,7 +516,7 @@ func (p *producer) acquire(s int, t int64) *batch {
 	r := p.rings[s]
 	b := r.reserve()
 	if b == nil {
-		if p.live {
+		if p.drop {
 			return nil
 		}
 		b = p.waitSlot(r)

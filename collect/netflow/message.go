@@ -63,16 +63,17 @@ type Record struct {
 type Message struct {
 	Header Header
 
-	s    *Session
-	dom  *Domain
-	b    []byte // the message, cut to its length
-	off  int    // the next set's header (v5: the next record)
-	t    *template
-	data []byte // the rest of the data set being read
-	nrec uint32 // data records read, for the IPFIX sequence
-	gap  bool   // a data set was skipped: the message's record count is unknown
-	done bool   // the sequence was accounted for
-	lost int64  // what the sequence said of loss (Lost)
+	s     *Session
+	dom   *Domain
+	b     []byte // the message, cut to its length
+	off   int    // the next set's header (v5: the next record)
+	t     *template
+	data  []byte // the rest of the data set being read
+	nrec  uint32 // data records read, for the IPFIX sequence
+	nopts uint32 // options records of them
+	gap   bool   // a data set was skipped: the message's record count is unknown
+	done  bool   // the sequence was accounted for
+	lost  int64  // what the sequence said of loss (Lost)
 }
 
 // Lost returns what the message's sequence number added to its domain's
@@ -179,7 +180,7 @@ func (m *Message) finish() {
 		return
 	}
 	before := m.dom.Seq.Lost
-	m.dom.Seq.ObserveRecords(m.Header.Sequence, m.nrec)
+	m.dom.Seq.ObserveRecords(m.Header.Sequence, m.nrec, m.nrec-m.nopts)
 	m.lost += int64(m.dom.Seq.Lost - before)
 }
 
@@ -372,6 +373,7 @@ func (m *Message) nextData(r *Record) bool {
 		}
 		m.nrec++
 		if t.options {
+			m.nopts++
 			m.option(rec, locs)
 			continue
 		}

@@ -231,9 +231,10 @@ type session struct {
 // sessionMode says how a session runs its pipeline and what the command
 // adds to its reports.
 type sessionMode struct {
-	// live selects the live backpressure policy: a full ring drops and
-	// counts rather than waits (run, collect).
-	live bool
+	// live: the source is live (run, collect); a full ring drops and
+	// counts rather than waits, unless wait (collect, whose socket
+	// buffers hold what comes meanwhile and count what they cannot).
+	live, wait bool
 	// wallClock closes windows by the wall clock (run); without it,
 	// windows follow the packets' (records') times. idleWallClock closes
 	// them by the wall clock on idle ticks only (collect:
@@ -278,7 +279,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 	s.pipe, err = pipeline.New(pipeline.Config{
 		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
-		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
+		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, Wait: mode.wait, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
 	}, s.reporter)
 	if err != nil {

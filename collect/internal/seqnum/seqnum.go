@@ -12,6 +12,7 @@ type Counter struct {
 	Reordered uint64 // messages whose sequence was behind the one expected (late or duplicated)
 	Resets    uint64 // jumps too far either way to be loss: the exporter restarted
 	next      uint32 // the sequence expected next
+	alt       uint32 // IPFIX: the sequence expected next if the exporter numbers only some records (ObserveRecords)
 	known     bool   // next is known
 
 	// IPFIX: through is set when the exporter numbers records through the
@@ -22,6 +23,7 @@ type Counter struct {
 	// what the RFC's reading counted for them, taken back if it proves
 	// wrong.
 	through                     bool
+	unnumbered                  bool // IPFIX: options records are not numbered
 	last                        uint32
 	streak                      int
 	streakLost, streakReordered uint64
@@ -58,25 +60,45 @@ func (s *Counter) Observe(seq, advance uint32) {
 // holds as many records as the lost one.
 const throughStreak = 3
 
-// ObserveRecords accounts for an IPFIX message numbered seq that held n
-// data records. RFC 7011 numbers the records sent before the message;
-// an exporter that numbers them through it is recognised (throughStreak)
-// and read so from then on.
-func (s *Counter) ObserveRecords(seq, n uint32) {
+// ObserveRecords accounts for an IPFIX message numbered seq that held all
+// data records, flows of them flow records (the rest options records).
+// RFC 7011 numbers every data record sent before the message. Exporters
+// stray two ways, which the counter recognises so as not to count loss
+// where there is none: some leave options records unnumbered (a message
+// that starts where the flow records alone say is not late), and some
+// (softflowd 1.1.0) number the flow records through the message rather
+// than before it, recognised once throughStreak messages in a row fit that
+// numbering and not the RFC's, and read so from then on.
+func (s *Counter) ObserveRecords(seq, all, flows uint32) {
 	if s.known && !s.through {
-		if seq != s.next && seq-n == s.last {
+		switch through := seq-flows == s.last; {
+		case through && seq != s.next:
 			s.streak++
-		} else {
+		case !through:
 			s.streak, s.streakLost, s.streakReordered, s.streakResets = 0, 0, 0, 0
 		}
+		// Both fit (equal record counts in a row): the streak waits.
 	}
 	lost, reordered, resets := s.Lost, s.Reordered, s.Resets
+	last := seq
 	if s.through {
-		s.Observe(seq-n, n)
+		// The flow records before the message are its sequence less its
+		// own; the next message's are this one's sequence.
+		start := seq - flows
+		s.Observe(start, flows)
+		s.alt = start + all
 	} else {
-		s.Observe(seq, n)
+		if s.known && seq == s.alt && s.alt != s.next {
+			s.unnumbered = true // the options records before were not numbered
+		}
+		adv := all
+		if s.unnumbered {
+			s.next, adv = s.alt, flows
+		}
+		s.Observe(seq, adv)
+		s.alt = seq + flows
 	}
-	s.last = seq
+	s.last = last
 	if s.streak == 0 {
 		return
 	}
@@ -88,7 +110,7 @@ func (s *Counter) ObserveRecords(seq, n uint32) {
 		s.Lost -= s.streakLost
 		s.Reordered -= s.streakReordered
 		s.Resets -= s.streakResets
-		s.next = seq
+		s.next, s.alt = last, last
 		s.streak, s.streakLost, s.streakReordered, s.streakResets = 0, 0, 0, 0
 	}
 }
