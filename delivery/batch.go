@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"slices"
 	"time"
 
 	"github.com/flowdedup/flowdedup/pipeline"
@@ -31,27 +32,29 @@ func (q *Queue) Records(b *report.Batch) error {
 }
 
 // put copies recs, of the observer obs and the domain dom, into the
-// batches being filled; q.mu is held.
+// batches being filled, as many as MaxQueued leaves room for; q.mu is
+// held.
 func (q *Queue) put(recs []pipeline.Record, obs string, dom report.Domain) {
 	if q.fill != nil && len(recs) > 0 && (obs != q.fillObs || dom != q.fillDom) {
 		q.seal()
 	}
 	for len(recs) > 0 {
+		room := q.cfg.MaxQueued - q.queued
+		for room == 0 && q.cfg.Wait && q.up.Load() {
+			q.room.Wait()
+			room = q.cfg.MaxQueued - q.queued
+		}
+		if room == 0 {
+			q.drop(q.fullReason(), len(recs))
+			break
+		}
 		if q.fill == nil {
 			q.fillObs, q.fillDom = obs, dom
 			q.fill = q.getBuf()
-			for q.fill == nil && q.cfg.Wait && q.up.Load() {
-				q.room.Wait()
-				q.fill = q.getBuf()
-			}
-			if q.fill == nil {
-				q.drop(q.fullReason(), len(recs))
-				break
-			}
 			q.fillSince = time.Now()
 			q.signal() // the manager arms the age timer
 		}
-		n := copy(q.fill[len(q.fill):cap(q.fill)], recs)
+		n := copy(q.fill[len(q.fill):len(q.fill)+min(cap(q.fill)-len(q.fill), room)], recs)
 		q.fill = q.fill[:len(q.fill)+n]
 		recs = recs[n:]
 		q.queued += n
@@ -62,30 +65,35 @@ func (q *Queue) put(recs []pipeline.Record, obs string, dom report.Domain) {
 	q.queuedNow.Store(int64(q.queued))
 }
 
-// getBuf returns an empty record buffer of BatchSize, or nil when memory
-// is full; q.mu is held.
+// getBuf returns an empty record buffer of BatchSize; q.mu is held. The
+// buffers in use are those of full batches and the one being filled, so
+// there are at most MaxQueued/BatchSize+1 of them.
 func (q *Queue) getBuf() []pipeline.Record {
 	if n := len(q.free); n > 0 {
 		b := q.free[n-1]
 		q.free = q.free[:n-1]
 		return b
 	}
-	if q.bufs == q.maxBufs {
-		return nil
-	}
-	q.bufs++
 	return make([]pipeline.Record, 0, q.cfg.BatchSize)
 }
 
 // seal ends the batch being filled: it gets its ID and waits for the
-// manager; q.mu is held.
+// manager; q.mu is held. A batch that is not full (sealed for its age or
+// another observer) is copied into a slice of its size, and its buffer
+// goes back to the free list: a queue of many small batches holds their
+// records, not a BatchSize buffer each.
 func (q *Queue) seal() {
 	if q.fill == nil {
 		return
 	}
 	it := q.newItem()
-	it.batch = report.Batch{ID: q.base + q.seq, Records: q.fill, Observer: q.fillObs, Domain: q.fillDom}
-	it.pooled = true
+	recs, pooled := q.fill, true
+	if len(recs) < cap(recs) {
+		recs, pooled = slices.Clone(recs), false
+		q.free = append(q.free, q.fill[:0])
+	}
+	it.batch = report.Batch{ID: q.base + q.seq, Records: recs, Observer: q.fillObs, Domain: q.fillDom}
+	it.pooled, it.counted = pooled, true
 	q.seq++
 	q.fill = nil
 	q.pushReady(it)

@@ -60,23 +60,32 @@ func (q *Queue) finishing(now time.Time) bool {
 // abandon counts what is still in memory as lost, after a last attempt to
 // spool it.
 func (q *Queue) abandon(why string, stuck bool) {
-	if q.spool != nil {
-		// What fits goes to disk, the item in flight first. A stuck call
-		// may still deliver it: it goes as attempted, so that the next run
-		// sends it with report.Batch.Retry set.
-		if q.inflight != nil && !q.inflight.onDisk {
-			q.spillItem(q.inflight, true, q.inflight.attempted || stuck)
-		}
-		q.spill(true)
-	}
 	lost := 0
+	// The item in flight goes first, as the oldest file. A stuck call may
+	// still deliver it: it goes as attempted, so that the next run sends it
+	// with report.Batch.Retry set. Its memory stays with the stuck call.
 	if q.inflight != nil && !q.inflight.onDisk {
-		lost += q.inflight.weight()
+		if q.spool == nil || !q.spillItem(q.inflight, true, q.inflight.attempted || stuck) {
+			lost += q.inflight.weight()
+		}
 	}
 	q.mu.Lock()
+	var left []*item
 	for q.readyHead < len(q.ready) {
-		lost += q.popReady().weight()
+		left = append(left, q.popReady())
 	}
+	q.mu.Unlock()
+	// Then the rest, in order, each that fits: a file that does not (a
+	// large batch on a nearly full disk) does not keep the smaller ones
+	// after it, such as window summaries, out of the spool; what stays in
+	// memory is lost now.
+	for _, it := range left {
+		if q.spool == nil || !q.spillItem(it, false, false) {
+			lost += it.weight()
+		}
+		q.release(it)
+	}
+	q.mu.Lock()
 	q.queued = 0
 	q.queuedNow.Store(0)
 	q.mu.Unlock()

@@ -67,7 +67,9 @@ const (
 	// without a spool to keep them (or with a full one).
 	DropShutdown = "shutdown"
 	// DropSpoolCorrupt: spool files that could not be read back, moved
-	// aside; each counts 1, whatever it held.
+	// aside: the records of a batch as its header says (at most what its
+	// size holds), 1 for a summary, and 1 for a file whose header cannot
+	// be read (at least one was lost; the notice tells it apart).
 	DropSpoolCorrupt = "spool_corrupt"
 )
 
@@ -95,7 +97,10 @@ type QueueConfig struct {
 	// full goes out.
 	BatchAge time.Duration
 	// MaxQueued bounds the records in memory (filling, waiting and being
-	// sent), rounded up to whole batches, at least two.
+	// sent), whatever the batches they are in: at least BatchSize. A batch
+	// sealed before it is full (BatchAge, another observer) holds a buffer
+	// of its own size, so memory is about MaxQueued records of 72 bytes,
+	// plus the buffer of the batch being filled.
 	MaxQueued int
 	// Spool, when not nil, keeps batches on disk while the destination
 	// fails, across restarts (--spool).
@@ -161,11 +166,9 @@ type Queue struct {
 	after       []*item       // summaries given while fill was being filled: they follow its batch
 	ready       []*item       // sealed, oldest first (ready[readyHead:])
 	readyHead   int
-	free        [][]pipeline.Record
+	free        [][]pipeline.Record // empty buffers of BatchSize
 	freeItems   []*item
-	bufs        int // record buffers made
-	maxBufs     int
-	queued      int // records in memory: fill, ready and in flight
+	queued      int // records in memory: fill, ready and in flight; at most cfg.MaxQueued
 	windows     int // summaries in ready
 	seq         uint64
 	closing     bool
@@ -219,7 +222,8 @@ var _ report.Destination = (*Queue)(nil)
 type item struct {
 	batch     report.Batch
 	sum       *report.Summary // a summary, when not nil
-	pooled    bool            // batch.Records is a buffer of the pool
+	pooled    bool            // batch.Records is a buffer of BatchSize, for the free list when done
+	counted   bool            // its records are in memory, counted in Queue.queued
 	onDisk    bool            // it is the oldest file of the spool
 	flushing  bool            // Records (Window) succeeded; Flush is due
 	attempted bool            // given before with an unknown outcome
@@ -266,7 +270,7 @@ func NewQueue(dest string, sink report.Destination, cfg QueueConfig) (*Queue, er
 	}
 	cfg.BatchSize = orDefault(cfg.BatchSize, DefaultBatchSize)
 	cfg.BatchAge = orDefault(cfg.BatchAge, DefaultBatchAge)
-	cfg.MaxQueued = orDefault(cfg.MaxQueued, DefaultMaxQueued)
+	cfg.MaxQueued = max(orDefault(cfg.MaxQueued, DefaultMaxQueued), cfg.BatchSize)
 	cfg.DrainTimeout = orDefault(cfg.DrainTimeout, DefaultDrainTimeout)
 	cfg.RetryMin = orDefault(cfg.RetryMin, DefaultRetryMin)
 	cfg.RetryMax = max(orDefault(cfg.RetryMax, DefaultRetryMax), cfg.RetryMin)
@@ -275,7 +279,6 @@ func NewQueue(dest string, sink report.Destination, cfg QueueConfig) (*Queue, er
 		sink:    sink,
 		cfg:     cfg,
 		base:    rand.Uint64(),
-		maxBufs: max(2, (cfg.MaxQueued+cfg.BatchSize-1)/cfg.BatchSize),
 		kick:    make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
 		done:    make(chan struct{}),

@@ -352,6 +352,46 @@ func TestQueueNeverBlocks(t *testing.T) {
 	}
 }
 
+// TestQueueBoundInRecords: the memory bound is MaxQueued records, however
+// the batches holding them are cut. Records of two observers, one at a
+// time, make batches of one record each (a batch is one observer's); with
+// a hung destination, memory takes exactly MaxQueued of them (before, it
+// held one BatchSize buffer per batch, and dropped as queue_full with 10
+// records in memory for a bound of 100), and the notice of a failing
+// destination gives the same number.
+func TestQueueBoundInRecords(t *testing.T) {
+	sink := &fakeSink{gate: make(chan struct{})}
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 100, BatchAge: time.Hour})
+	all := genRecords(0, 1000)
+	for i := range all {
+		q.Records(&report.Batch{Records: all[i : i+1], Observer: []string{"r1", "r2"}[i%2]})
+	}
+	if st := q.Stats(); st.Queued != 100 || st.Dropped[DropQueueFull] != 900 {
+		t.Errorf("queued %d, dropped %v; want 100 queued, 900 queue_full", st.Queued, st.Dropped)
+	}
+	close(sink.gate)
+	q.Close()
+	if got := sink.records(); !slices.Equal(got, all[:100]) {
+		t.Errorf("delivered %d records, want the first 100 given", len(got))
+	}
+
+	notices := &testutil.SyncBuffer{}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	q = newTestQueue(t, down, QueueConfig{BatchSize: 10, MaxQueued: 100, BatchAge: time.Hour, DrainTimeout: time.Millisecond, Notices: notices})
+	put(t, q, all[:10]) // one full batch: the first attempt fails
+	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
+	for i := 10; i < len(all); i++ {
+		q.Records(&report.Batch{Records: all[i : i+1], Observer: []string{"r1", "r2"}[i%2]})
+	}
+	if st := q.Stats(); st.Queued != 100 || st.Dropped[DropQueueFull] != 900 {
+		t.Errorf("down: queued %d, dropped %v; want 100 queued, 900 queue_full", st.Queued, st.Dropped)
+	}
+	q.Close()
+	if n := notices.String(); !strings.Contains(n, "up to 100 records wait in memory") {
+		t.Errorf("notices:\n%s", n)
+	}
+}
+
 // TestQueueSlow: a slow destination does not make Records wait; it gets
 // everything, in order, by Close.
 func TestQueueSlow(t *testing.T) {

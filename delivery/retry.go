@@ -42,7 +42,7 @@ func (q *Queue) manage() {
 		now := time.Now()
 		q.sealAged(now)
 		if q.spool != nil {
-			q.spill(false)
+			q.spill()
 		}
 		if !q.busy && !now.Before(q.retryAt) {
 			q.retryAt = time.Time{}
@@ -122,13 +122,21 @@ func (q *Queue) next() *item {
 			q.retryAt = time.Now().Add(q.cfg.RetryMax)
 			return nil
 		}
-		to, merr := q.spool.moveAside()
-		q.drop(reasonSpoolCorrupt, 1)
+		to, e, merr := q.spool.moveAside()
+		n, known := e.lost()
+		q.drop(reasonSpoolCorrupt, n)
 		q.spoolGauges()
+		counted := fmt.Sprintf("counted as %s: %d records, as its header says", DropSpoolCorrupt, n)
+		switch {
+		case !known:
+			counted = fmt.Sprintf("its header cannot be read: counted as 1 %s, at least one record or summary", DropSpoolCorrupt)
+		case e.summary:
+			counted = fmt.Sprintf("a window summary, counted as 1 %s", DropSpoolCorrupt)
+		}
 		if merr != nil {
-			q.notice("spool file could not be read (%v) nor moved aside: %v", err, merr)
+			q.notice("spool file could not be read (%v) nor moved aside: %v; %s", err, merr, counted)
 		} else {
-			q.notice("spool file could not be read (%v); moved to %s (counted as %s)", err, to, DropSpoolCorrupt)
+			q.notice("spool file could not be read (%v); moved to %s (%s)", err, to, counted)
 		}
 	}
 	q.mu.Lock()
@@ -257,11 +265,13 @@ func (q *Queue) finish(it *item) {
 // release returns the memory of an item that left memory.
 func (q *Queue) release(it *item) {
 	q.mu.Lock()
-	if it.pooled {
+	if it.counted {
 		q.queued -= len(it.batch.Records)
 		q.queuedNow.Store(int64(q.queued))
-		q.free = append(q.free, it.batch.Records[:0])
 		q.room.Broadcast()
+	}
+	if it.pooled {
+		q.free = append(q.free, it.batch.Records[:0])
 	}
 	*it = item{}
 	q.freeItems = append(q.freeItems, it)
@@ -312,7 +322,7 @@ func (q *Queue) markDown(err error) {
 		q.notice("unreachable: %v; retrying, batches wait in the spool %s (up to %d bytes)", err, q.cfg.Spool.dir, q.cfg.Spool.max)
 	} else {
 		q.notice("unreachable: %v; retrying, up to %d records wait in memory, then the newest are dropped and counted (export_dropped %s)",
-			err, q.maxBufs*q.cfg.BatchSize, DropQueueFull)
+			err, q.cfg.MaxQueued, DropQueueFull)
 	}
 }
 

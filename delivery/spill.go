@@ -4,9 +4,10 @@ import "errors"
 
 // spill moves batches from memory to the spool, oldest first: all of them
 // while the destination fails (the one in flight first, as the oldest
-// file) or when all is set, or while memory is more than half full. It stops at the first
-// write that fails.
-func (q *Queue) spill(all bool) {
+// file), or while memory is more than half full. It stops at the first
+// write that fails, so that what is sent from the spool and from memory
+// stays in order (Close's abandon goes on past it).
+func (q *Queue) spill() {
 	if q.down && !q.busy && q.inflight != nil && !q.inflight.onDisk {
 		if !q.spillItem(q.inflight, true, q.inflight.attempted) {
 			return
@@ -15,7 +16,7 @@ func (q *Queue) spill(all bool) {
 	for {
 		q.mu.Lock()
 		var it *item
-		if q.readyHead < len(q.ready) && (all || q.down || q.queued > q.maxBufs*q.cfg.BatchSize/2) {
+		if q.readyHead < len(q.ready) && (q.down || q.queued > q.cfg.MaxQueued/2) {
 			it = q.ready[q.readyHead] // only the manager takes from the head
 		}
 		q.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,8 +158,9 @@ func TestSpoolFull(t *testing.T) {
 }
 
 // TestSpoolCorrupt: spool files that cannot be read back (a flipped bit,
-// a truncation, garbage, another destination's file) are counted and
-// moved aside, and the others are sent.
+// a truncation, garbage, another destination's file) are moved aside and
+// counted in records, as their headers say (1 when a header cannot be
+// read), and the others are sent.
 func TestSpoolCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	spool := openSpool(t, dir, 1<<30)
@@ -208,8 +210,15 @@ func TestSpoolCorrupt(t *testing.T) {
 	if got := up.records(); !slices.Equal(got, want) {
 		t.Errorf("sent %d records, want the %d of the sound files", len(got), len(want))
 	}
-	if st := q.Stats(); st.Dropped[DropSpoolCorrupt] != 4 || dropped(st) != 4 {
-		t.Errorf("dropped %v, want spool_corrupt 4", st.Dropped)
+	// Counted in records, as the headers say: 10 each for the flipped,
+	// the truncated and the other destination's batch; the garbage's
+	// header cannot be read: 1, at least one record.
+	if st := q.Stats(); st.Dropped[DropSpoolCorrupt] != 31 || dropped(st) != 31 {
+		t.Errorf("dropped %v, want spool_corrupt 31", st.Dropped)
+	}
+	if n := notices.String(); strings.Count(n, "counted as spool_corrupt: 10 records, as its header says") != 3 ||
+		strings.Count(n, "its header cannot be read: counted as 1 spool_corrupt") != 1 {
+		t.Errorf("notices do not say what each file counts as:\n%s", n)
 	}
 	aside, _ := filepath.Glob(filepath.Join(mine, spoolCorrupt, "*"))
 	if len(aside) != 4 || strings.Count(notices.String(), "moved to") != 4 {
@@ -528,4 +537,89 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A corrupt file counts what its header says, but never more records than
+// its size can hold: a flipped bit in the count cannot claim millions.
+func TestSpoolEntryLost(t *testing.T) {
+	const batch10 = spoolHeaderLen + 16 + 1 + spoolCRCLen + 10*spoolRecordLen // 10 records, a 16-byte destination
+	for _, c := range []struct {
+		e     spoolEntry
+		n     int
+		known bool
+	}{
+		{spoolEntry{known: true, records: 10, size: batch10}, 10, true},
+		{spoolEntry{known: true, records: 1 << 22, size: batch10}, 10, true},
+		{spoolEntry{known: true, records: 1 << 22, size: 40}, 1, false},
+		{spoolEntry{known: true, summary: true, size: 500}, 1, true},
+		{spoolEntry{size: 23}, 1, false},
+	} {
+		if n, known := c.e.lost(); n != c.n || known != c.known {
+			t.Errorf("%+v: lost() = %d, %v; want %d, %v", c.e, n, known, c.n, c.known)
+		}
+	}
+}
+
+// TestSpoolKeepsSummariesBehindALargeBatch: at Close, with the destination
+// down and a spool with room for the window summaries but not for the
+// large batch before them, the summaries go to the spool and only the
+// batch is lost (before, the first write that failed stopped the spooling
+// and every summary after it was counted as shutdown). The room is the
+// spool's bound here; TestSpoolKeepsSummariesOnAFullDisk makes it a full
+// file system.
+func TestSpoolKeepsSummariesBehindALargeBatch(t *testing.T) {
+	const batch = 200
+	batchFile := len(appendSpoolFile(nil, "fake://dest", &report.Batch{Records: genRecords(0, batch)}, nil, false))
+	spool := openSpool(t, t.TempDir(), int64(batchFile-1))
+	defer spool.Close()
+	checkSummariesBehindLargeBatch(t, spool, batch)
+}
+
+// checkSummariesBehindLargeBatch gives a Queue whose destination is down
+// a small batch, 3 window summaries, a batch the spool has no room for,
+// then 7 more summaries (the order of the run: 7 of 10 summaries
+// were lost), and checks that Close spools all but the large batch, which
+// it counts as lost (shutdown).
+func checkSummariesBehindLargeBatch(t *testing.T, spool *Spool, batch int) {
+	t.Helper()
+	notices := &testutil.SyncBuffer{}
+	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	q := newTestQueue(t, down, QueueConfig{BatchSize: batch, BatchAge: time.Hour, Spool: spool, Notices: notices,
+		RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: 20 * time.Millisecond})
+	window := func(i int) {
+		q.Window(&report.Summary{Observer: "r1", WindowSummary: pipeline.WindowSummary{StartNs: int64(i) * int64(time.Minute), EndNs: int64(i+1) * int64(time.Minute)}})
+	}
+	q.Records(&report.Batch{Records: genRecords(0, 10), Observer: "r0"})
+	for i := range 3 {
+		window(i)
+	}
+	q.Records(&report.Batch{Records: genRecords(10, batch), Observer: "r1"}) // seals the small one, then fills one of its own
+	for i := 3; i < 10; i++ {
+		window(i)
+	}
+	q.Close()
+	st := q.Stats()
+	if st.SpooledWins != 10 || st.Spooled != 10 || st.Dropped[DropShutdown] != uint64(batch) || dropped(st) != uint64(batch) {
+		t.Errorf("stats %+v: want the small batch and the 10 summaries spooled, and the %d records of the large batch lost (shutdown)\n%s", st, batch, notices)
+	}
+}
+
+// TestSpoolKeepsSummariesOnAFullDisk: as above, on a real file system
+// that is nearly full (a tmpfs of 256 KiB with 100 KiB left), where the
+// large batch's write (136 KiB) fails with ENOSPC and the summaries (4 KiB
+// each, a page, though they hold 200 bytes) still fit.
+func TestSpoolKeepsSummariesOnAFullDisk(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k,mode=0700"); err != nil {
+		testutil.SkipOrFail(t, "mount a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, 0) })
+	if err := os.WriteFile(filepath.Join(dir, "filler"), make([]byte, 156<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spool := openSpool(t, filepath.Join(dir, "spool"), 1<<30) // the bound is far: the disk is the limit
+	defer spool.Close()
+	const batch = 2000 // a file of 136 KiB
+	checkSummariesBehindLargeBatch(t, spool, batch)
 }

@@ -222,6 +222,25 @@ type spoolEntry struct {
 	size    int64
 	records int  // records of a batch (0 for a summary or an unreadable header)
 	summary bool // a summary
+	known   bool // its header was read: summary and records are what it says
+}
+
+// lost returns what a file found corrupt counts as lost (spool_corrupt):
+// 1 for a summary; for a batch, the records its header says, at most as
+// many as its size can hold; and 1, "at least one", when the header
+// could not be read (known false).
+func (e spoolEntry) lost() (n int, known bool) {
+	switch {
+	case !e.known:
+		return 1, false
+	case e.summary:
+		return 1, true
+	}
+	n = min(e.records, int(max(e.size-spoolHeaderLen-spoolCRCLen, 0)/spoolRecordLen))
+	if n == 0 {
+		return 1, false
+	}
+	return n, true
 }
 
 // destSpool is one destination's part of the spool, used by its Queue's
@@ -273,7 +292,7 @@ func (s *Spool) claim(dest string) (*destSpool, error) {
 		}
 		if head, err := readHead(filepath.Join(d.dir, f.Name())); err == nil {
 			if sum, n, ok := spoolHeader(head); ok {
-				e.summary, e.records = sum, n
+				e.summary, e.records, e.known = sum, n, true
 			}
 		}
 		d.entries = append(d.entries, e)
@@ -341,7 +360,7 @@ func (d *destSpool) put(b *report.Batch, s *report.Summary, attempted, head bool
 		}
 		return err
 	}
-	e := spoolEntry{seq: seq, size: size, summary: s != nil}
+	e := spoolEntry{seq: seq, size: size, summary: s != nil, known: true}
 	if s == nil {
 		e.records = len(b.Records)
 	}
@@ -409,8 +428,8 @@ func (d *destSpool) remove() {
 
 // moveAside moves the oldest file, found corrupt, into the corrupt
 // directory of the destination, where it no longer counts against the
-// bound, and returns its new path.
-func (d *destSpool) moveAside() (string, error) {
+// bound, and returns its new path and its entry.
+func (d *destSpool) moveAside() (string, spoolEntry, error) {
 	e := d.entries[0]
 	d.entries = d.entries[1:]
 	d.count(e, -1)
@@ -418,14 +437,14 @@ func (d *destSpool) moveAside() (string, error) {
 	aside := filepath.Join(d.dir, spoolCorrupt)
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		os.Remove(d.path(e.seq))
-		return "", fmt.Errorf("delivery: spool: %w (the file was removed)", err)
+		return "", e, fmt.Errorf("delivery: spool: %w (the file was removed)", err)
 	}
 	to := filepath.Join(aside, filepath.Base(d.path(e.seq)))
 	if err := os.Rename(d.path(e.seq), to); err != nil {
 		os.Remove(d.path(e.seq))
-		return "", fmt.Errorf("delivery: spool: %w (the file was removed)", err)
+		return "", e, fmt.Errorf("delivery: spool: %w (the file was removed)", err)
 	}
-	return to, nil
+	return to, e, nil
 }
 
 // keepRejected writes what the destination rejected for good (a batch, or

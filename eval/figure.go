@@ -21,9 +21,13 @@ func SaveFigure(p *plot.Plot, legend plot.Legend, path, format string) error {
 	}
 	dc := draw.New(cw)
 	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: figWidth, Y: 0}, {X: figWidth, Y: figHeight}, {X: 0, Y: figHeight}})
-	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+	// The column is legendWidth, or wider when a name needs it
+	// ("bloom:blocked=1").
+	pad := vg.Points(8)
+	lw := max(legendWidth, legend.Rectangle(dc).Size().X+2*pad)
+	p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
 	legend.YOffs = -0.6 * vg.Inch
-	legend.Draw(draw.Crop(dc, figWidth-legendWidth+vg.Points(8), 0, 0, 0))
+	legend.Draw(draw.Crop(dc, figWidth-lw+pad, 0, 0, 0))
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("eval: plot: %w", err)

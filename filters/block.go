@@ -49,15 +49,17 @@ func newBlockCells(h uint64) blockCells {
 	return blockCells{seed: x, x: x}
 }
 
-// next returns the j-th cell of the key, for j = 0, 1, ... in turn.
-func (c *blockCells) next(j, cells int) int {
+// next returns the j-th cell of the key, for j = 0, 1, ... in turn, and
+// the draw of the cells after it. (A value, not a pointer receiver: the
+// compiler keeps it in registers.)
+func (c blockCells) next(j, cells int) (int, blockCells) {
 	if j&3 == 0 && j > 0 {
 		c.seed = mix.Mix64(c.seed + mix.Golden)
 		c.x = c.seed
 	}
 	i := int((c.x & 0xffff) * uint64(cells) >> 16)
 	c.x >>= 16
-	return i
+	return i, c
 }
 
 // prefetchBlocks queues, for one stretch of a batch, the block of each

@@ -43,7 +43,8 @@ func (b *BlockedBloom) Observe(h uint64) bool {
 	c := newBlockCells(h)
 	all := uint64(1)
 	for j := range b.k {
-		i := c.next(j, lineBits)
+		var i int
+		i, c = c.next(j, lineBits)
 		w := &blk[i>>6&(lineWords-1)]
 		all &= *w >> (i & 63)
 		*w |= 1 << (i & 63)

@@ -24,6 +24,12 @@
 // state. ObserveAll takes that path when there is one; the pipeline's
 // workers call it on every batch they receive.
 //
+// bloom and sbf also come in a blocked layout (blocked=1: BlockedBloom,
+// BlockedSBF, after Putze, Sanders & Singler, WEA 2007): all of a key's
+// cells in one 64-byte cache line, so a key costs one cache miss, for
+// state far larger than the caches; their FP rates are somewhat higher at
+// the same memory.
+//
 // A filter is built from a spec, name[:key=value,...], by New; String gives
 // the canonical spec back. A Filter is owned by one goroutine: the pipeline
 // gives each worker its own shard. Reset makes a filter answer exactly as a

@@ -90,9 +90,11 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 	}
 	// The probe ANDs the bits instead of branching on them, as SBF's does.
 	all := uint64(1)
-	c := newBlockCells(h)
+	first := newBlockCells(h)
+	c := first
 	for j := range s.k {
-		i := c.next(j, lineBits)
+		var i int
+		i, c = c.next(j, lineBits)
 		all &= blk[i>>6&(lineWords-1)] >> (i & 63)
 	}
 	if s.p > 0 {
@@ -104,9 +106,10 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 		}
 		sbfClearBits(blk[:], start, end)
 	}
-	c = newBlockCells(h)
+	c = first // the same cells again
 	for j := range s.k {
-		i := c.next(j, lineBits)
+		var i int
+		i, c = c.next(j, lineBits)
 		blk[i>>6&(lineWords-1)] |= 1 << (i & 63)
 	}
 	return all&1 != 0
@@ -115,18 +118,23 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 // observeCells is Observe for cells of d > 1 bits.
 func (s *BlockedSBF) observeCells(blk *line, h uint64) bool {
 	dup := true
-	c := newBlockCells(h)
+	first := newBlockCells(h)
+	c := first
 	for j := range s.k {
-		if s.get(blk, c.next(j, s.cells)) == 0 {
+		var i int
+		i, c = c.next(j, s.cells)
+		if s.get(blk, i) == 0 {
 			dup = false
 		}
 	}
 	if s.p > 0 {
 		s.decrement(blk, s.rng.IntN(s.cells))
 	}
-	c = newBlockCells(h)
+	c = first // the same cells again
 	for j := range s.k {
-		s.set(blk, c.next(j, s.cells), s.max)
+		var i int
+		i, c = c.next(j, s.cells)
+		s.set(blk, i, s.max)
 	}
 	return dup
 }

@@ -36,7 +36,7 @@ func (r *blockedSBFRef) observe(h uint64) bool {
 	idx := make([]int, r.k)
 	bc := newBlockCells(h)
 	for j := range idx {
-		idx[j] = bc.next(j, r.c)
+		idx[j], bc = bc.next(j, r.c)
 	}
 	dup := true
 	for _, i := range idx {

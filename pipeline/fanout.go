@@ -161,9 +161,7 @@ func (p *producer) runBatches() error {
 			f.dispatch() // an empty file held no frame: nothing to count
 			continue
 		case errors.Is(err, capture.ErrCorrupt):
-			c := p.current()
-			c.packets++
-			c.malformed[reasonIndex(corruptFile)]++
+			p.damaged(err)
 			f.dispatch()
 			continue
 		}

@@ -194,3 +194,30 @@ func keyBytes(k flow.Key) []byte {
 	b, _ := k.MarshalBinary()
 	return b
 }
+
+// An empty capture file (capture.ErrEmpty) is no packet on either path:
+// the producer reading frame by frame, and reading batches for parse
+// goroutines; other damage costs the frame it was found in on both.
+func TestEmptyFileIsNoPacketInBatches(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.pcap")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good, err := filepath.Glob("../testdata/pcaps/small.pcap")
+	if err != nil || len(good) != 1 {
+		t.Fatalf("testdata/pcaps/small.pcap: %v", err)
+	}
+	cfg := Config{Workers: 2, Filter: "exact", Key: flow.KeySrc}
+	alone := replayOnce(t, cfg, good)
+	for parsers := 0; parsers <= 2; parsers++ {
+		cfg.Parsers = parsers
+		got := replayOnce(t, cfg, []string{empty, good[0]})
+		if len(got.windows) != 1 || len(alone.windows) != 1 {
+			t.Fatalf("%d parsers: %d summaries, want 1", parsers, len(got.windows))
+		}
+		if w, a := got.windows[0], alone.windows[0]; w.Packets != a.Packets || w.Malformed != 0 || len(w.MalformedBy) != 0 {
+			t.Errorf("%d parsers: %d packets, malformed %v; want the %d of the good file alone, none malformed", parsers, w.Packets, w.MalformedBy, a.Packets)
+		}
+	}
+}

@@ -195,8 +195,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 // capture.ErrCorrupt is counted as a malformed frame (reason
 // "corrupt_file") without failing the run: the source has lost the framing
 // of that file and moves on to its next one (or ends), and what was read
-// is good. An empty file (capture.ErrEmpty) held no frame and counts
-// nothing here: the source's owner counts damaged files (replay's totals).
+// is good (damaged).
 //
 // When the pipeline stops (SIGINT), a live producer first drains the frames
 // its source already holds (the kernel ring), up to the source's first idle
@@ -232,12 +231,8 @@ func (p *producer) run() error {
 				continue
 			case errors.Is(err, io.EOF), errors.Is(err, capture.ErrClosed):
 				return nil
-			case errors.Is(err, capture.ErrEmpty):
-				continue
 			case errors.Is(err, capture.ErrCorrupt):
-				c := p.current()
-				c.packets++
-				c.malformed[reasonIndex(corruptFile)]++
+				p.damaged(err)
 				continue
 			}
 			return fmt.Errorf("pipeline: source %d: %w", p.id, err)
@@ -430,6 +425,19 @@ func (p *producer) current() *counts {
 		return &p.early
 	}
 	return p.hiCounts
+}
+
+// damaged counts a damaged input (capture.ErrCorrupt) as the malformed
+// frame it cost (reason "corrupt_file"), in the window open now. An empty
+// file (capture.ErrEmpty) held no frame and counts nothing here: the
+// source's owner counts damaged files (replay's totals).
+func (p *producer) damaged(err error) {
+	if errors.Is(err, capture.ErrEmpty) {
+		return
+	}
+	c := p.current()
+	c.packets++
+	c.malformed[reasonIndex(corruptFile)]++
 }
 
 // periodic runs every statsEvery packets: it publishes the counters and,
