@@ -1,18 +1,31 @@
 package capture
 
+import "github.com/flowdedup/flowdedup/flow"
+
 // Batch is a run of frames a BatchSource read in one call, in capture
 // order, handed out by reference.
 //
-// Ownership: the Data of each Packet points into buffers of the source
+// Ownership: the Data of each Frame points into buffers of the source
 // (Buffers), which stay valid, and are not written, until the batch is
 // given back with ReleaseBatch: a batch can be parsed on another goroutine
-// while the source reads the next one. Packets and Buffers are reused by
+// while the source reads the next one. Frames and Buffers are reused by
 // the next NextBatch into the same Batch.
 type Batch struct {
-	Packets []Packet
-	// Buffers are the source's buffers Packets point into, for
+	Frames []Frame
+	// Buffers are the source's buffers Frames point into, for
 	// ReleaseBatch. Callers leave them alone.
 	Buffers [][]byte
+}
+
+// Frame is one frame of a Batch: what a pipeline needs to key it in
+// capture order. It is smaller than a Packet (40 bytes against 96) because
+// a batch of thousands is written by the reading goroutine and read by
+// another: a file's frames have no key of their source, and the wire
+// length is not needed to key them.
+type Frame struct {
+	Data     []byte        // the captured bytes, in a buffer of the batch
+	TimeNs   int64         // capture time, Unix nanoseconds
+	LinkType flow.LinkType // how to parse Data
 }
 
 // BatchSource is a Source that also frames in bulk: replay's files, whose
@@ -28,6 +41,6 @@ type BatchSource interface {
 	// back (ReleaseBatch) or be new.
 	NextBatch(b *Batch) error
 	// ReleaseBatch gives b's buffers back to the source. Any goroutine may
-	// call it, once per NextBatch; b's Packets are invalid afterwards.
+	// call it, once per NextBatch; b's Frames are invalid afterwards.
 	ReleaseBatch(b *Batch)
 }

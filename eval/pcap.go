@@ -11,33 +11,94 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 )
 
-// pcapStream is the flow keys of a capture file, as replay extracts them:
-// frames flow.Parse rejects are not elements (replay counts them as
-// malformed or skipped instead).
+// PcapSpec is a pcap stream spec, pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]],
+// as eval and tune read it.
+type PcapSpec struct {
+	Path string
+	// Kind is the key= kind; 0 when the spec has none.
+	Kind flow.KeyKind
+	// Prefix is the prefix= lengths (flow.ParseMask's text, so 24,64 with
+	// its comma); HasPrefix says whether the spec has prefix=.
+	Prefix    flow.Mask
+	HasPrefix bool
+}
+
+// ParsePcapSpec reads rest, what follows "pcap:" in a stream spec. The
+// options key= and prefix= come after the path, each at most once, in
+// either order; they are read from the end, so that the path may hold
+// commas, and prefix='s value may too (24,64).
+func ParsePcapSpec(rest string) (PcapSpec, error) {
+	var ps PcapSpec
+	var hasKind bool
+	for {
+		ik, ip := strings.LastIndex(rest, ",key="), strings.LastIndex(rest, ",prefix=")
+		switch {
+		case ik < 0 && ip < 0:
+			if rest == "" {
+				return ps, fmt.Errorf("%w: pcap needs a path (pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]])", ErrStreamSpec)
+			}
+			ps.Path = rest
+			return ps, nil
+		case ik > ip:
+			if hasKind {
+				return ps, fmt.Errorf("%w: key= given twice", ErrStreamSpec)
+			}
+			k, err := flow.ParseKeyKind(rest[ik+len(",key="):])
+			if err != nil {
+				return ps, fmt.Errorf("%w: %v", ErrStreamSpec, err)
+			}
+			ps.Kind, hasKind, rest = k, true, rest[:ik]
+		default:
+			if ps.HasPrefix {
+				return ps, fmt.Errorf("%w: prefix= given twice", ErrStreamSpec)
+			}
+			v := rest[ip+len(",prefix="):]
+			m, err := flow.ParseMask(v)
+			if err == nil && v == "" {
+				err = fmt.Errorf("%w: prefix= needs V4LEN[,V6LEN]", flow.ErrBadMask)
+			}
+			if err != nil {
+				return ps, fmt.Errorf("%w: %w", ErrStreamSpec, err)
+			}
+			ps.Prefix, ps.HasPrefix, rest = m, true, rest[:ip]
+		}
+	}
+}
+
+// String returns the spec, pcap:PATH with its options.
+func (ps PcapSpec) String() string {
+	s := "pcap:" + ps.Path
+	if ps.Kind != 0 {
+		s += ",key=" + ps.Kind.String()
+	}
+	if ps.HasPrefix {
+		s += ",prefix=" + ps.Prefix.String()
+	}
+	return s
+}
+
+// pcapStream is the flow keys of a capture file, as replay extracts them
+// (with the spec's prefix=, as replay --prefix): frames flow.Parse rejects
+// are not elements (replay counts them as malformed or skipped instead).
 type pcapStream struct {
-	path string
-	kind flow.KeyKind
+	spec PcapSpec // Kind set: src unless the spec says
 }
 
 func parsePcapStream(spec, rest string) (Stream, error) {
-	path, kind := rest, flow.KeySrc
-	if i := strings.LastIndex(rest, ",key="); i >= 0 {
-		k, err := flow.ParseKeyKind(rest[i+len(",key="):])
-		if err != nil {
-			return nil, fmt.Errorf("eval: %q: %w: %v", spec, ErrStreamSpec, err)
-		}
-		path, kind = rest[:i], k
+	ps, err := ParsePcapSpec(rest)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %q: %w", spec, err)
 	}
-	if path == "" {
-		return nil, fmt.Errorf("eval: %q: %w: pcap needs a path (pcap:PATH[,key=src|dst|pair|5tuple])", spec, ErrStreamSpec)
+	if ps.Kind == 0 {
+		ps.Kind = flow.KeySrc
 	}
-	return pcapStream{path: path, kind: kind}, nil
+	return pcapStream{spec: ps}, nil
 }
 
-func (s pcapStream) String() string { return "pcap:" + s.path + ",key=" + s.kind.String() }
+func (s pcapStream) String() string { return s.spec.String() }
 
 func (s pcapStream) Materialize(seed uint64) (*Elements, error) {
-	src, err := pcapfile.Open(s.path)
+	src, err := pcapfile.Open(s.spec.Path)
 	if err != nil {
 		return nil, fmt.Errorf("eval: stream %s: %w", s, err)
 	}
@@ -58,10 +119,11 @@ func (s pcapStream) Materialize(seed uint64) (*Elements, error) {
 			}
 			return nil, fmt.Errorf("eval: stream %s: %w", s, err)
 		}
-		k, err := flow.Parse(pkt.Data, pkt.LinkType, s.kind)
+		k, err := flow.Parse(pkt.Data, pkt.LinkType, s.spec.Kind)
 		if err != nil {
 			continue
 		}
+		s.spec.Prefix.Apply(&k)
 		_, dup := seen[k]
 		if !dup {
 			seen[k] = struct{}{}

@@ -40,8 +40,9 @@ type Stream interface {
 const maxElements = 1 << 31
 
 // ParseStream parses a stream spec: distinct:n=N, uniform:n=N,universe=U,
-// zipf:n=N,universe=U,s=S, file:PATH or pcap:PATH[,key=KIND] (key src by
-// default, as replay).
+// zipf:n=N,universe=U,s=S, file:PATH or pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]]
+// (key src by default, as replay; prefix= keys by network, as replay's
+// --prefix: see ParsePcapSpec).
 func ParseStream(spec string) (Stream, error) {
 	kind, rest, _ := strings.Cut(strings.TrimSpace(spec), ":")
 	switch strings.ToLower(kind) {

@@ -49,12 +49,13 @@ type SampleInfo struct {
 
 // openSamples turns Config.Samples into samples: the paths given bare are
 // read in order as one capture, as `flowdedup replay FILE...` reads them;
-// each stream spec (eval's grammar; pcap:PATH[,key=K] keyed with windows
-// as replay would) is a sample of its own.
+// each stream spec (eval's grammar; pcap:PATH[,key=K][,prefix=P] keyed
+// with windows as replay would) is a sample of its own. key is the
+// configured kind and prefix, which a pcap: spec may override.
 //
 // seed is the first seed the run will use: a random stream is generated
 // for it once, here, and kept.
-func openSamples(ctx context.Context, specs []string, kind flow.KeyKind, window time.Duration, seed uint64) ([]sample, error) {
+func openSamples(ctx context.Context, specs []string, key flow.KeySpec, window time.Duration, seed uint64) ([]sample, error) {
 	var out []sample
 	var paths []string
 	for _, s := range specs {
@@ -64,11 +65,18 @@ func openSamples(ctx context.Context, specs []string, kind flow.KeyKind, window 
 		}
 		kindName, rest, _ := strings.Cut(s, ":")
 		if strings.EqualFold(kindName, "pcap") {
-			path, k, err := parsePcapSpec(s, rest, kind)
+			ps, err := eval.ParsePcapSpec(rest)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("tune: sample %q: %w", s, err)
 			}
-			c, err := loadCapture(ctx, s, []string{path}, k, window)
+			k := key
+			if ps.Kind != 0 {
+				k.Kind = ps.Kind
+			}
+			if ps.HasPrefix {
+				k.Mask = ps.Prefix
+			}
+			c, err := loadCapture(ctx, s, []string{ps.Path}, k, window)
 			if err != nil {
 				return nil, err
 			}
@@ -86,7 +94,7 @@ func openSamples(ctx context.Context, specs []string, kind flow.KeyKind, window 
 		out = append(out, ss)
 	}
 	if len(paths) > 0 {
-		c, err := loadCapture(ctx, strings.Join(paths, " "), paths, kind, window)
+		c, err := loadCapture(ctx, strings.Join(paths, " "), paths, key, window)
 		if err != nil {
 			return nil, err
 		}
@@ -96,23 +104,6 @@ func openSamples(ctx context.Context, specs []string, kind flow.KeyKind, window 
 		return nil, fmt.Errorf("tune: %w", ErrNoSample)
 	}
 	return out, nil
-}
-
-// parsePcapSpec reads pcap:PATH[,key=KIND]; without key= the sample is
-// keyed by the configured kind.
-func parsePcapSpec(spec, rest string, kind flow.KeyKind) (string, flow.KeyKind, error) {
-	path := rest
-	if i := strings.LastIndex(rest, ",key="); i >= 0 {
-		k, err := flow.ParseKeyKind(rest[i+len(",key="):])
-		if err != nil {
-			return "", 0, fmt.Errorf("tune: sample %q: %w", spec, err)
-		}
-		path, kind = rest[:i], k
-	}
-	if path == "" {
-		return "", 0, fmt.Errorf("tune: sample %q: %w: pcap needs a path (pcap:PATH[,key=KIND])", spec, eval.ErrStreamSpec)
-	}
-	return path, kind, nil
 }
 
 // captureSample is a capture read once, as replay's producer reads it:
@@ -134,8 +125,8 @@ type captureSample struct {
 // an earlier window is late (counted, not keyed); frames flow.Parse
 // rejects are not keyed but do move time, as in replay. Ground truth: an
 // element is a duplicate when its key came before it in its window, by
-// key, not by hash.
-func loadCapture(ctx context.Context, name string, paths []string, kind flow.KeyKind, window time.Duration) (*captureSample, error) {
+// key, not by hash. Keys are of key's kind, masked by its Mask.
+func loadCapture(ctx context.Context, name string, paths []string, key flow.KeySpec, window time.Duration) (*captureSample, error) {
 	src, err := pcapfile.Open(paths...)
 	if err != nil {
 		return nil, fmt.Errorf("tune: sample %s: %w", name, err)
@@ -183,11 +174,12 @@ func loadCapture(ctx context.Context, name string, paths []string, kind flow.Key
 				continue
 			}
 		}
-		k, err := flow.Parse(pkt.Data, pkt.LinkType, kind)
+		k, err := flow.Parse(pkt.Data, pkt.LinkType, key.Kind)
 		if err != nil {
 			c.info.Unkeyed++
 			continue
 		}
+		key.Mask.Apply(&k)
 		id, ok := index[k]
 		if !ok {
 			id = uint32(len(c.keys))

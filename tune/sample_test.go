@@ -46,7 +46,7 @@ func TestCaptureTruthMatchesTshark(t *testing.T) {
 		{"malformed.pcap", flow.Key5Tuple, 0, 1900, 300, 1, 100},
 		{"fragments.pcap", flow.Key5Tuple, time.Minute, 1000, 171, 1, 0},
 	} {
-		c, err := loadCapture(context.Background(), tc.file, []string{pcaps + tc.file}, tc.kind, tc.window)
+		c, err := loadCapture(context.Background(), tc.file, []string{pcaps + tc.file}, flow.KeySpec{Kind: tc.kind}, tc.window)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestCaptureWindowsAsReplay(t *testing.T) {
 		testutil.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 200 s, window 3: distinct
 	}
 	path := writePcap(t, frames, []float64{0, 10, 61, 30, 62, 200})
-	c, err := loadCapture(context.Background(), "t", []string{path}, flow.KeySrc, time.Minute)
+	c, err := loadCapture(context.Background(), "t", []string{path}, flow.KeySpec{Kind: flow.KeySrc}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCaptureWindowsAsReplay(t *testing.T) {
 		t.Errorf("window starts %v, want [2 3]", c.starts)
 	}
 	// Without windows nothing is late and the key is a duplicate throughout.
-	c, err = loadCapture(context.Background(), "t", []string{path}, flow.KeySrc, 0)
+	c, err = loadCapture(context.Background(), "t", []string{path}, flow.KeySpec{Kind: flow.KeySrc}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestCaptureWindowsAsReplay(t *testing.T) {
 }
 
 func TestSplitKeepsTruthAndWindows(t *testing.T) {
-	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.KeySrc, time.Minute)
+	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.KeySpec{Kind: flow.KeySrc}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +196,10 @@ func (s *recordSink) Close() error                         { return nil }
 
 // replay runs the real pipeline as `flowdedup replay --seed seed` does and
 // returns its records.
-func replay(t *testing.T, path, spec string, kind flow.KeyKind, window time.Duration, workers int, seed uint64) []pipeline.Record {
+func replay(t *testing.T, path, spec string, key flow.KeySpec, window time.Duration, workers int, seed uint64) []pipeline.Record {
 	t.Helper()
 	sink := &recordSink{}
-	p, err := pipeline.New(pipeline.Config{Workers: workers, Filter: spec, Key: kind, Seed: seed, FilterSeed: seed, Window: window}, sink)
+	p, err := pipeline.New(pipeline.Config{Workers: workers, Filter: spec, Key: key.Kind, Prefix: key.Mask, Seed: seed, FilterSeed: seed, Window: window}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ type kw struct {
 	w int64
 }
 
-func firstSeen(t *testing.T, path string, kind flow.KeyKind, window time.Duration) (map[kw]int64, int) {
+func firstSeen(t *testing.T, path string, key flow.KeySpec, window time.Duration) (map[kw]int64, int) {
 	t.Helper()
 	src, err := pcapfile.Open(path)
 	if err != nil {
@@ -240,10 +240,11 @@ func firstSeen(t *testing.T, path string, kind flow.KeyKind, window time.Duratio
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := flow.Parse(pkt.Data, pkt.LinkType, kind)
+		k, err := flow.Parse(pkt.Data, pkt.LinkType, key.Kind)
 		if err != nil {
 			continue
 		}
+		key.Mask.Apply(&k)
 		w := int64(0)
 		if window > 0 {
 			w = floorDiv(pkt.TimeNs, int64(window)) * int64(window)
@@ -268,26 +269,35 @@ func firstSeen(t *testing.T, path string, kind flow.KeyKind, window time.Duratio
 // here from the real pipeline's records. A record at the first time of
 // its key in its window is a true distinct; any other record is a false
 // negative; a first occurrence with no record is a false positive. The
-// filters are small so that they do make errors.
+// filters are small so that they do make errors. Keys by network
+// (--prefix) too.
 func TestEvaluateMatchesReplay(t *testing.T) {
 	for _, tc := range []struct {
 		file    string
 		kind    flow.KeyKind
+		prefix  string // --prefix; "" for hosts
 		window  time.Duration
 		workers int
 		specs   []string
 	}{
-		{"zipf.pcap.gz", flow.Key5Tuple, time.Minute, 2, []string{"qht:mem=2KiB,buckets=2,fpbits=6", "sbf:mem=1KiB,max=3,k=2,p=3", "rlbsbf:mem=1KiB,k=2"}},
-		{"zipf.pcap.gz", flow.KeyPair, 0, 3, []string{"qqhtd:mem=1KiB,buckets=4,fpbits=4", "bdbf:mem=2KiB,window=500", "cuckoo:mem=512B,buckets=2,fpbits=6"}},
-		{"windows.pcap", flow.Key5Tuple, time.Minute, 1, []string{"qht:mem=256B,buckets=1,fpbits=3", "a2:mem=512B,fpr=0.1", "fpsbf:mem=1KiB,c=3,f=6,k=3,fps=0.1,xi=1"}},
-		{"malformed.pcap", flow.KeySrc, 30 * time.Second, 2, []string{"bloom:mem=8B,k=2", "lru:mem=32B"}},
+		{"zipf.pcap.gz", flow.Key5Tuple, "", time.Minute, 2, []string{"qht:mem=2KiB,buckets=2,fpbits=6", "sbf:mem=1KiB,max=3,k=2,p=3", "rlbsbf:mem=1KiB,k=2"}},
+		{"zipf.pcap.gz", flow.KeyPair, "", 0, 3, []string{"qqhtd:mem=1KiB,buckets=4,fpbits=4", "bdbf:mem=2KiB,window=500", "cuckoo:mem=512B,buckets=2,fpbits=6"}},
+		{"zipf.pcap.gz", flow.Key5Tuple, "16,48", time.Minute, 2, []string{"qht:mem=1KiB,buckets=2,fpbits=6"}},
+		{"windows.pcap", flow.Key5Tuple, "", time.Minute, 1, []string{"qht:mem=256B,buckets=1,fpbits=3", "a2:mem=512B,fpr=0.1", "fpsbf:mem=1KiB,c=3,f=6,k=3,fps=0.1,xi=1"}},
+		{"windows.pcap", flow.KeyPair, "20,60", time.Minute, 1, []string{"qht:mem=128B,buckets=1,fpbits=3"}},
+		{"malformed.pcap", flow.KeySrc, "", 30 * time.Second, 2, []string{"bloom:mem=8B,k=2", "lru:mem=32B"}},
 	} {
 		path := pcaps + tc.file
-		c, err := loadCapture(context.Background(), tc.file, []string{path}, tc.kind, tc.window)
+		mask, err := flow.ParseMask(tc.prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, distinct := firstSeen(t, path, tc.kind, tc.window)
+		key := flow.KeySpec{Kind: tc.kind, Mask: mask}
+		c, err := loadCapture(context.Background(), tc.file, []string{path}, key, tc.window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, distinct := firstSeen(t, path, key, tc.window)
 		for _, seed := range []uint64{1, 0xdeadbeef} {
 			e, _ := c.materialize(seed)
 			d := &dataset{seed: seed, samples: [][]shardStream{split(e, tc.workers, 0)}}
@@ -296,7 +306,7 @@ func TestEvaluateMatchesReplay(t *testing.T) {
 				if st != done {
 					t.Fatalf("%s: status %v", spec, st)
 				}
-				recs := replay(t, path, spec, tc.kind, tc.window, tc.workers, seed)
+				recs := replay(t, path, spec, key, tc.window, tc.workers, seed)
 				tp, fn := 0, 0
 				for _, r := range recs {
 					if first[kw{r.Key, r.WindowNs}] == r.TimeNs {
@@ -322,7 +332,7 @@ func TestEvaluateMatchesReplay(t *testing.T) {
 // The timed loop allocates nothing: observing a shard's stream, window
 // clears included, costs no allocation once the filter is built.
 func TestObserveShardAllocatesNothing(t *testing.T) {
-	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.Key5Tuple, time.Minute)
+	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.KeySpec{Kind: flow.Key5Tuple}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,5 +348,48 @@ func TestObserveShardAllocatesNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(5, func() { observeShard(f, &sh[0], &tl, sp) }); n != 0 {
 			t.Errorf("%s: %.1f allocations per shard pass", spec, n)
 		}
+	}
+}
+
+// Samples key by network as replay --prefix does: with /0 every IPv4
+// address is one network and every IPv6 address another, so each of
+// zipf.pcap.gz's five one-minute windows (both families in each) has two
+// distinct keys, whatever the kind. The configured prefix applies to bare
+// files and to pcap: specs without prefix=, which one with prefix=
+// overrides.
+func TestSamplesPrefix(t *testing.T) {
+	all, err := flow.ParseMask("0,0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := pcaps + "zipf.pcap.gz"
+	for _, c := range []struct {
+		specs    []string
+		key      flow.KeySpec
+		distinct int
+	}{
+		{[]string{file}, flow.KeySpec{Kind: flow.KeySrc, Mask: all}, 10},
+		{[]string{"pcap:" + file}, flow.KeySpec{Kind: flow.KeyPair, Mask: all}, 10},
+		{[]string{"pcap:" + file + ",prefix=0,0"}, flow.KeySpec{Kind: flow.KeySrc}, 10},
+		{[]string{"pcap:" + file + ",key=5tuple,prefix=0,0"}, flow.KeySpec{Kind: flow.KeySrc}, 0}, // ports: more than 10
+		{[]string{"pcap:" + file + ",prefix=32,128"}, flow.KeySpec{Kind: flow.KeySrc, Mask: all}, 304 + 299 + 304 + 300 + 302},
+	} {
+		ss, err := openSamples(context.Background(), c.specs, c.key, time.Minute, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ss[0].describe()
+		if c.distinct == 0 {
+			if got.Distinct <= 10 {
+				t.Errorf("%q, %v: %d distinct, want more than 10", c.specs, c.key, got.Distinct)
+			}
+			continue
+		}
+		if got.Distinct != c.distinct || got.Elements != 20000 || got.Windows != 5 {
+			t.Errorf("%q, %v: %+v, want %d distinct of 20000 keys in 5 windows", c.specs, c.key, got, c.distinct)
+		}
+	}
+	if _, err := openSamples(context.Background(), []string{"pcap:" + file + ",prefix=33"}, flow.KeySpec{Kind: flow.KeySrc}, 0, 1); !errors.Is(err, flow.ErrBadMask) {
+		t.Errorf("prefix=33: %v, want flow.ErrBadMask", err)
 	}
 }

@@ -57,11 +57,15 @@ type Config struct {
 	// Samples are capture files (pcap, pcapng, gzip), read in order as one
 	// capture as replay reads them, and stream specs, each a sample of its
 	// own: uniform:, zipf:, distinct:, file: (eval's grammar; one window)
-	// and pcap:PATH[,key=KIND] (windows as replay). Error counts add up
-	// over the samples.
+	// and pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]] (windows as
+	// replay). Error counts add up over the samples.
 	Samples []string
 	// Key is the flow key kind of captures (replay's --key); zero: src.
 	Key flow.KeyKind
+	// Prefix keys the captures' addresses by network (replay's
+	// --prefix); the zero Mask keys hosts. A pcap: spec's prefix=
+	// overrides it for its sample.
+	Prefix flow.Mask
 	// Window is replay's --window: landmark windows of packet time, each
 	// filter cleared at the boundary. 0: one window.
 	Window time.Duration
@@ -266,7 +270,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for r := range seeds {
 		seeds[r] = eval.RunSeed(cfg.Seed, r)
 	}
-	samples, err := openSamples(ctx, cfg.Samples, cfg.Key, cfg.Window, seeds[0])
+	samples, err := openSamples(ctx, cfg.Samples, flow.KeySpec{Kind: cfg.Key, Mask: cfg.Prefix}, cfg.Window, seeds[0])
 	if err != nil {
 		return nil, err
 	}

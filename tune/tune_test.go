@@ -210,13 +210,13 @@ func TestPickBeatsReplayDefaultOnTestdata(t *testing.T) {
 			if def.Spec != "qht:mem=512B,buckets=4,fpbits=12" {
 				t.Errorf("default %s", def.Spec)
 			}
-			first, distinct := firstSeen(t, f, kind, time.Minute)
+			first, distinct := firstSeen(t, f, flow.KeySpec{Kind: kind}, time.Minute)
 			scores := map[string][]float64{}
 			for _, c := range []Candidate{pick, *def} {
 				var ts []tally
 				for _, s := range c.Seeds {
 					tp, fn := 0, 0
-					for _, r := range replay(t, f, c.Spec, kind, time.Minute, 2, s.Seed) {
+					for _, r := range replay(t, f, c.Spec, flow.KeySpec{Kind: kind}, time.Minute, 2, s.Seed) {
 						if first[kw{r.Key, r.WindowNs}] == r.TimeNs {
 							tp++
 						} else {

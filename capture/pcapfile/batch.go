@@ -1,6 +1,8 @@
 package pcapfile
 
 import (
+	"encoding/binary"
+
 	"github.com/flowdedup/flowdedup/capture"
 )
 
@@ -18,7 +20,7 @@ var _ capture.BatchSource = (*Reader)(nil)
 // each). A record whose pcapng block is longer than the buffer is copied
 // into a buffer of its own, which b keeps.
 func (s *Reader) NextBatch(b *capture.Batch) error {
-	b.Packets = b.Packets[:0]
+	b.Frames = b.Frames[:0]
 	b.Buffers = b.Buffers[:0]
 	if s.closed {
 		return capture.ErrClosed
@@ -26,13 +28,26 @@ func (s *Reader) NextBatch(b *capture.Batch) error {
 	s.in.pinned = true
 	var err error
 	if s.carry.set {
-		b.Packets = append(b.Packets, s.carry.pkt)
+		b.Frames = append(b.Frames, s.carry.frame)
 		if s.carry.spill != nil {
 			b.Buffers = append(b.Buffers, s.carry.spill)
 		}
 		s.carry.set, s.carry.spill = false, nil
 	}
-	for len(b.Packets) < maxBatch {
+	for len(b.Frames) < maxBatch {
+		if s.open && !s.big {
+			// The records the window holds whole, in a loop of their
+			// own: Next's common cases without a call and a Packet each.
+			switch s.format {
+			case kindPcap:
+				s.pcapBatch(b)
+			case kindPcapng:
+				s.ngBatch(b)
+			}
+			if len(b.Frames) == maxBatch {
+				break
+			}
+		}
 		held := len(s.in.held)
 		var p capture.Packet
 		if err = s.Next(&p); err != nil {
@@ -42,13 +57,14 @@ func (s *Reader) NextBatch(b *capture.Batch) error {
 		if s.spill != nil && len(p.Data) > 0 && &p.Data[0] == &s.spill[0] {
 			spill, s.spill = s.spill, nil // the batch keeps it
 		}
-		if len(s.in.held) != held && len(b.Packets) > 0 {
+		f := capture.Frame{Data: p.Data, TimeNs: p.TimeNs, LinkType: p.LinkType}
+		if len(s.in.held) != held && len(b.Frames) > 0 {
 			// The buffer ran out and the reader moved on to a fresh
 			// one: p is the first record of the next batch.
-			s.carry.pkt, s.carry.spill, s.carry.set = p, spill, true
+			s.carry.frame, s.carry.spill, s.carry.set = f, spill, true
 			break
 		}
-		b.Packets = append(b.Packets, p)
+		b.Frames = append(b.Frames, f)
 		if spill != nil {
 			b.Buffers = append(b.Buffers, spill)
 		}
@@ -67,13 +83,70 @@ func (s *Reader) NextBatch(b *capture.Batch) error {
 	return err
 }
 
+// pcapBatch appends to b the little-endian pcap records that the window
+// holds whole, as Next's common case reads them one at a time, and
+// consumes them.
+func (s *Reader) pcapBatch(b *capture.Batch) {
+	s.release()
+	win, pos := s.win, s.pos
+	frames := b.Frames
+	link, frac := s.link, s.fracMul
+	for len(frames) < maxBatch && len(win)-pos >= 16 {
+		h := win[pos : pos+16]
+		caplen := binary.LittleEndian.Uint32(h[8:])
+		end := pos + 16 + int(caplen)
+		if caplen > MaxCaptureLength || end > len(win) {
+			break // Next says what it is
+		}
+		t := int64(binary.LittleEndian.Uint32(h[0:]))*1e9 + int64(binary.LittleEndian.Uint32(h[4:]))*frac
+		frames = append(frames, capture.Frame{Data: win[pos+16 : end : end], TimeNs: t, LinkType: link})
+		pos = end
+	}
+	s.records += int64(len(frames) - len(b.Frames))
+	s.offset += int64(pos - s.pos)
+	s.pos = pos
+	b.Frames = frames
+}
+
+// ngBatch is pcapBatch for little-endian pcapng enhanced packet blocks.
+func (s *Reader) ngBatch(b *capture.Batch) {
+	s.release()
+	win, pos := s.win, s.pos
+	frames := b.Frames
+	for len(frames) < maxBatch && len(win)-pos >= 32 {
+		blk := win[pos:]
+		if binary.LittleEndian.Uint32(blk) != blockEnhancedPacket {
+			break
+		}
+		// The checks of ngLength, ngPacket and ngTrailer, as in Next.
+		total := int(binary.LittleEndian.Uint32(blk[4:]))
+		id, caplen := binary.LittleEndian.Uint32(blk[8:]), binary.LittleEndian.Uint32(blk[20:])
+		if total < 32 || total%4 != 0 || total > len(blk) || id >= uint32(len(s.ifaces)) ||
+			caplen > uint32(total-32) || caplen > MaxCaptureLength || binary.LittleEndian.Uint32(blk[total-4:]) != uint32(total) {
+			break
+		}
+		ifc := &s.ifaces[id]
+		end := 28 + int(caplen)
+		t := ifc.timeNs(uint64(binary.LittleEndian.Uint32(blk[12:]))<<32 | uint64(binary.LittleEndian.Uint32(blk[16:])))
+		frames = append(frames, capture.Frame{Data: blk[28:end:end], TimeNs: t, LinkType: ifc.link})
+		s.lastTime = t
+		pos += total
+	}
+	s.records += int64(len(frames) - len(b.Frames))
+	s.offset += int64(pos - s.pos)
+	s.pos = pos
+	b.Frames = frames
+}
+
 // ReleaseBatch gives the buffers of b back to the Reader, for the batches
 // to come. Safe from any goroutine, concurrently with NextBatch and with
-// other ReleaseBatch calls.
+// other ReleaseBatch calls. b's Frames keep pointing into the buffers
+// until the next NextBatch into b overwrites them; they are not cleared,
+// which would cost a pass over the batch for buffers the Reader keeps
+// anyway.
 func (s *Reader) ReleaseBatch(b *capture.Batch) {
 	s.pool.giveBack(b.Buffers)
 	clear(b.Buffers)
 	b.Buffers = b.Buffers[:0]
-	clear(b.Packets)
-	b.Packets = b.Packets[:0]
+	b.Frames = b.Frames[:0]
 }

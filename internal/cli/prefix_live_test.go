@@ -4,10 +4,16 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/collect/collecttest"
 )
 
 // Live capture by network, in every mode: `flowdedup run --prefix 24,64`
@@ -57,5 +63,50 @@ func TestRunLivePrefix(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// collect --prefix keys the exporters' records by network: the records of
+// NetFlow v9 and IPFIX flows from many hosts of 10.0.0.0/16 and
+// 2001:db8::/48 are their /24s and /64s, once each, and the summary says
+// key src/24,64.
+func TestCollectPrefix(t *testing.T) {
+	for _, version := range []int{9, 10} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			dir := t.TempDir()
+			out, sum := filepath.Join(dir, "networks.jsonl"), filepath.Join(dir, "summary.jsonl")
+			c := startCollect(t, "--key", "src", "--prefix", "24,64", "--filter", "exact", "--window", "1h", "--out", out, "--summary", sum)
+			now := time.Now()
+			e := &collecttest.Exporter{Version: version, Boot: now.Add(-time.Hour), Domain: 3}
+			flows := collecttest.Flows(500, 2, now.Truncate(time.Second))
+			want := map[string]bool{}
+			for _, f := range flows {
+				bits := 24
+				if f.Src.Is6() {
+					bits = 64
+				}
+				want[netip.PrefixFrom(f.Src, bits).Masked().String()] = true
+			}
+			c.send(t, e, flows)
+			waitFor(t, "the networks in --out", func() bool { return len(lines(t, out)) >= len(want) }, c.log)
+			c.stop(t, syscall.SIGTERM)
+			got := map[string]bool{}
+			for _, l := range lines(t, out) {
+				var r struct{ Src string }
+				if err := json.Unmarshal([]byte(l), &r); err != nil {
+					t.Fatal(err)
+				}
+				if got[r.Src] {
+					t.Errorf("network %s reported twice", r.Src)
+				}
+				got[r.Src] = true
+			}
+			if d := setDiff(got, want); d != "" || len(got) != len(want) {
+				t.Errorf("collect --prefix 24,64: %d networks, want %d:\n%s", len(got), len(want), d)
+			}
+			if s := lines(t, sum); len(s) == 0 || !strings.Contains(s[len(s)-1], `"key":"src/24,64"`) {
+				t.Errorf("summaries %q: want key src/24,64", s)
+			}
+		})
 	}
 }

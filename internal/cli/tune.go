@@ -30,6 +30,7 @@ const DefaultTuneSeed = 1
 type TuneConfig struct {
 	Samples   []string
 	Key       flow.KeyKind
+	Prefix    flow.Mask
 	Window    time.Duration
 	Workers   int
 	Mem       string
@@ -56,8 +57,9 @@ func newTuneConfig() TuneConfig {
 
 // BindFlags registers the tune flags on fs.
 func (c *TuneConfig) BindFlags(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&c.Samples, "sample", nil, "sample `FILE` (pcap, pcapng, gzip; repeatable; the files are read in order as one capture, as replay reads them), or a stream spec, a sample of its own: uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | distinct:n=N | file:PATH | pcap:PATH[,key=KIND]")
+	fs.StringArrayVar(&c.Samples, "sample", nil, "sample `FILE` (pcap, pcapng, gzip; repeatable; the files are read in order as one capture, as replay reads them), or a stream spec, a sample of its own: uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | distinct:n=N | file:PATH | pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]]")
 	fs.TextVar(&c.Key, "key", c.Key, "flow `KIND` of the captures: src | dst | pair | 5tuple (replay's --key)")
+	fs.TextVar(&c.Prefix, "prefix", c.Prefix, prefixUsage+" (replay's --prefix)")
 	durationFlag(fs, &c.Window, "window", "landmark window `D` of packet time, as replay's --window (0: one window)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards the keys are dealt to, each with its own filter of --mem, as replay's --workers; the default is replay's, the number of CPUs (at most %d per CPU)", maxWorkersPerCPU))
 	fs.StringVar(&c.Mem, "mem", c.Mem, "state of each shard's filter, as --filter's mem= takes it, e.g. 64KiB, 1MiB, auto (required)")
@@ -168,9 +170,9 @@ func runTune(ctx context.Context, cfg *TuneConfig, args []string, stdout, stderr
 		return err
 	}
 	fmt.Fprintf(stderr, "flowdedup tune: %s, key %s, window %v, %d workers, %s per shard, objective %s, seed %d (%d seeds), budget %v\n",
-		strings.Join(cfg.Samples, " "), cfg.Key, cfg.Window, cfg.Workers, cfg.Mem, cfg.Objective, cfg.Seed, cfg.Seeds, cfg.Budget)
+		strings.Join(cfg.Samples, " "), flow.KeySpec{Kind: cfg.Key, Mask: cfg.Prefix}, cfg.Window, cfg.Workers, cfg.Mem, cfg.Objective, cfg.Seed, cfg.Seeds, cfg.Budget)
 	res, err := tune.Run(ctx, tune.Config{
-		Samples: cfg.Samples, Key: cfg.Key, Window: cfg.Window, Workers: cfg.Workers, Mem: cfg.Mem,
+		Samples: cfg.Samples, Key: cfg.Key, Prefix: cfg.Prefix, Window: cfg.Window, Workers: cfg.Workers, Mem: cfg.Mem,
 		Objective: cfg.Objective, Seeds: cfg.Seeds, Seed: cfg.Seed, Budget: cfg.Budget,
 	})
 	switch {
