@@ -169,7 +169,9 @@ clean:
 soak:
 	FLOWDEDUP_SOAK=long FLOWDEDUP_REQUIRE_PRIVILEGED=1 $(GO) test -count=1 -timeout 30m -v ./internal/soak/
 
-# replay against tcpdump's copy of the same file, interleaved (README's table)
+# replay with 1 and 2 workers (and 2 with --parsers 0) against cat and
+# tcpdump's copy of the same file, interleaved: wall and CPU time, and their
+# ratios within each round (docs/benchmarks.md, "Replay").
 bench-replay: build
 	$(BIN) gen --packets 2000000 --flows 200000 --zipf 1.0 --ipv6 0.2 --seed 9 -o /tmp/flowdedup-2m.pcap
 	flock /tmp/flowdedup-bench.lock scripts/replay-vs-tcpdump.sh -b $(BIN) -k src /tmp/flowdedup-2m.pcap
