@@ -138,6 +138,11 @@ func (fr *frames) keep(i int, w int64) {
 			return
 		}
 	}
+	fr.newRun(i, w)
+}
+
+// newRun starts a run with frame i, of window w.
+func (fr *frames) newRun(i int, w int64) {
 	fr.runs = append(fr.runs, frameRun{lo: i, hi: i + 1, w: w})
 }
 
@@ -167,11 +172,26 @@ func (p *producer) runBatches() error {
 		fr := f.take()
 		err := f.src.NextBatch(&fr.batch)
 		b := &fr.batch
-		for i := range b.Frames {
-			p.frame(fr, i, b.Frames[i].TimeNs)
-		}
-		for i := range b.Records.Len() {
-			p.frame(fr, len(b.Frames)+i, b.Records.Time(i))
+		nf := len(b.Frames)
+		for i := range b.Len() {
+			var t int64
+			if i < nf {
+				t = b.Frames[i].TimeNs
+			} else {
+				t = b.Records.Time(i - nf)
+			}
+			// A frame of window hi that moves no window: the common case,
+			// in a few instructions here. frame decides the others.
+			if t >= p.next || t < p.hiStart || p.held || (p.n+1)%statsEvery == 0 {
+				p.frame(fr, i, t)
+				continue
+			}
+			p.n++
+			c := p.hiCounts
+			c.packets++
+			c.firstNs = min(c.firstNs, t)
+			c.lastNs = max(c.lastNs, t)
+			fr.keep(i, p.hi)
 		}
 		f.at = b.Len()
 		if err == nil {
@@ -200,19 +220,9 @@ func (p *producer) runBatches() error {
 	}
 }
 
-// frame makes the decisions of frame i of the batch being read, as run
-// does for a packet: a frame of window hi that moves no window takes a
-// short path.
+// frame makes the decisions of frame i of the batch being read, of time
+// t, as run does for a packet.
 func (p *producer) frame(fr *frames, i int, t int64) {
-	if t < p.next && t >= p.hiStart && !p.held && (p.n+1)%statsEvery != 0 {
-		p.n++
-		c := p.hiCounts
-		c.packets++
-		c.firstNs = min(c.firstNs, t)
-		c.lastNs = max(c.lastNs, t)
-		fr.keep(i, p.hi)
-		return
-	}
 	p.fan.at = i
 	b := &fr.batch
 	var pkt capture.Packet

@@ -38,7 +38,8 @@ func fuzzSmallFrames() []testPkt {
 // allocate according to its length fields, must end it with an error that
 // wraps capture.ErrCorrupt (or not at all), must then read the good file in
 // full and return io.EOF. Where gopacket's pcapgo readers decode the same records,
-// the packets must agree with theirs.
+// the packets must agree with theirs. NextBatch must hand out the same
+// frames and errors as Next.
 func FuzzReader(f *testing.F) {
 	pkts := fuzzSmallFrames()
 	good := writePcap(f, pkts, flow.LinkEthernet, false)
@@ -111,6 +112,7 @@ func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var (
 			got     []testPkt
+			all     []testPkt // both files, without wire lengths
 			errs    []error
 			goodN   int
 			openErr error
@@ -127,6 +129,9 @@ func FuzzReader(f *testing.F) {
 				err := s.Next(&p)
 				if err == io.EOF {
 					return
+				}
+				if err == nil {
+					all = append(all, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, link: p.LinkType})
 				}
 				if err != nil {
 					if s.Current() != "-" || len(errs) > 0 {
@@ -175,6 +180,17 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 		fuzzCompare(t, data, got)
+
+		s, err := open(bytes.NewReader(data), "-", goodPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		batched, batchErrs := readBatches(t, s, 1)
+		compare(t, batched, all, false)
+		if len(batchErrs) != len(errs) || len(errs) > 0 && batchErrs[0].Error() != errs[0].Error() {
+			t.Fatalf("NextBatch: errors %v, Next: %v", batchErrs, errs)
+		}
 	})
 }
 
