@@ -30,13 +30,14 @@ type fanout struct {
 	in   []chan *frames // by parse goroutine
 	free chan *frames
 	cur  *frames // being filled; nil between runs
-	at   int     // the frame of cur's batch being handled (len: after the last)
+	at   int     // the frame of cur's batch being handled (Len: after the last)
 	next int     // the parse goroutine of the next run
 }
 
 // frames is one run of frames: a batch of the source, which of its frames
 // are to be keyed and in which window (runs), and what is due between
-// them (events: markers, and a frame the time-jump guard held).
+// them (events: markers, and a frame the time-jump guard held). Frames are
+// numbered in the batch's order: its Frames, then its Records.
 type frames struct {
 	batch  capture.Batch
 	runs   []frameRun
@@ -46,7 +47,8 @@ type frames struct {
 // frameRun says that the frames [lo, hi) of the batch are to be keyed in
 // window w. The producer writes one per change of window, not one per
 // frame: most batches have one run. Frames in no run (late, or held by
-// the time-jump guard) are not keyed.
+// the time-jump guard) are not keyed. A run is within the batch's Frames
+// or within its Records.
 type frameRun struct {
 	lo, hi int
 	w      int64
@@ -127,10 +129,11 @@ func (p *producer) add(pkt *capture.Packet, w int64) {
 	fr.keep(f.at, w)
 }
 
-// keep adds frame i of window w to the runs, i past every frame in them.
+// keep adds frame i of window w to the runs; i is past every frame in
+// them.
 func (fr *frames) keep(i int, w int64) {
 	if n := len(fr.runs); n > 0 {
-		if r := &fr.runs[n-1]; r.hi == i && r.w == w {
+		if r := &fr.runs[n-1]; r.hi == i && r.w == w && i != len(fr.batch.Frames) {
 			r.hi++
 			return
 		}
@@ -151,9 +154,7 @@ func (f *fanout) mark(window int64, c *counts, next int64) {
 }
 
 // runBatches is run for a producer with a fanout: the same decisions, in
-// the same order, on frames read a batch at a time. A frame of window hi
-// that moves no window takes the loop's own short path; the others are
-// handled as run handles a packet.
+// the same order, on frames read a batch at a time.
 func (p *producer) runBatches() error {
 	f := p.fan
 	defer f.end()
@@ -165,26 +166,14 @@ func (p *producer) runBatches() error {
 		}
 		fr := f.take()
 		err := f.src.NextBatch(&fr.batch)
-		for i := range fr.batch.Frames {
-			fm := &fr.batch.Frames[i]
-			t := fm.TimeNs
-			if t < p.next && t >= p.hiStart && !p.held && (p.n+1)%statsEvery != 0 {
-				p.n++
-				c := p.hiCounts
-				c.packets++
-				c.firstNs = min(c.firstNs, t)
-				c.lastNs = max(c.lastNs, t)
-				fr.keep(i, p.hi)
-				continue
-			}
-			f.at = i
-			pkt := capture.Packet{Data: fm.Data, TimeNs: t, LinkType: fm.LinkType}
-			if p.guard && (p.held || t >= p.next) && !p.screen(&pkt) {
-				continue
-			}
-			p.packet(&pkt)
+		b := &fr.batch
+		for i := range b.Frames {
+			p.frame(fr, i, b.Frames[i].TimeNs)
 		}
-		f.at = len(fr.batch.Frames)
+		for i := range b.Records.Len() {
+			p.frame(fr, len(b.Frames)+i, b.Records.Time(i))
+		}
+		f.at = b.Len()
 		if err == nil {
 			f.dispatch()
 			continue
@@ -201,10 +190,41 @@ func (p *producer) runBatches() error {
 			f.dispatch() // an empty file held no frame: nothing to count
 			continue
 		case errors.Is(err, capture.ErrCorrupt):
-			p.damaged(err)
+			c := p.current()
+			c.packets++
+			c.malformed[reasonIndex(corruptFile)]++
 			f.dispatch()
 			continue
 		}
 		return fmt.Errorf("pipeline: source %d: %w", p.id, err)
 	}
+}
+
+// frame makes the decisions of frame i of the batch being read, as run
+// does for a packet: a frame of window hi that moves no window takes a
+// short path.
+func (p *producer) frame(fr *frames, i int, t int64) {
+	if t < p.next && t >= p.hiStart && !p.held && (p.n+1)%statsEvery != 0 {
+		p.n++
+		c := p.hiCounts
+		c.packets++
+		c.firstNs = min(c.firstNs, t)
+		c.lastNs = max(c.lastNs, t)
+		fr.keep(i, p.hi)
+		return
+	}
+	p.fan.at = i
+	b := &fr.batch
+	var pkt capture.Packet
+	if i < len(b.Frames) {
+		fm := &b.Frames[i]
+		pkt.Data, pkt.TimeNs, pkt.LinkType = fm.Data, fm.TimeNs, fm.LinkType
+	} else {
+		pkt.Data, pkt.TimeNs = b.Records.Record(i - len(b.Frames))
+		pkt.LinkType = b.Records.LinkType
+	}
+	if p.guard && (p.held || t >= p.next) && !p.screen(&pkt) {
+		return
+	}
+	p.packet(&pkt)
 }

@@ -83,7 +83,7 @@ func (q *parser) run() {
 
 // parse keys one run of frames, with its events in between.
 func (q *parser) parse(fr *frames) {
-	frames := fr.batch.Frames
+	b := &fr.batch
 	e := 0
 	for _, r := range fr.runs {
 		lo := r.lo
@@ -97,7 +97,11 @@ func (q *parser) parse(fr *frames) {
 			if e < len(fr.events) {
 				hi = min(hi, fr.events[e].at)
 			}
-			q.frames(frames[lo:hi], r.w)
+			if lo < len(b.Frames) {
+				q.frames(b.Frames[lo:hi], r.w)
+			} else {
+				q.records(&b.Records, lo-len(b.Frames), hi-len(b.Frames), r.w)
+			}
 			lo = hi
 		}
 	}
@@ -118,6 +122,16 @@ func (q *parser) frames(frames []capture.Frame, w int64) {
 	for i := range frames {
 		f := &frames[i]
 		q.frame(f.Data, f.LinkType, f.TimeNs, w)
+	}
+}
+
+// records keys records [lo, hi) of recs, of window w: the hot loop of
+// pcap files.
+func (q *parser) records(recs *capture.PcapRecords, lo, hi int, w int64) {
+	link := recs.LinkType
+	for i := lo; i < hi; i++ {
+		data, t := recs.Record(i)
+		q.frame(data, link, t, w)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/flow"
 )
 
 // maxBatch bounds the records of one batch: as many as the smallest
@@ -19,14 +20,19 @@ var _ capture.BatchSource = (*Reader)(nil)
 // (the number of batches out at once bounds its memory, about 330 KiB
 // each). A record whose pcapng block is longer than the buffer is copied
 // into a buffer of its own, which b keeps.
+//
+// The records of a little-endian pcap file are handed out as they are in
+// the buffer (b.Records); the others as Frames.
 func (s *Reader) NextBatch(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
+	b.Records = capture.PcapRecords{Offsets: b.Records.Offsets[:0]}
 	b.Buffers = b.Buffers[:0]
 	if s.closed {
 		return capture.ErrClosed
 	}
 	s.in.pinned = true
 	var err error
+	kept := false // a record read is the next batch's first
 	if s.carry.set {
 		b.Frames = append(b.Frames, s.carry.frame)
 		if s.carry.spill != nil {
@@ -34,7 +40,7 @@ func (s *Reader) NextBatch(b *capture.Batch) error {
 		}
 		s.carry.set, s.carry.spill = false, nil
 	}
-	for len(b.Frames) < maxBatch {
+	for b.Len() < maxBatch {
 		if s.open && !s.big {
 			// The records the window holds whole, in a loop of their
 			// own: Next's common cases without a call and a Packet each.
@@ -44,7 +50,7 @@ func (s *Reader) NextBatch(b *capture.Batch) error {
 			case kindPcapng:
 				s.ngBatch(b)
 			}
-			if len(b.Frames) == maxBatch {
+			if b.Len() == maxBatch {
 				break
 			}
 		}
@@ -57,19 +63,28 @@ func (s *Reader) NextBatch(b *capture.Batch) error {
 		if s.spill != nil && len(p.Data) > 0 && &p.Data[0] == &s.spill[0] {
 			spill, s.spill = s.spill, nil // the batch keeps it
 		}
-		f := capture.Frame{Data: p.Data, TimeNs: p.TimeNs, LinkType: p.LinkType}
-		if len(s.in.held) != held && len(b.Frames) > 0 {
+		if b.Records.Len() > 0 || len(s.in.held) != held && len(b.Frames) > 0 {
 			// The buffer ran out and the reader moved on to a fresh
-			// one: p is the first record of the next batch.
-			s.carry.frame, s.carry.spill, s.carry.set = f, spill, true
+			// one (or p comes after b.Records, which come last): p is
+			// the first record of the next batch.
+			kept = true
+			if s.format == kindPcap && !s.big && spill == nil && s.pending == 16+len(p.Data) {
+				// Left where it is, for pcapBatch to take with the
+				// records after it.
+				s.pending = 0
+				s.records--
+			} else {
+				s.carry.frame = capture.Frame{Data: p.Data, TimeNs: p.TimeNs, LinkType: p.LinkType}
+				s.carry.spill, s.carry.set = spill, true
+			}
 			break
 		}
-		b.Frames = append(b.Frames, f)
+		b.Frames = appendFrame(b.Frames, p.Data, p.TimeNs, p.LinkType)
 		if spill != nil {
 			b.Buffers = append(b.Buffers, spill)
 		}
 	}
-	if s.carry.set {
+	if kept {
 		// Every record of b is in the buffers left behind; the current
 		// one is the next batch's.
 		b.Buffers = s.in.unpin(b.Buffers, false)
@@ -83,29 +98,30 @@ func (s *Reader) NextBatch(b *capture.Batch) error {
 	return err
 }
 
-// pcapBatch appends to b the little-endian pcap records that the window
-// holds whole, as Next's common case reads them one at a time, and
-// consumes them.
+// pcapBatch hands out, as b.Records, the little-endian pcap records that
+// the window holds whole, after b.Frames, and consumes them; they are
+// checked as Next's common case checks a record.
 func (s *Reader) pcapBatch(b *capture.Batch) {
 	s.release()
-	win, pos := s.win, s.pos
-	frames := b.Frames
-	link, frac := s.link, s.fracMul
-	for len(frames) < maxBatch && len(win)-pos >= 16 {
-		h := win[pos : pos+16]
-		caplen := binary.LittleEndian.Uint32(h[8:])
+	win, start := s.win, s.pos
+	offs := b.Records.Offsets
+	pos, limit := start, len(offs)+maxBatch-b.Len()
+	for len(offs) < limit && len(win)-pos >= 16 {
+		caplen := binary.LittleEndian.Uint32(win[pos+8:])
 		end := pos + 16 + int(caplen)
 		if caplen > MaxCaptureLength || end > len(win) {
 			break // Next says what it is
 		}
-		t := int64(binary.LittleEndian.Uint32(h[0:]))*1e9 + int64(binary.LittleEndian.Uint32(h[4:]))*frac
-		frames = append(frames, capture.Frame{Data: win[pos+16 : end : end], TimeNs: t, LinkType: link})
+		offs = append(offs, uint32(pos-start))
 		pos = end
 	}
-	s.records += int64(len(frames) - len(b.Frames))
-	s.offset += int64(pos - s.pos)
+	if pos == start {
+		return
+	}
+	b.Records = capture.PcapRecords{Data: win[start:pos:pos], Offsets: offs, LinkType: s.link, FracNs: s.fracMul}
+	s.records += int64(len(offs))
+	s.offset += int64(pos - start)
 	s.pos = pos
-	b.Frames = frames
 }
 
 // ngBatch is pcapBatch for little-endian pcapng enhanced packet blocks.
@@ -128,7 +144,7 @@ func (s *Reader) ngBatch(b *capture.Batch) {
 		ifc := &s.ifaces[id]
 		end := 28 + int(caplen)
 		t := ifc.timeNs(uint64(binary.LittleEndian.Uint32(blk[12:]))<<32 | uint64(binary.LittleEndian.Uint32(blk[16:])))
-		frames = append(frames, capture.Frame{Data: blk[28:end:end], TimeNs: t, LinkType: ifc.link})
+		frames = appendFrame(frames, blk[28:end:end], t, ifc.link)
 		s.lastTime = t
 		pos += total
 	}
@@ -136,6 +152,21 @@ func (s *Reader) ngBatch(b *capture.Batch) {
 	s.offset += int64(pos - s.pos)
 	s.pos = pos
 	b.Frames = frames
+}
+
+// appendFrame appends a frame to frames field by field: a Frame built
+// first and appended whole is copied with wide loads of what was just
+// stored field by field, which the CPU cannot forward (it stalls).
+func appendFrame(frames []capture.Frame, data []byte, t int64, link flow.LinkType) []capture.Frame {
+	n := len(frames)
+	if n == cap(frames) {
+		frames = append(frames, capture.Frame{})
+	} else {
+		frames = frames[:n+1]
+	}
+	f := &frames[n]
+	f.Data, f.TimeNs, f.LinkType = data, t, link
+	return frames
 }
 
 // ReleaseBatch gives the buffers of b back to the Reader, for the batches
@@ -149,4 +180,5 @@ func (s *Reader) ReleaseBatch(b *capture.Batch) {
 	clear(b.Buffers)
 	b.Buffers = b.Buffers[:0]
 	b.Frames = b.Frames[:0]
+	b.Records.Offsets = b.Records.Offsets[:0]
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,8 +32,8 @@ func readBatches(t *testing.T, s *Reader, lag int) ([]testPkt, []error) {
 		b := new(capture.Batch)
 		err := s.NextBatch(b)
 		kept = append(kept, b)
-		views = append(views, b.Frames)
-		for _, p := range b.Frames {
+		views = append(views, allFrames(b))
+		for _, p := range allFrames(b) {
 			out = append(out, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, link: p.LinkType})
 		}
 		if lag >= 0 && len(kept) > lag {
@@ -180,7 +181,7 @@ func TestNextBatchPipe(t *testing.T) {
 		b := new(capture.Batch)
 		err := s.NextBatch(b)
 		held = append(held, b)
-		for _, p := range b.Frames {
+		for _, p := range allFrames(b) {
 			got = append(got, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, link: p.LinkType})
 		}
 		switch {
@@ -204,7 +205,7 @@ func TestNextBatchPipe(t *testing.T) {
 	compare(t, got, noWireLen(pkts), false)
 	n := 0
 	for _, b := range held {
-		for _, p := range b.Frames {
+		for _, p := range allFrames(b) {
 			if !bytes.Equal(p.Data, got[n].data) {
 				t.Fatalf("held packet %d changed", n)
 			}
@@ -220,4 +221,69 @@ func noWireLen(pkts []testPkt) []testPkt {
 		out[i].wireLen = 0
 	}
 	return out
+}
+
+// allFrames returns the frames of b in order: Frames, then Records, whose
+// records must be back to back and fill their Data.
+func allFrames(b *capture.Batch) []capture.Frame {
+	out := append([]capture.Frame(nil), b.Frames...)
+	off := 0
+	for i := range b.Records.Len() {
+		if int(b.Records.Offsets[i]) != off {
+			panic(fmt.Sprintf("record %d at offset %d, want %d", i, b.Records.Offsets[i], off))
+		}
+		data, t := b.Records.Record(i)
+		if b.Records.Time(i) != t {
+			panic(fmt.Sprintf("record %d: Time %d, Record %d", i, b.Records.Time(i), t))
+		}
+		f := capture.Frame{Data: data, TimeNs: t, LinkType: b.Records.LinkType}
+		out = append(out, f)
+		off += 16 + len(f.Data)
+	}
+	if off != len(b.Records.Data) {
+		panic(fmt.Sprintf("%d records in %d bytes of Records, %d more", b.Records.Len(), off, len(b.Records.Data)-off))
+	}
+	return out
+}
+
+// TestNextBatchPcapRecords: a little-endian pcap file's records are handed
+// out as Records, each batch a buffer's worth, so that the reading
+// goroutine writes nothing per record: only the file's first, read as the
+// file is opened, comes as a Frame. In microseconds and in nanoseconds.
+func TestNextBatchPcapRecords(t *testing.T) {
+	pkts := testFrames(20000, 5, true)
+	for _, nano := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "a.pcap")
+		if err := os.WriteFile(path, writePcap(t, pkts, flow.LinkEthernet, nano), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches, records, frames := 0, 0, 0
+		for {
+			b := new(capture.Batch)
+			err := s.NextBatch(b)
+			frames += len(b.Frames)
+			if n := b.Records.Len(); n > 0 {
+				batches++
+				records += n
+			}
+			s.ReleaseBatch(b)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		if frames != 1 || records+frames != len(pkts) {
+			t.Fatalf("nano %v: %d records and %d frames, want %d and 1", nano, records, frames, len(pkts)-1)
+		}
+		if size := len(writePcap(t, pkts, flow.LinkEthernet, nano)); batches < size/bufSize || batches > 2*(size/bufSize+1) {
+			t.Errorf("nano %v: %d batches for %d bytes, want about one per %d-byte buffer", nano, batches, size, bufSize)
+		}
+	}
 }
