@@ -35,7 +35,7 @@ import (
 // keys' code (the length moves the seed, rather than add a byte to the
 // encoding) because the host paths are written for the registers: network
 // paths in the same function made the compiler spill and give it a stack
-// frame, which every host key paid for.
+// frame, which every host key paid for (docs/decisions/key-hash.md).
 func (k Key) Hash(seed uint64) uint64 { return HashKey(&k, seed) }
 
 // HashKey returns k.Hash(seed) without copying the key, for the
@@ -44,12 +44,7 @@ func (k Key) Hash(seed uint64) uint64 { return HashKey(&k, seed) }
 // that the CPU cannot serve from its pending narrow stores, and stalls
 // until they reach the cache (in the pipeline's producer, passing keys by
 // value cost about a third of the time of a packet).
-func HashKey(k *Key, seed uint64) uint64 {
-	if k.flags&flagPrefix != 0 {
-		seed += uint64(k.bits) * prefixSeedStep
-	}
-	return hashFields(k, seed)
-}
+func HashKey(k *Key, seed uint64) uint64 { return hashFields(k, seed) }
 
 // prefixSeedStep is what each bit of a network key's prefix length adds to
 // the seed: 2^64 divided by the golden ratio, odd, so that the 129 lengths

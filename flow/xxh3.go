@@ -36,6 +36,10 @@ const (
 // bytes it assembles in words without writing them to memory.
 func hashFields(k *Key, seed uint64) uint64 {
 	head := uint64(byte(k.kind) | k.flags<<4)
+	if k.flags&flagPrefix != 0 {
+		// A network key: its prefix length moves the seed (see Hash).
+		seed += uint64(k.bits) * prefixSeedStep
+	}
 	if k.flags&flagV6 == 0 {
 		// IPv4: at most 14 bytes, in two words lo (bytes 0-7) and hi.
 		var lo, hi uint64
