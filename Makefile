@@ -72,9 +72,10 @@ cross: $(foreach a,$(DIST_ARCHES),$(PKGBUILD)/linux_$(a)/flowdedup)
 # The packages whose arithmetic depends on the width of int, and the CLI
 # over them, run as 386 binaries (int is 32 bits, as on ARM and MIPS
 # routers): they found overflows that made fpbits=32 and 32-bit BDBF
-# counters fail on 32-bit platforms.
+# counters fail on 32-bit platforms. collect too: its recvmmsg(2) headers
+# are laid out by the width of a pointer.
 test-32bit:
-	GOARCH=386 $(GO) test -count=1 ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./delivery/ ./report/outfile/ ./mix/ ./units/ ./capture/pcapfile/ ./tune/ ./internal/cli/
+	GOARCH=386 $(GO) test -count=1 ./collect/... ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./delivery/ ./report/outfile/ ./mix/ ./units/ ./capture/pcapfile/ ./tune/ ./internal/cli/
 
 # Every package's tests STRESS_COUNT (20) times over, one package at a
 # time, to find the tests that fail only now and then; it goes on past a
@@ -93,7 +94,7 @@ stress:
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:
-	$(GO) test -count=1 -race ./pipeline/ ./report/... ./delivery/ ./capture/...
+	$(GO) test -count=1 -race ./pipeline/ ./report/... ./delivery/ ./capture/... ./collect/...
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
 # one hash at a time and batched (ObserveBatch: one and batch run back to
@@ -130,6 +131,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseObjective$$' -fuzztime $(FUZZTIME) ./tune/
 	$(GO) test -run '^$$' -fuzz '^FuzzMessages$$' -fuzztime $(FUZZTIME) ./collect/netflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzDatagrams$$' -fuzztime $(FUZZTIME) ./collect/sflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzDatagramToKey$$' -fuzztime $(FUZZTIME) ./collect/
 
 # staticcheck is pinned as a tool in go.mod (go get -tool ...@version), so
 # it comes through the module proxy at the version the tree was checked with.

@@ -170,26 +170,23 @@ func (c *Collector) ObserverName(id uint32) string { return c.reg.name(id) }
 
 // Stats returns the counters since Open. Safe from any goroutine.
 func (c *Collector) Stats() Stats {
-	s := Stats{Errors: make(map[string]uint64, numReasons)}
-	var errs [numReasons]uint64
-	for _, st := range []*sourceStats{c.src.stats} {
-		s.Datagrams += st.datagrams.Load()
-		s.Records += st.records.Load()
-		for i := range errs {
-			errs[i] += st.errors[i].Load()
-		}
-		s.TemplatesEvicted += st.templatesEvicted.Load()
-		s.DomainsEvicted += st.domainsEvicted.Load()
-		s.ExportersEvicted += st.exportersEvicted.Load()
-		s.CounterSamples += st.counterSamples.Load()
-		s.KernelDrops += st.kernelDrops.Load()
-		s.Connections += st.connections.Load()
-		s.StartAhead += st.startAhead.Load()
+	st := c.src.stats
+	s := Stats{
+		Datagrams:        st.datagrams.Load(),
+		Records:          st.records.Load(),
+		Errors:           make(map[string]uint64, numReasons),
+		TemplatesEvicted: st.templatesEvicted.Load(),
+		DomainsEvicted:   st.domainsEvicted.Load(),
+		ExportersEvicted: st.exportersEvicted.Load(),
+		CounterSamples:   st.counterSamples.Load(),
+		KernelDrops:      st.kernelDrops.Load(),
+		Connections:      st.connections.Load(),
+		StartAhead:       st.startAhead.Load(),
+		ObserverOverflow: c.reg.overflow.Load(),
 	}
-	for i, n := range errs {
-		s.Errors[reasons[i]] = n
+	for i := range st.errors {
+		s.Errors[reasons[i]] = st.errors[i].Load()
 	}
-	s.ObserverOverflow = c.reg.overflow.Load()
 	for _, o := range c.reg.observers()[1:] {
 		s.Observers = append(s.Observers, o.stats())
 	}

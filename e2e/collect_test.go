@@ -448,3 +448,30 @@ func TestCollectRelayLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectPrefix: with --prefix 24,64 collect's keys are the networks
+// of the exporters' sources: those of the sources nfdump decodes from the
+// same export, in CIDR text.
+func TestCollectPrefix(t *testing.T) {
+	path := pcap("small.pcap")
+	nf := testutil.StartNfcapd(t)
+	testutil.Softflowd(t, path, nf.Addr, 10)
+	want := map[string]bool{}
+	for _, f := range nf.Flows(t) {
+		bits := 24
+		if f.Src.Is6() {
+			bits = 64
+		}
+		want[netip.PrefixFrom(f.Src, bits).Masked().String()] = true
+	}
+	c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--prefix", "24,64", "--window", "1h")
+	testutil.Softflowd(t, path, c.addrs[0], 10)
+	got := map[string]bool{}
+	for _, r := range c.stop(t) {
+		got[r.Src] = true
+	}
+	if len(want) < 5 {
+		t.Fatalf("%d networks", len(want))
+	}
+	sameSet(t, "networks", got, want)
+}

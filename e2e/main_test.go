@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +29,6 @@ type result struct {
 	code           int
 	stdout, stderr string
 	cpu            time.Duration // user and system time of the process
-	maxRSS         int64         // the process's largest resident set, bytes (its rusage's ru_maxrss)
 }
 
 // flowdedupRun runs flowdedup with args, with a time limit, and returns
@@ -46,9 +44,6 @@ func flowdedupRun(tb testing.TB, args ...string) result {
 	r := result{stdout: out.String(), stderr: errb.String()}
 	if cmd.ProcessState != nil {
 		r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			r.maxRSS = int64(ru.Maxrss) << 10 // KiB on Linux
-		}
 	}
 	var ee *exec.ExitError
 	switch {

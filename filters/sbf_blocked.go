@@ -99,12 +99,22 @@ func (s *BlockedSBF) Observe(h uint64) bool {
 	}
 	if s.p > 0 {
 		start := s.rng.IntN(lineBits)
-		end := start + s.p
-		if end > lineBits {
-			sbfClearBits(blk[:], 0, end-lineBits)
-			end = lineBits
+		if s.p <= 64 {
+			// The run is within two words of the block, the second one
+			// after the first, word 0 after word 7: the wrap at the
+			// block's end. (A shift by 64 gives 0.)
+			w, off := start>>6, uint(start&63)
+			run := ^uint64(0) >> (64 - s.p)
+			blk[w&(lineWords-1)] &^= run << off
+			blk[(w+1)&(lineWords-1)] &^= run >> (64 - off)
+		} else {
+			end := start + s.p
+			if end > lineBits {
+				sbfClearBits(blk[:], 0, end-lineBits)
+				end = lineBits
+			}
+			sbfClearBits(blk[:], start, end)
 		}
-		sbfClearBits(blk[:], start, end)
 	}
 	c = first // the same cells again
 	for j := range s.k {

@@ -69,6 +69,9 @@ func (s *BlockedSBF) cell(b, i int) uint64 {
 func TestBlockedSBFMatchesReference(t *testing.T) {
 	for _, spec := range []string{
 		"sbf:mem=1KiB,max=1,k=2,p=5,blocked=1",
+		"sbf:mem=1KiB,max=1,k=2,p=33,blocked=1",
+		"sbf:mem=1KiB,max=1,k=3,p=64,blocked=1",
+		"sbf:mem=1KiB,max=1,k=3,p=65,blocked=1",
 		"sbf:mem=512bit,max=1,k=3,p=511,blocked=1",
 		"sbf:mem=2KiB,max=1,k=1,p=512,blocked=1",
 		"sbf:mem=2KiB,max=1,k=6,p=0,blocked=1",

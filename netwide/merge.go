@@ -124,6 +124,9 @@ type Merger struct {
 	groups  map[span]*group
 	skipped int
 
+	// buf holds the registers of the summary being added; reused.
+	buf []byte
+
 	// Flush has given out every group that starts before cutoff (when
 	// flushed); reach is, of the groups with keys given out so far, the
 	// one that ends last (when hasReach), for ErrOverlap.
@@ -152,6 +155,16 @@ type span struct{ start, end int64 }
 type group struct {
 	Group
 	observers map[string]bool
+	regs      []byte // the merged registers; Group.Sketch is made of them when the group is done
+}
+
+// estimate returns the estimate of the registers regs.
+func estimate(p uint8, fp uint64, regs []byte) uint64 {
+	h, err := sketch.FromRegisters(p, fp, regs)
+	if err != nil {
+		return 0 // never: regs came from sketch.Registers
+	}
+	return h.Estimate()
 }
 
 // New returns a Merger grouping as opt says.
@@ -197,18 +210,21 @@ func (m *Merger) Add(s *Summary) error {
 				at(s), ErrTooPrecise, p, 1<<p>>10, m.maxP, sketch.DefaultPrecision)
 		}
 	}
-	h := new(sketch.HLL)
-	if err := h.UnmarshalBinary(s.Sketch); err != nil {
+	// The sketch's registers, decoded into the Merger's one buffer: a
+	// summary allocates nothing, a group one sketch.
+	prec, fp, regs, buf, err := sketch.Registers(s.Sketch, m.buf)
+	m.buf = buf
+	if err != nil {
 		return fmt.Errorf("%s%w", at(s), err)
 	}
-	if err := m.check(h, s); err != nil {
+	if err := m.check(prec, fp, s); err != nil {
 		return err
 	}
 	sp := span{s.StartNs, s.EndNs}
 	if m.by != 0 {
 		p := period(s.StartNs, m.by)
 		if last := max(s.StartNs, s.EndNs-1); period(last, m.by) != p {
-			if s.DistinctEstimate == 0 && h.Estimate() == 0 {
+			if s.DistinctEstimate == 0 && estimate(prec, fp, regs) == 0 {
 				m.skipped++
 				m.keepKind(s)
 				return nil
@@ -223,7 +239,7 @@ func (m *Merger) Add(s *Summary) error {
 			at(s), ErrOrder, fmtNs(s.StartNs), fmtNs(s.EndNs), fmtNs(m.cutoff))
 	}
 	if m.p == 0 {
-		m.p, m.fp, m.firstAt = h.Precision(), h.Fingerprint(), s.Source
+		m.p, m.fp, m.firstAt = prec, fp, s.Source
 		if m.firstAt == "" {
 			m.firstAt = "the first summary"
 		}
@@ -233,10 +249,10 @@ func (m *Merger) Add(s *Summary) error {
 		g = &group{Group: Group{StartNs: sp.start, EndNs: sp.end}, observers: map[string]bool{}}
 		m.groups[sp] = g
 	}
-	if g.Sketch == nil {
-		g.Sketch = h
-	} else if err := g.Sketch.Merge(h); err != nil {
-		return fmt.Errorf("%s%w", at(s), err) // never: check has compared h with the first
+	if g.regs == nil {
+		g.regs = slices.Clone(regs)
+	} else {
+		sketch.MergeRegisters(g.regs, regs) // check has compared p and fp with the first's
 	}
 	m.keepKind(s)
 	g.observers[s.Observer] = true
@@ -254,19 +270,19 @@ func at(s *Summary) string {
 	return s.Source + ": "
 }
 
-// check requires h to have the seed and precision of the first sketch
-// added, so that sketches that cannot merge fail whichever groups they are
-// in, naming both summaries.
-func (m *Merger) check(h *sketch.HLL, s *Summary) error {
+// check requires a sketch of precision p and seed fingerprint fp to have
+// those of the first sketch added, so that sketches that cannot merge fail
+// whichever groups they are in, naming both summaries.
+func (m *Merger) check(p uint8, fp uint64, s *Summary) error {
 	switch {
 	case m.p == 0:
 		return nil
-	case h.Precision() != m.p:
+	case p != m.p:
 		return fmt.Errorf("%ssketch of precision %d, %s's of %d (routers must use one precision): %w",
-			at(s), h.Precision(), m.firstAt, m.p, sketch.ErrPrecisionMismatch)
-	case h.Fingerprint() != m.fp:
+			at(s), p, m.firstAt, m.p, sketch.ErrPrecisionMismatch)
+	case fp != m.fp:
 		return fmt.Errorf("%ssketch seed fingerprint %016x, %s's %016x (routers must share --sketch-seed): %w",
-			at(s), h.Fingerprint(), m.firstAt, m.fp, sketch.ErrSeedMismatch)
+			at(s), fp, m.firstAt, m.fp, sketch.ErrSeedMismatch)
 	}
 	return nil
 }
@@ -374,6 +390,13 @@ func (m *Merger) sorted(keep func(*group) bool) []*group {
 // come in order of start; reach is, of those with keys so far, the span
 // that ends last (when has), against which g is checked for overlap.
 func (m *Merger) finish(g *group, reach *span, has *bool) (Group, error) {
+	if g.Sketch == nil {
+		h, err := sketch.FromRegisters(m.p, m.fp, g.regs)
+		if err != nil {
+			return Group{}, err // never: the registers came from sketch.Registers
+		}
+		g.Sketch = h
+	}
 	g.Estimate = g.Sketch.Estimate()
 	g.Observers = make([]string, 0, len(g.observers))
 	for o := range g.observers {

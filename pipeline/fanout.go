@@ -30,33 +30,47 @@ type fanout struct {
 	in   []chan *frames // by parse goroutine
 	free chan *frames
 	cur  *frames // being filled; nil between runs
+	at   int     // the frame of cur's batch being handled (Len: after the last)
 	next int     // the parse goroutine of the next run
 }
 
-// frames is one run of frames: a batch of the source, what of it is to be
-// keyed (recs, in file order, with the window of each) and the markers
-// due between them.
+// frames is one run of frames: a batch of the source, which of its frames
+// are to be keyed and in which window (runs), and what is due between
+// them (events: markers, and a frame the time-jump guard held). Frames are
+// numbered in the batch's order: its Frames, then its Records.
 type frames struct {
-	batch capture.Batch
-	recs  []frameRec
-	marks []frameMark
+	batch  capture.Batch
+	runs   []frameRun
+	events []frameEvent
 }
 
-// frameRec is a frame to key: its bytes (the source's, by reference), its
-// time and its window.
-type frameRec struct {
-	data []byte
-	t    int64
-	w    int64
-	link flow.LinkType
+// frameRun says that the frames [lo, hi) of the batch are to be keyed in
+// window w. The producer writes one per change of window, not one per
+// frame: most batches have one run. Frames in no run (late, or held by
+// the time-jump guard) are not keyed. A run is within the batch's Frames
+// or within its Records.
+type frameRun struct {
+	lo, hi int
+	w      int64
 }
 
-// frameMark is a marker the producer sends after recs[:at].
-type frameMark struct {
-	at     int
+// frameEvent is what the producer sends before frame at of the batch (at
+// = len(frames): after the last): a marker, or a frame the time-jump
+// guard held and handed on late, whose bytes are a copy of the producer's.
+type frameEvent struct {
+	at   int
+	mark bool
+
+	// a marker: the window it closes, the producer's next low window and
+	// its counts of the window closed
 	window int64
 	next   int64
 	counts counts
+
+	// a held frame
+	data []byte
+	t, w int64
+	link flow.LinkType
 }
 
 func newFanout(src capture.BatchSource, parsers int) *fanout {
@@ -75,8 +89,8 @@ func newFanout(src capture.BatchSource, parsers int) *fanout {
 func (f *fanout) take() *frames {
 	if f.cur == nil {
 		fr := <-f.free
-		fr.recs, fr.marks = fr.recs[:0], fr.marks[:0]
-		f.cur = fr
+		fr.runs, fr.events = fr.runs[:0], fr.events[:0]
+		f.cur, f.at = fr, 0
 	}
 	return f.cur
 }
@@ -101,23 +115,37 @@ func (f *fanout) end() {
 	}
 }
 
-// add queues frame pkt of window w for keying. A packet the time-jump
-// guard held (p.hold) is in the producer's buffer, which the next held
-// packet overwrites: it is copied (a rare packet, after a jump).
+// add queues frame pkt of window w for keying: frame f.at of the batch
+// being read, or a packet the time-jump guard held (p.hold), which is in
+// the producer's buffer: that one is copied (a rare packet, after a jump)
+// into an event before frame f.at.
 func (p *producer) add(pkt *capture.Packet, w int64) {
-	data := pkt.Data
+	f := p.fan
+	fr := f.take()
 	if pkt == &p.hold {
-		data = bytes.Clone(data)
+		fr.events = append(fr.events, frameEvent{at: f.at, data: bytes.Clone(pkt.Data), t: pkt.TimeNs, w: w, link: pkt.LinkType})
+		return
 	}
-	fr := p.fan.take()
-	fr.recs = append(fr.recs, frameRec{data: data, t: pkt.TimeNs, w: w, link: pkt.LinkType})
+	fr.keep(f.at, w)
 }
 
-// fanMark queues a marker after the frames queued so far (see mark).
+// keep adds frame i of window w to the runs; i is past every frame in
+// them.
+func (fr *frames) keep(i int, w int64) {
+	if n := len(fr.runs); n > 0 {
+		if r := &fr.runs[n-1]; r.hi == i && r.w == w && i != len(fr.batch.Frames) {
+			r.hi++
+			return
+		}
+	}
+	fr.runs = append(fr.runs, frameRun{lo: i, hi: i + 1, w: w})
+}
+
+// mark queues a marker before frame f.at (see producer.mark).
 func (f *fanout) mark(window int64, c *counts, next int64) {
 	fr := f.take()
-	fr.marks = append(fr.marks, frameMark{at: len(fr.recs), window: window, next: next})
-	m := &fr.marks[len(fr.marks)-1]
+	fr.events = append(fr.events, frameEvent{at: f.at, mark: true, window: window, next: next})
+	m := &fr.events[len(fr.events)-1]
 	if c != nil {
 		m.counts = *c
 	} else {
@@ -138,13 +166,14 @@ func (p *producer) runBatches() error {
 		}
 		fr := f.take()
 		err := f.src.NextBatch(&fr.batch)
-		for i := range fr.batch.Packets {
-			pkt := &fr.batch.Packets[i]
-			if p.guard && (p.held || pkt.TimeNs >= p.next) && !p.screen(pkt) {
-				continue
-			}
-			p.packet(pkt)
+		b := &fr.batch
+		for i := range b.Frames {
+			p.frame(fr, i, b.Frames[i].TimeNs)
 		}
+		for i := range b.Records.Len() {
+			p.frame(fr, len(b.Frames)+i, b.Records.Time(i))
+		}
+		f.at = b.Len()
 		if err == nil {
 			f.dispatch()
 			continue
@@ -161,10 +190,41 @@ func (p *producer) runBatches() error {
 			f.dispatch() // an empty file held no frame: nothing to count
 			continue
 		case errors.Is(err, capture.ErrCorrupt):
-			p.damaged(err)
+			c := p.current()
+			c.packets++
+			c.malformed[reasonIndex(corruptFile)]++
 			f.dispatch()
 			continue
 		}
 		return fmt.Errorf("pipeline: source %d: %w", p.id, err)
 	}
+}
+
+// frame makes the decisions of frame i of the batch being read, as run
+// does for a packet: a frame of window hi that moves no window takes a
+// short path.
+func (p *producer) frame(fr *frames, i int, t int64) {
+	if t < p.next && t >= p.hiStart && !p.held && (p.n+1)%statsEvery != 0 {
+		p.n++
+		c := p.hiCounts
+		c.packets++
+		c.firstNs = min(c.firstNs, t)
+		c.lastNs = max(c.lastNs, t)
+		fr.keep(i, p.hi)
+		return
+	}
+	p.fan.at = i
+	b := &fr.batch
+	var pkt capture.Packet
+	if i < len(b.Frames) {
+		fm := &b.Frames[i]
+		pkt.Data, pkt.TimeNs, pkt.LinkType = fm.Data, fm.TimeNs, fm.LinkType
+	} else {
+		pkt.Data, pkt.TimeNs = b.Records.Record(i - len(b.Frames))
+		pkt.LinkType = b.Records.LinkType
+	}
+	if p.guard && (p.held || t >= p.next) && !p.screen(&pkt) {
+		return
+	}
+	p.packet(&pkt)
 }

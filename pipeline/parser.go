@@ -74,31 +74,39 @@ func (q *parser) run() {
 	for fr := range q.in {
 		q.parse(fr)
 		q.src.ReleaseBatch(&fr.batch)
-		clear(fr.recs) // drop the references to the source's buffers
-		q.done <- fr   // never blocks: the pool has room for every run
+		for i := range fr.events {
+			fr.events[i].data = nil // a copy: let it go
+		}
+		q.done <- fr // never blocks: the pool has room for every run
 	}
 }
 
-// parse keys one run of frames: the hot loop.
+// parse keys one run of frames, with its events in between.
 func (q *parser) parse(fr *frames) {
-	m := 0
-	for i := range fr.recs {
-		for m < len(fr.marks) && fr.marks[m].at == i {
-			q.mark(&fr.marks[m])
-			m++
+	b := &fr.batch
+	e := 0
+	for _, r := range fr.runs {
+		lo := r.lo
+		for lo < r.hi {
+			// The frames up to the next event, in one loop.
+			hi := r.hi
+			for e < len(fr.events) && fr.events[e].at <= lo {
+				q.event(&fr.events[e])
+				e++
+			}
+			if e < len(fr.events) {
+				hi = min(hi, fr.events[e].at)
+			}
+			if lo < len(b.Frames) {
+				q.frames(b.Frames[lo:hi], r.w)
+			} else {
+				q.records(&b.Records, lo-len(b.Frames), hi-len(b.Frames), r.w)
+			}
+			lo = hi
 		}
-		r := &fr.recs[i]
-		var key flow.Key
-		if err := key.Decode(r.data, r.link, q.kind); err != nil {
-			parseError(q.counts(r.w), err)
-			continue
-		}
-		q.mask.Apply(&key)
-		h := flow.HashKey(&key, q.seed)
-		q.key(flow.ShardOf(h, len(q.rings)), r.w, h, &key, r.t)
 	}
-	for ; m < len(fr.marks); m++ {
-		q.mark(&fr.marks[m])
+	for ; e < len(fr.events); e++ {
+		q.event(&fr.events[e])
 	}
 	q.flush()
 	for s := range q.rings {
@@ -107,6 +115,46 @@ func (q *parser) parse(fr *frames) {
 		q.put(s)
 	}
 	q.publishStats()
+}
+
+// frames keys frames of window w: the hot loop.
+func (q *parser) frames(frames []capture.Frame, w int64) {
+	for i := range frames {
+		f := &frames[i]
+		q.frame(f.Data, f.LinkType, f.TimeNs, w)
+	}
+}
+
+// records keys records [lo, hi) of recs, of window w: the hot loop of
+// pcap files.
+func (q *parser) records(recs *capture.PcapRecords, lo, hi int, w int64) {
+	link := recs.LinkType
+	for i := lo; i < hi; i++ {
+		data, t := recs.Record(i)
+		q.frame(data, link, t, w)
+	}
+}
+
+// frame keys one frame of window w.
+func (q *parser) frame(data []byte, link flow.LinkType, t, w int64) {
+	var key flow.Key
+	if err := key.Decode(data, link, q.kind); err != nil {
+		parseError(q.counts(w), err)
+		return
+	}
+	q.mask.Apply(&key)
+	h := flow.HashKey(&key, q.seed)
+	q.key(flow.ShardOf(h, len(q.rings)), w, h, &key, t)
+}
+
+// event handles what the producer sent before a frame: a marker, or a
+// frame the time-jump guard held.
+func (q *parser) event(ev *frameEvent) {
+	if ev.mark {
+		q.mark(ev)
+		return
+	}
+	q.frame(ev.data, ev.link, ev.t, ev.w)
 }
 
 // key writes key k of window w, hash h and time t for shard s. As in
@@ -187,7 +235,7 @@ func (q *parser) flush() {
 }
 
 // mark publishes what the parser holds and sends marker mk to every shard.
-func (q *parser) mark(mk *frameMark) {
+func (q *parser) mark(mk *frameEvent) {
 	q.flush()
 	for s := range q.rings {
 		b := q.slot(s)

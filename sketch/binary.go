@@ -123,7 +123,7 @@ func (h *HLL) UnmarshalBinary(b []byte) error {
 	// The library's decoder checks its own header, lengths and register
 	// values; ours requires the dense form of the header's precision, which
 	// is all AppendBinary writes.
-	if len(payload) < payloadHeaderLen || payload[1] != p || payload[3] != 0 {
+	if len(payload) < payloadHeaderLen || payload[0] != 2 || payload[1] != p || payload[3] != 0 {
 		return fmt.Errorf("%w: payload is not dense registers of precision %d", ErrFormat, p)
 	}
 	sk := new(hyperloglog.Sketch)
@@ -137,6 +137,17 @@ func (h *HLL) UnmarshalBinary(b []byte) error {
 // inflate decompresses a DEFLATE stream that must hold exactly n bytes and
 // end where data ends.
 func inflate(data []byte, n int) ([]byte, error) {
+	out := make([]byte, n)
+	if err := inflateInto(data, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// inflateInto decompresses a DEFLATE stream that must hold exactly
+// len(out) bytes, and end where data ends, into out.
+func inflateInto(data, out []byte) error {
+	n := len(out)
 	src := bytes.NewReader(data)
 	r := readers.Get().(io.ReadCloser)
 	defer func() {
@@ -144,11 +155,10 @@ func inflate(data []byte, n int) ([]byte, error) {
 		readers.Put(r)
 	}()
 	if err := r.(flate.Resetter).Reset(src, nil); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	out := make([]byte, n)
 	if _, err := io.ReadFull(r, out); err != nil {
-		return nil, fmt.Errorf("%w: payload shorter than %d bytes: %w", ErrFormat, n, err)
+		return fmt.Errorf("%w: payload shorter than %d bytes: %w", ErrFormat, n, err)
 	}
 	// The stream must end here: no more data, and nothing after it (a
 	// bytes.Reader is an io.ByteReader, so flate reads no further than its
@@ -156,14 +166,14 @@ func inflate(data []byte, n int) ([]byte, error) {
 	var one [1]byte
 	if k, err := r.Read(one[:]); k != 0 || !errors.Is(err, io.EOF) {
 		if k != 0 || err == nil {
-			return nil, fmt.Errorf("%w: payload longer than %d bytes", ErrFormat, n)
+			return fmt.Errorf("%w: payload longer than %d bytes", ErrFormat, n)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	if src.Len() != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the compressed payload", ErrFormat, src.Len())
+		return fmt.Errorf("%w: %d bytes after the compressed payload", ErrFormat, src.Len())
 	}
-	return out, nil
+	return nil
 }
 
 // PrecisionOf returns the precision of the binary form b (see
@@ -184,4 +194,67 @@ func PrecisionOf(b []byte) (uint8, error) {
 		return 0, fmt.Errorf("%w: precision %d not in [%d, %d]", ErrFormat, b[5], MinPrecision, MaxPrecision)
 	}
 	return b[5], nil
+}
+
+// Registers decodes the binary form b (see AppendBinary) into buf, reused
+// when it has room, and returns the precision, the seed fingerprint and
+// the 2^p registers (a subslice of the returned buffer), checked as
+// UnmarshalBinary checks them. Once buf has room for 8 + 2^p bytes it
+// allocates no registers (two small objects for the decompressor): a caller that merges many sketches (MergeRegisters) keeps
+// one buffer instead of decoding each into an HLL.
+func Registers(b, buf []byte) (p uint8, fp uint64, regs, out []byte, err error) {
+	if p, err = PrecisionOf(b); err != nil {
+		return 0, 0, nil, buf, err
+	}
+	if b[6]&^flagDeflate != 0 || b[7] != 0 {
+		return 0, 0, nil, buf, fmt.Errorf("%w: unknown flags %#02x %#02x", ErrFormat, b[6], b[7])
+	}
+	fp = binary.BigEndian.Uint64(b[8:16])
+	n := payloadHeaderLen + 1<<p
+	buf = slices.Grow(buf[:0], n)[:n]
+	if b[6]&flagDeflate != 0 {
+		if err = inflateInto(b[headerLen:], buf); err != nil {
+			return 0, 0, nil, buf, err
+		}
+	} else if copy(buf, b[headerLen:]) != n || len(b) != headerLen+n {
+		return 0, 0, nil, buf, fmt.Errorf("%w: payload of %d bytes, want %d", ErrFormat, len(b)-headerLen, n)
+	}
+	// The library's dense form, version 2: version, p, bias 0, dense, the
+	// register count, then the registers, none above 65-p.
+	if buf[0] != 2 || buf[1] != p || buf[2] != 0 || buf[3] != 0 || binary.BigEndian.Uint32(buf[4:8]) != 1<<p {
+		return 0, 0, nil, buf, fmt.Errorf("%w: payload is not dense registers of precision %d", ErrFormat, p)
+	}
+	regs = buf[payloadHeaderLen:]
+	maxRho := 65 - p
+	for i, r := range regs {
+		if r > maxRho {
+			return 0, 0, nil, buf, fmt.Errorf("%w: register %d = %d, max %d", ErrFormat, i, r, maxRho)
+		}
+	}
+	return p, fp, regs, buf, nil
+}
+
+// MergeRegisters makes each register of dst the larger of it and src's:
+// the registers of the union of both key sets, as Merge computes them.
+// dst and src are registers of one precision, from Registers.
+func MergeRegisters(dst, src []byte) {
+	for i, r := range src[:len(dst)] {
+		dst[i] = max(dst[i], r)
+	}
+}
+
+// FromRegisters returns the HLL of precision p, seed fingerprint fp and
+// registers regs (2^p of them, as Registers returns), which it copies.
+func FromRegisters(p uint8, fp uint64, regs []byte) (*HLL, error) {
+	if p < MinPrecision || p > MaxPrecision || len(regs) != 1<<p {
+		return nil, fmt.Errorf("%w: %d registers of precision %d", ErrFormat, len(regs), p)
+	}
+	payload := make([]byte, payloadHeaderLen, payloadHeaderLen+len(regs))
+	payload[0], payload[1] = 2, p
+	binary.BigEndian.PutUint32(payload[4:], uint32(len(regs)))
+	sk := new(hyperloglog.Sketch)
+	if err := sk.UnmarshalBinary(append(payload, regs...)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	return &HLL{sk: sk, p: p, fp: fp}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/axiomhq/hyperloglog"
@@ -242,4 +243,87 @@ func TestPrecisionOf(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Registers, MergeRegisters and FromRegisters give the HLL that decoding
+// and Merge give, for sketches of every fill (empty, a few keys, many), in
+// one reused buffer; Registers refuses what UnmarshalBinary refuses.
+func TestRegistersMerge(t *testing.T) {
+	for _, p := range []uint8{MinPrecision, 10, DefaultPrecision} {
+		var want *HLL
+		var merged []byte
+		var buf []byte
+		for i, n := range []int{0, 3, 5000, 200} {
+			h := mustNew(t, p, 9)
+			for j := range n {
+				h.InsertHash(uint64(i)<<40 | uint64(j)*0x9e3779b97f4a7c15)
+			}
+			b, err := h.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gp, fp, regs, out, err := Registers(b, buf)
+			buf = out
+			if err != nil || gp != p || fp != h.Fingerprint() || len(regs) != 1<<p {
+				t.Fatalf("p %d, sketch %d: Registers = %d, %x, %d registers, %v", p, i, gp, fp, len(regs), err)
+			}
+			if want == nil {
+				want, merged = h.Clone(), slices.Clone(regs)
+			} else {
+				if err := want.Merge(h); err != nil {
+					t.Fatal(err)
+				}
+				MergeRegisters(merged, regs)
+			}
+		}
+		got, err := FromRegisters(p, want.Fingerprint(), merged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(want) || got.Estimate() != want.Estimate() {
+			t.Errorf("p %d: merged registers estimate %d, Merge %d", p, got.Estimate(), want.Estimate())
+		}
+		h := mustNew(t, p, 9)
+		b, _ := h.MarshalBinary()
+		// The DEFLATE reader's source is two small objects; the registers are never allocated.
+		if allocs := testing.AllocsPerRun(20, func() { _, _, _, buf, _ = Registers(b, buf) }); allocs > 2 {
+			t.Errorf("p %d: Registers allocates %v times into a buffer with room", p, allocs)
+		}
+	}
+	for name, b := range map[string][]byte{"short": []byte("fdHL"), "magic": []byte("xxxxxxxxxxxxxxxxxxxxxxxx")} {
+		if _, _, _, _, err := Registers(b, nil); !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: %v, want ErrFormat", name, err)
+		}
+	}
+}
+
+// FuzzRegisters: Registers accepts exactly what UnmarshalBinary accepts,
+// and its registers make the same HLL.
+func FuzzRegisters(f *testing.F) {
+	for _, tc := range []struct {
+		p uint8
+		n int
+	}{{4, 0}, {4, 100}, {10, 3000}, {14, 50}} {
+		b, err := of(f, tc.p, 1, million()[:tc.n]).MarshalBinary()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(b[:len(b)-1])
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h HLL
+		herr := h.UnmarshalBinary(b)
+		p, fp, regs, _, err := Registers(b, nil)
+		if (err == nil) != (herr == nil) || (err != nil && !errors.Is(err, ErrFormat)) {
+			t.Fatalf("Registers: %v; UnmarshalBinary: %v", err, herr)
+		}
+		if err != nil {
+			return
+		}
+		g, err := FromRegisters(p, fp, regs)
+		if err != nil || !g.Equal(&h) {
+			t.Fatalf("FromRegisters: %v, or another HLL than UnmarshalBinary's", err)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,13 +17,14 @@ import (
 // readBatches reads s with NextBatch to io.EOF, keeping up to lag batches
 // unreleased while it reads on (lag < 0: all of them), and returns every
 // packet (copied once the whole input is read, so that a buffer the reader
-// reused too early shows as wrong data) and every error but io.EOF.
+// reused too early shows as wrong data; without a wire length, which
+// frames do not carry) and every error but io.EOF.
 func readBatches(t *testing.T, s *Reader, lag int) ([]testPkt, []error) {
 	t.Helper()
 	var out []testPkt
 	var errs []error
 	var kept []*capture.Batch
-	var views [][]capture.Packet // kept batches' packets, checked at the end
+	var views [][]capture.Frame // kept batches' frames, checked at the end
 	for i := 0; ; i++ {
 		if i > 1e6 {
 			t.Fatal("NextBatch never ends")
@@ -30,9 +32,9 @@ func readBatches(t *testing.T, s *Reader, lag int) ([]testPkt, []error) {
 		b := new(capture.Batch)
 		err := s.NextBatch(b)
 		kept = append(kept, b)
-		views = append(views, b.Packets)
-		for _, p := range b.Packets {
-			out = append(out, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, wireLen: p.WireLen, link: p.LinkType})
+		views = append(views, allFrames(b))
+		for _, p := range allFrames(b) {
+			out = append(out, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, link: p.LinkType})
 		}
 		if lag >= 0 && len(kept) > lag {
 			s.ReleaseBatch(kept[0])
@@ -107,7 +109,7 @@ func TestNextBatch(t *testing.T) {
 			}
 			got, errs := readBatches(t, s, lag)
 			s.Close()
-			compare(t, got, want, false)
+			compare(t, got, noWireLen(want), false)
 			if len(errs) != len(wantErrs) {
 				t.Fatalf("%v lag %d: errors %v, want %v", paths, lag, errs, wantErrs)
 			}
@@ -179,8 +181,8 @@ func TestNextBatchPipe(t *testing.T) {
 		b := new(capture.Batch)
 		err := s.NextBatch(b)
 		held = append(held, b)
-		for _, p := range b.Packets {
-			got = append(got, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, wireLen: p.WireLen, link: p.LinkType})
+		for _, p := range allFrames(b) {
+			got = append(got, testPkt{data: bytes.Clone(p.Data), timeNs: p.TimeNs, link: p.LinkType})
 		}
 		switch {
 		case err == io.EOF:
@@ -200,14 +202,88 @@ func TestNextBatchPipe(t *testing.T) {
 	if timeouts == 0 {
 		t.Error("no capture.ErrTimeout while the writer was quiet")
 	}
-	compare(t, got, pkts, false)
+	compare(t, got, noWireLen(pkts), false)
 	n := 0
 	for _, b := range held {
-		for _, p := range b.Packets {
+		for _, p := range allFrames(b) {
 			if !bytes.Equal(p.Data, got[n].data) {
 				t.Fatalf("held packet %d changed", n)
 			}
 			n++
+		}
+	}
+}
+
+// noWireLen returns pkts without their wire lengths, as frames have them.
+func noWireLen(pkts []testPkt) []testPkt {
+	out := append([]testPkt(nil), pkts...)
+	for i := range out {
+		out[i].wireLen = 0
+	}
+	return out
+}
+
+// allFrames returns the frames of b in order: Frames, then Records, whose
+// records must be back to back and fill their Data.
+func allFrames(b *capture.Batch) []capture.Frame {
+	out := append([]capture.Frame(nil), b.Frames...)
+	off := 0
+	for i := range b.Records.Len() {
+		if int(b.Records.Offsets[i]) != off {
+			panic(fmt.Sprintf("record %d at offset %d, want %d", i, b.Records.Offsets[i], off))
+		}
+		data, t := b.Records.Record(i)
+		if b.Records.Time(i) != t {
+			panic(fmt.Sprintf("record %d: Time %d, Record %d", i, b.Records.Time(i), t))
+		}
+		f := capture.Frame{Data: data, TimeNs: t, LinkType: b.Records.LinkType}
+		out = append(out, f)
+		off += 16 + len(f.Data)
+	}
+	if off != len(b.Records.Data) {
+		panic(fmt.Sprintf("%d records in %d bytes of Records, %d more", b.Records.Len(), off, len(b.Records.Data)-off))
+	}
+	return out
+}
+
+// TestNextBatchPcapRecords: a little-endian pcap file's records are handed
+// out as Records, each batch a buffer's worth, so that the reading
+// goroutine writes nothing per record: only the file's first, read as the
+// file is opened, comes as a Frame. In microseconds and in nanoseconds.
+func TestNextBatchPcapRecords(t *testing.T) {
+	pkts := testFrames(20000, 5, true)
+	for _, nano := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "a.pcap")
+		if err := os.WriteFile(path, writePcap(t, pkts, flow.LinkEthernet, nano), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches, records, frames := 0, 0, 0
+		for {
+			b := new(capture.Batch)
+			err := s.NextBatch(b)
+			frames += len(b.Frames)
+			if n := b.Records.Len(); n > 0 {
+				batches++
+				records += n
+			}
+			s.ReleaseBatch(b)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		if frames != 1 || records+frames != len(pkts) {
+			t.Fatalf("nano %v: %d records and %d frames, want %d and 1", nano, records, frames, len(pkts)-1)
+		}
+		if size := len(writePcap(t, pkts, flow.LinkEthernet, nano)); batches < size/bufSize || batches > 2*(size/bufSize+1) {
+			t.Errorf("nano %v: %d batches for %d bytes, want about one per %d-byte buffer", nano, batches, size, bufSize)
 		}
 	}
 }

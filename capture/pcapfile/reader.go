@@ -144,7 +144,7 @@ type Reader struct {
 	// carry is the first record of the next batch, read when the buffer
 	// of the batch being read ran out (NextBatch).
 	carry struct {
-		pkt   capture.Packet
+		frame capture.Frame
 		spill []byte // its buffer, when it was spilled
 		set   bool
 	}

@@ -118,7 +118,7 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&c.Out, "out", "w", c.Out, "distinct-flow records `PATH` (- = stdout), or a time pattern for one file per period, e.g. 'flows-%Y%m%dT%H.jsonl' (UTC, conversions in the file name only, %% for a literal %; see Output files above); SIGHUP reopens a plain file")
 	fs.StringVar(&c.Format, "format", c.Format, "record format: jsonl | csv | text")
 	fs.StringVar(&c.Summary, "summary", c.Summary, "write one JSON summary per closed window to `PATH` (- = stderr), or to a time pattern's files as --out")
-	fs.IntVar(&c.Retain, "retain", c.Retain, "keep the newest `N` files of each time-pattern output, removing older ones as new ones are finished (0 = keep all); needs names that sort in time, e.g. %Y%m%dT%H")
+	fs.IntVar(&c.Retain, "retain", c.Retain, "keep the files of the newest `N` periods of each time-pattern output, removing older ones as new ones are finished (0 = keep all); a file and the NAME.1, NAME.2 copies a rerun writes beside it are one period; needs names that sort in time, e.g. %Y%m%dT%H")
 	fs.StringVar(&c.Metrics, "metrics", c.Metrics, "serve Prometheus metrics on `ADDR`, e.g. 127.0.0.1:9100 (default off)")
 	fs.Var(&c.Seed, "seed", "hash key `N` (default: random per run, so nobody can craft colliding keys; set it to reproduce a run)")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
@@ -225,12 +225,25 @@ type session struct {
 	closers     []io.Closer
 	stderr      io.Writer
 	live        bool
+	name        string       // sessionMode.name
 	stopProfile func() error // nil once stopped
+}
+
+// prefix begins the session's notices: "flowdedup replay: ", or
+// "flowdedup: " for a session without a name.
+func (s *session) prefix() string {
+	if s.name == "" {
+		return "flowdedup: "
+	}
+	return "flowdedup " + s.name + ": "
 }
 
 // sessionMode says how a session runs its pipeline and what the command
 // adds to its reports.
 type sessionMode struct {
+	// name is the command (replay, run, collect), which begins the
+	// notices of the session's outputs ("flowdedup replay: removed ...").
+	name string
 	// live: the source is live (run, collect); a full ring drops and
 	// counts rather than waits, unless wait (collect, whose socket
 	// buffers hold what comes meanwhile and count what they cannot).
@@ -254,7 +267,7 @@ type sessionMode struct {
 // closed (session.run closes it).
 func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdout, stderr io.Writer) (*session, error) {
 	live := mode.live
-	s := &session{cfg: cfg, stderr: stderr, live: live}
+	s := &session{cfg: cfg, stderr: stderr, live: live, name: mode.name}
 	var err error
 	if s.stopProfile, err = cfg.Profile.start(); err != nil {
 		return nil, err
@@ -344,7 +357,7 @@ func (s *session) run(ctx context.Context, sources ...capture.Source) error {
 		if !s.live {
 			return errors.Join(err, lerr)
 		}
-		fmt.Fprintf(s.stderr, "flowdedup: %v\n", lerr)
+		fmt.Fprintf(s.stderr, "%s%v\n", s.prefix(), lerr)
 	}
 	return err
 }

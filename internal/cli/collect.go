@@ -156,7 +156,7 @@ func runCollect(ctx context.Context, cfg *CollectConfig, args []string, stdout, 
 	defer c.Close()
 	counts := newCollectCounts(c)
 	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{
-		live: true, wait: true, idleWallClock: true, observers: c, annotate: counts.annotate, metrics: []prometheus.Collector{c.Metrics()},
+		name: "collect", live: true, wait: true, idleWallClock: true, observers: c, annotate: counts.annotate, metrics: []prometheus.Collector{c.Metrics()},
 	}, stdout, stderr)
 	if err != nil {
 		return err

@@ -210,7 +210,7 @@ func TestRunSaysExportLossOnStop(t *testing.T) {
 	// passed an hour boundary during the test), lost at the end.
 	rt := readRunTotals(t, lr.summary)
 	lost := want + int(rt.Windows)
-	line := fmt.Sprintf("flowdedup: %d records and window summaries were not delivered: ipfix://127.0.0.1:4739 %d (shutdown %d); --spool DIR keeps", lost, lost, lost)
+	line := fmt.Sprintf("flowdedup run: %d records and window summaries were not delivered: ipfix://127.0.0.1:4739 %d (shutdown %d); --spool DIR keeps", lost, lost, lost)
 	if !strings.Contains(lr.Log(), line) {
 		t.Errorf("stderr does not say %q:\n%s", line, lr.Log())
 	}

@@ -68,7 +68,7 @@ FILE - reads standard input.
 merge streams: it reads all files at once, each in time order as flowdedup
 writes them, and writes a window as soon as no file can add to it, so its
 memory depends on the number of files, not of windows (three routers of 8000
-one-minute windows: about 40 MiB). A file that goes back to a window already
+one-minute windows: 30 to 42 MiB). A file that goes back to a window already
 written is an error naming its line; so is a sketch of a higher precision
 than flowdedup writes (14). text aligns its columns, so it prints when all is
 read; json and csv print as they go, and an error stops them where it is

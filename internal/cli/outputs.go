@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -24,8 +25,9 @@ NAME.tmp and renamed to NAME when the last window of its period closes (and at
 the end of the run), so a reader never sees a partial file; an existing NAME is
 never overwritten (NAME.1 is taken instead). After a crash the open period is
 left as NAME.tmp, which the next run keeps as NAME.partial, saying so on stderr.
---retain N keeps the newest N files of each pattern, by the time in their
-names, and says on stderr what it removes.
+--retain N keeps the files of the newest N periods of each pattern, by the time
+in their names (NAME and its NAME.1 copies are one period), and says on stderr
+what it removes.
 
 SIGHUP reopens the plain --out and --summary files, the logrotate convention:
 after the file is moved away, 'kill -HUP' makes the next records go to a new
@@ -172,7 +174,25 @@ func (s *session) files(o output, notice io.Writer) (*outfile.Files, error) {
 	if err := os.MkdirAll(o.pattern.Dir(), 0o755); err != nil {
 		return nil, fmt.Errorf("--%s %s: %w", o.flag, o.pattern, err)
 	}
-	return outfile.NewFiles(*o.pattern, s.cfg.Retain, notice)
+	return outfile.NewFiles(*o.pattern, s.cfg.Retain, linePrefixer{w: notice, prefix: s.prefix()})
+}
+
+// linePrefixer writes each line it is given with prefix before it, all in
+// one Write: outfile's notices, which carry no name, as the command's.
+type linePrefixer struct {
+	w      io.Writer
+	prefix string
+}
+
+func (l linePrefixer) Write(p []byte) (int, error) {
+	var b []byte
+	for line := range bytes.Lines(p) {
+		b = append(append(b, l.prefix...), line...)
+	}
+	if _, err := l.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // create opens path for writing ("-" is std): a plain file is created (or

@@ -179,6 +179,43 @@ func genCapture(t *testing.T) string {
 	return path
 }
 
+// A replay run again into the same directory with --retain (an import
+// done twice) keeps, for each of the newest periods, the first run's file
+// and the second's NAME.1 copy, and removes older periods whole (before,
+// x-...T02 went and x-...T02.1 stayed: each copy counted as a period).
+func TestReplayRetainRerun(t *testing.T) {
+	file := genCapture(t)
+	dir := t.TempDir()
+	for range 2 {
+		if code, _, errs := run("replay", file, "--key", "dst", "--window", "1h", "--filter", "exact", "--retain", "3",
+			"-w", filepath.Join(dir, "x-%Y%m%dT%H.jsonl")); code != ExitOK {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+	}
+	var got []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	// The capture spans 5 hours from 2026-01-01T00: hours 02 to 04 stay.
+	want := []string{
+		"x-20260101T02.1.jsonl", "x-20260101T02.jsonl", "x-20260101T03.1.jsonl", "x-20260101T03.jsonl",
+		"x-20260101T04.1.jsonl", "x-20260101T04.jsonl",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("after two runs with --retain 3 the directory holds\n%v\nwant\n%v", got, want)
+	}
+	for i := 0; i < len(want); i += 2 {
+		a := strings.Split(string(mustReadFile(t, filepath.Join(dir, want[i]))), "\n")
+		b := strings.Split(string(mustReadFile(t, filepath.Join(dir, want[i+1]))), "\n")
+		slices.Sort(a)
+		slices.Sort(b)
+		if len(a) < 2 || !slices.Equal(a, b) {
+			t.Errorf("%s and %s differ: two exact replays give the same records", want[i], want[i+1])
+		}
+	}
+}
+
 // The command: flags after the file, a file per hour of packet
 // time, each holding exactly the records an exact replay gives for its
 // window, and retention. With the default filter (QHT, 4 buckets of 12
@@ -224,9 +261,13 @@ func TestReplayHourlyFiles(t *testing.T) {
 	}
 	for _, h := range hours[:3] {
 		at, _ := time.Parse(time.RFC3339, h)
-		if name := "dst-" + at.Format("20060102T15") + ".jsonl"; !strings.Contains(errs, "removed "+filepath.Join(dir, name)) {
+		// The notice is the command's, as every line of replay's is.
+		if name := "dst-" + at.Format("20060102T15") + ".jsonl"; !strings.Contains(errs, "\nflowdedup replay: removed "+filepath.Join(dir, name)+" (keeping the newest 2 periods)\n") {
 			t.Errorf("no notice of the removal of %s on stderr:\n%s", name, errs)
 		}
+	}
+	if strings.Contains(errs, "outfile:") {
+		t.Errorf("a notice begins with the package's name, not the command's:\n%s", errs)
 	}
 	var n int
 	for line := range strings.Lines(string(data)) {

@@ -120,7 +120,7 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	src := &warnSource{Reader: reader, warn: stderr, erase: isTerminal(stderr)}
 	cfg.damagedFiles = src.damagedBy
 	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
-	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{}, stdout, stderr)
+	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{name: "replay"}, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -337,7 +337,7 @@ func runLive(ctx context.Context, cfg *LiveConfig, set func(string) bool, args [
 		}
 		defer pr.Close()
 	}
-	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{live: true, wallClock: true}, stdout, stderr)
+	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{name: "run", live: true, wallClock: true}, stdout, stderr)
 	if err != nil {
 		return err
 	}

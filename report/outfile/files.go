@@ -29,8 +29,9 @@ const maxSuffix = 999
 // Files writes the files of a time Pattern, one per period: each is written
 // under a temporary name (NAME.tmp) and renamed into place by Commit, so a
 // reader never sees a partial file under its final name. With a retention
-// count, Commit then removes the oldest committed files of the pattern
-// beyond it.
+// count N, Commit then removes the committed files of the pattern whose
+// periods are older than the newest N periods: a period's file and its
+// suffixed copies count as one, and go together.
 //
 // A committed name is never overwritten: when NAME already exists (an
 // earlier run wrote the same period), the file becomes NAME with ".1",
@@ -54,10 +55,11 @@ type File struct {
 }
 
 // NewFiles returns the Files of p, keeping the newest retain committed
-// files (0 keeps all). Retention needs a pattern whose names give an
-// unambiguous time (Pattern.Sortable). Notices (a temporary file left by an
-// earlier process, a removed file) are written to notice, one line each;
-// nil discards them.
+// periods' files (0 keeps all). Retention needs a pattern whose names give
+// an unambiguous time (Pattern.Sortable). Notices (a temporary file left by
+// an earlier process, a removed file) are written to notice, one line each,
+// without a prefix: the caller puts its name before them
+// ("flowdedup replay: removed ..."); nil discards them.
 func NewFiles(p Pattern, retain int, notice io.Writer) (*Files, error) {
 	switch {
 	case !p.HasTime():
@@ -92,7 +94,7 @@ func (w *Files) Open(t time.Time) (*File, error) {
 		if perr != nil {
 			return nil, perr
 		}
-		fmt.Fprintf(w.notice, "outfile: %s was left by an earlier process that did not finish it; kept as %s\n", tmp, partial)
+		fmt.Fprintf(w.notice, "%s was left by an earlier process that did not finish it; kept as %s\n", tmp, partial)
 		osf, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	}
 	if err != nil {
@@ -240,8 +242,12 @@ func (w *Files) committed() ([]committed, error) {
 	return c, nil
 }
 
-// applyRetention removes the oldest committed files beyond the retention
-// count, with a notice each.
+// applyRetention removes the files of the oldest periods beyond the
+// retention count, with a notice each. A period is a time in the names: a
+// file and its suffixed copies (NAME, NAME.1, ..., of a run that wrote the
+// same period again) are one period, kept or removed together, so that a
+// rerun in the same directory does not push out the originals of newer
+// periods, nor keep a copy whose original it removed.
 func (w *Files) applyRetention() error {
 	if w.retain == 0 {
 		return nil
@@ -250,14 +256,23 @@ func (w *Files) applyRetention() error {
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for len(c) > w.retain {
-		if err := os.Remove(c[0].name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("outfile: retention: %w", err))
-		} else {
-			fmt.Fprintf(w.notice, "outfile: removed %s (keeping the newest %d)\n", c[0].name, w.retain)
+	periods := 0
+	for i := range c {
+		if i == 0 || !c[i].t.Equal(c[i-1].t) {
+			periods++
 		}
-		c = c[1:]
+	}
+	var errs []error
+	for ; periods > w.retain; periods-- {
+		oldest := c[0].t
+		for len(c) > 0 && c[0].t.Equal(oldest) {
+			if err := os.Remove(c[0].name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("outfile: retention: %w", err))
+			} else {
+				fmt.Fprintf(w.notice, "removed %s (keeping the newest %d periods)\n", c[0].name, w.retain)
+			}
+			c = c[1:]
+		}
 	}
 	return errors.Join(errs...)
 }

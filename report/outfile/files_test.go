@@ -2,6 +2,7 @@ package outfile
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -124,9 +125,9 @@ func TestLeftoverTempKeptAsPartial(t *testing.T) {
 	}
 }
 
-// Retention keeps the newest N committed files by the time in their names
-// (not by name order, not by mtime), counting suffixed files, and ignores
-// temporary, partial and foreign files.
+// Retention keeps the files of the newest N periods, by the time in their
+// names (not by name order, not by mtime), a file and its suffixed copies
+// being one period, and ignores temporary, partial and foreign files.
 func TestRetention(t *testing.T) {
 	w, notice, dir := newFiles(t, "f-%d.%m.%Y-%H.jsonl", 3) // day first: name order is not time order
 	for _, name := range []string{"f-25.11.2026-09.jsonl.tmp", "f-25.11.2026-08.jsonl.partial", "other.jsonl", "f-xx.jsonl"} {
@@ -143,13 +144,59 @@ func TestRetention(t *testing.T) {
 	}
 	got := dirNames(t, dir)
 	// The left-over 09 temporary file became a partial one when 09 was
-	// opened.
-	want := []string{"f-25.11.2026-08.jsonl.partial", "f-25.11.2026-09.jsonl.partial", "f-25.11.2026-11.1.jsonl", "f-25.11.2026-11.jsonl", "f-26.11.2026-08.jsonl", "f-xx.jsonl", "other.jsonl"}
+	// opened. Of the periods 09, 10, 11 (twice) and the next day's 08, the
+	// newest 3 stay: 09 went when 11 came; the second 11 is the same period.
+	want := []string{"f-25.11.2026-08.jsonl.partial", "f-25.11.2026-09.jsonl.partial", "f-25.11.2026-10.jsonl", "f-25.11.2026-11.1.jsonl", "f-25.11.2026-11.jsonl", "f-26.11.2026-08.jsonl", "f-xx.jsonl", "other.jsonl"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("after retention of 3 the directory holds\n%v\nwant\n%v", got, want)
 	}
-	if strings.Count(notice.String(), "removed") != 2 {
-		t.Errorf("want a notice per removed file, got %q", notice.String())
+	tmp09 := filepath.Join(dir, "f-25.11.2026-09.jsonl")
+	if n := notice.String(); n != tmp09+".tmp was left by an earlier process that did not finish it; kept as "+tmp09+".partial\n"+
+		"removed "+tmp09+" (keeping the newest 3 periods)\n" {
+		t.Errorf("notices %q, want one for the partial file and one for the removed file, without a prefix", n)
+	}
+}
+
+// TestRetentionRerun: a second run over the same periods in the same
+// directory (an import run again) writes NAME.1 beside each NAME; with
+// --retain the originals of the kept periods stay beside their copies, and
+// a period that goes takes its copies with it (before, x-0005 was removed
+// and x-0005.1 kept: copies counted as periods of their own).
+func TestRetentionRerun(t *testing.T) {
+	dir := t.TempDir()
+	for run := range 2 {
+		p, err := ParsePattern(filepath.Join(dir, "x-%Y%m%dT%H.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := NewFiles(p, 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h := 1; h <= 5; h++ {
+			f, err := w.Open(hour(h))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(f, "run %d\n", run)
+			if _, err := w.Commit(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := []string{
+		"x-20261125T03.1.jsonl", "x-20261125T03.jsonl",
+		"x-20261125T04.1.jsonl", "x-20261125T04.jsonl",
+		"x-20261125T05.1.jsonl", "x-20261125T05.jsonl",
+	}
+	if got := dirNames(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("after two runs with retention 3 the directory holds\n%v\nwant\n%v", got, want)
+	}
+	for _, name := range want {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		if run := map[bool]string{true: "run 1\n", false: "run 0\n"}[strings.Contains(name, ".1.")]; string(b) != run {
+			t.Errorf("%s holds %q, want %q", name, b, run)
+		}
 	}
 }
 
