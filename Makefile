@@ -131,6 +131,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseObjective$$' -fuzztime $(FUZZTIME) ./tune/
 	$(GO) test -run '^$$' -fuzz '^FuzzMessages$$' -fuzztime $(FUZZTIME) ./collect/netflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzDatagrams$$' -fuzztime $(FUZZTIME) ./collect/sflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzDatagramToKey$$' -fuzztime $(FUZZTIME) ./collect/
 
 # staticcheck is pinned as a tool in go.mod (go get -tool ...@version), so
 # it comes through the module proxy at the version the tree was checked with.

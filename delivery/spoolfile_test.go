@@ -372,7 +372,8 @@ func checkSpoolFile(t *testing.T, data []byte) {
 }
 
 // everyKind returns a record of every key kind and address family, with
-// windows, for the spool's round trips.
+// windows, for the spool's round trips; then the same keys by network
+// (--prefix 24,64), which the spool keeps with their prefix length.
 func everyKind() []pipeline.Record {
 	var recs []pipeline.Record
 	for _, kind := range []flow.KeyKind{flow.KeySrc, flow.KeyDst, flow.KeyPair, flow.Key5Tuple} {
@@ -381,6 +382,14 @@ func everyKind() []pipeline.Record {
 			recs = append(recs, pipeline.Record{Key: k, TimeNs: at("2026-01-01T00:00:01.5Z"),
 				WindowNs: at("2026-01-01T00:00:00Z"), WindowEndNs: at("2026-01-01T01:00:00Z"), Worker: 1})
 		}
+	}
+	m, err := flow.ParseMask("24,64")
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range recs[:len(recs):len(recs)] {
+		m.Apply(&r.Key)
+		recs = append(recs, r)
 	}
 	return recs
 }

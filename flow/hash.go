@@ -13,9 +13,12 @@ import (
 // has-ports flag (bit 5) and the network flag (bit 6); then the source
 // address, the destination address (4 bytes each for IPv4, 16 for IPv6,
 // each only when the kind holds it); then, for a 5-tuple, the protocol byte
-// and the two ports in network order; then, for a network key, its prefix
-// length. Keys of different kinds, families or prefix lengths never share
-// an encoding, and an IPv4 pair hashes 9 bytes rather than a padded 40. The
+// and the two ports in network order. Keys of different kinds or families,
+// and host and network keys, never share an encoding, and an IPv4 pair
+// hashes 9 bytes rather than a padded 40. A network key's prefix length is
+// not in the encoding: it moves the seed, to seed + length ×
+// 0x9e3779b97f4a7c15, so that the networks 10.0.0.0/8 and 10.0.0.0/16
+// hash apart (with the one encoding, their derived seeds differ). The
 // encoding and so the hash values are stable across runs and releases: a
 // given seed reproduces them.
 //
@@ -28,7 +31,11 @@ import (
 // hash must use [ShardOf], not the raw bits.
 //
 // Hash does not allocate, nor write the encoding to memory: it computes
-// XXH3 from the key's fields (see hashFields).
+// XXH3 from the key's fields (see hashFields). Network keys take the host
+// keys' code (the length moves the seed, rather than add a byte to the
+// encoding) because the host paths are written for the registers: network
+// paths in the same function made the compiler spill and give it a stack
+// frame, which every host key paid for (docs/decisions/key-hash.md).
 func (k Key) Hash(seed uint64) uint64 { return HashKey(&k, seed) }
 
 // HashKey returns k.Hash(seed) without copying the key, for the
@@ -38,6 +45,11 @@ func (k Key) Hash(seed uint64) uint64 { return HashKey(&k, seed) }
 // until they reach the cache (in the pipeline's producer, passing keys by
 // value cost about a third of the time of a packet).
 func HashKey(k *Key, seed uint64) uint64 { return hashFields(k, seed) }
+
+// prefixSeedStep is what each bit of a network key's prefix length adds to
+// the seed: 2^64 divided by the golden ratio, odd, so that the 129 lengths
+// give 129 seeds spread over the whole range.
+const prefixSeedStep = 0x9e3779b97f4a7c15
 
 // shardSalt is an arbitrary constant (the first fraction digits of pi) xored
 // into the hash before ShardOf mixes it, so that the shard is not the

@@ -36,6 +36,10 @@ const (
 // bytes it assembles in words without writing them to memory.
 func hashFields(k *Key, seed uint64) uint64 {
 	head := uint64(byte(k.kind) | k.flags<<4)
+	if k.flags&flagPrefix != 0 {
+		// A network key: its prefix length moves the seed (see Hash).
+		seed += uint64(k.bits) * prefixSeedStep
+	}
 	if k.flags&flagV6 == 0 {
 		// IPv4: at most 14 bytes, in two words lo (bytes 0-7) and hi.
 		var lo, hi uint64
@@ -58,24 +62,12 @@ func hashFields(k *Key, seed uint64) uint64 {
 			hi |= uint64(k.proto)<<8 | uint64(bits.ReverseBytes16(k.sport))<<16 | uint64(bits.ReverseBytes16(k.dport))<<32
 			n += 5
 		}
-		if k.flags&flagPrefix != 0 {
-			// A network key: its prefix length comes last (byte 5, 9 or 14).
-			if n < 8 {
-				lo |= uint64(k.bits) << (8 * n)
-			} else {
-				hi |= uint64(k.bits) << (8 * (n - 8))
-			}
-			n++
-		}
 		if n <= 8 {
 			return xxh3Len4to8(uint32(lo), uint32(lo>>(8*(n-4))), n, seed)
 		}
 		// The last 8 bytes, n-8 to n-1.
 		s := 8 * (n - 8)
 		return xxh3Len9to16(lo, lo>>s|hi<<(64-s), n, seed)
-	}
-	if k.flags&flagPrefix != 0 {
-		return hashNetwork6(k, head, seed)
 	}
 	prime1 := uint64(xxhPrime64_1) // products wrap around, as XXH3's do
 	// IPv6: 17, 33 or 38 bytes: the kind byte, one or two addresses
@@ -112,56 +104,6 @@ func hashFields(k *Key, seed uint64) uint64 {
 	acc += mulFold64(w0^(xxhSecret000+seed), w1^(xxhSecret008-seed))
 	acc += mulFold64((w2>>48|w3<<16)^(xxhSecret016+seed), (w3>>48|w4<<16)^(xxhSecret024-seed))
 	return xxh3Avalanche(acc)
-}
-
-// hashNetwork6 is hashFields for an IPv6 network key, whose encoding ends
-// with the prefix length: 18, 34 or 39 bytes, which XXH3 reads as 16-byte
-// pairs of words at offsets that are not multiples of 8. It assembles the
-// words of the encoding at multiples of 8 and reads the others across two
-// of them (wordAt): a few more shifts than the host paths, whose offsets
-// are written out by hand.
-func hashNetwork6(k *Key, head, seed uint64) uint64 {
-	first := &k.src
-	if k.kind == KeyDst {
-		first = &k.dst
-	}
-	a0, a1 := binary.LittleEndian.Uint64(first[:8]), binary.LittleEndian.Uint64(first[8:])
-	b0, b1 := binary.LittleEndian.Uint64(k.dst[:8]), binary.LittleEndian.Uint64(k.dst[8:])
-	bitsByte := uint64(k.bits)
-	var w [6]uint64 // the encoding's words at bytes 0, 8, ..., 40; zero past its end
-	w[0], w[1] = head|a0<<8, a0>>56|a1<<8
-	var n uint
-	switch k.kind {
-	case KeySrc, KeyDst:
-		w[2] = a1>>56 | bitsByte<<8
-		n = 18
-	case Key5Tuple:
-		w[2], w[3] = a1>>56|b0<<8, b0>>56|b1<<8
-		w[4] = b1>>56 | uint64(k.proto)<<8 | uint64(bits.ReverseBytes16(k.sport))<<16 | uint64(bits.ReverseBytes16(k.dport))<<32 | bitsByte<<48
-		n = 39
-	default: // a pair, or the zero kind
-		w[2], w[3] = a1>>56|b0<<8, b0>>56|b1<<8
-		w[4] = b1>>56 | bitsByte<<8
-		n = 34
-	}
-	prime1 := uint64(xxhPrime64_1)
-	acc := uint64(n)*prime1 + mulFold64(w[0]^(xxhSecret000+seed), w[1]^(xxhSecret008-seed))
-	acc += mulFold64(wordAt(&w, n-16)^(xxhSecret016+seed), wordAt(&w, n-8)^(xxhSecret024-seed))
-	if n > 32 {
-		acc += mulFold64(w[2]^(xxhSecret032+seed), w[3]^(xxhSecret040-seed))
-		acc += mulFold64(wordAt(&w, n-32)^(xxhSecret048+seed), wordAt(&w, n-24)^(xxhSecret056-seed))
-	}
-	return xxh3Avalanche(acc)
-}
-
-// wordAt returns the little-endian word at byte offset off (at most 32) of
-// the encoding whose words at multiples of 8 are w.
-func wordAt(w *[6]uint64, off uint) uint64 {
-	i, r := off/8, 8*(off%8)
-	if r == 0 {
-		return w[i]
-	}
-	return w[i]>>r | w[i+1]<<(64-r)
 }
 
 // xxh3Len4to8 is XXH3-64 of n bytes, 4 <= n <= 8, whose first and last 4

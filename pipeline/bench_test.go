@@ -66,12 +66,24 @@ func benchFrames(n, flows int) [][]byte {
 func BenchmarkPipeline(b *testing.B) {
 	const packets = 1 << 20
 	frames := benchFrames(1<<16, 1<<14)
-	for _, workers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+	prefix, err := flow.ParseMask("24,64")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		workers int
+		prefix  flow.Mask // keys by network (--prefix 24,64) beside hosts
+	}{{1, flow.Mask{}}, {2, flow.Mask{}}, {1, prefix}, {2, prefix}} {
+		name := fmt.Sprintf("workers=%d", c.workers)
+		if !c.prefix.IsZero() {
+			name += ",prefix=" + c.prefix.String()
+		}
+		workers := c.workers
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			runs := 0
 			for b.Loop() {
-				p, err := New(Config{Workers: workers, Filter: "qht:mem=1MiB", Key: flow.Key5Tuple, Seed: 1}, &countSink{})
+				p, err := New(Config{Workers: workers, Filter: "qht:mem=1MiB", Key: flow.Key5Tuple, Prefix: c.prefix, Seed: 1}, &countSink{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -90,7 +102,8 @@ func BenchmarkPipeline(b *testing.B) {
 // BenchmarkProducerOnly is the producer's unavoidable share, on one core:
 // read a frame, parse, hash, pick the shard, store the key in a batch; no
 // rings or filters. It bounds what the pipeline can reach with one source.
-// "in-place" is what the producer does (Key.Decode, flow.HashKey);
+// "in-place" is what the producer does (Key.Decode, flow.HashKey), and
+// "in-place-prefix" with --prefix 24,64 (flow.Mask.Apply between them);
 // "by-value" is the same with flow.Parse and Key.Hash, whose copies of the
 // key just written stall the CPU (see flow.HashKey).
 func BenchmarkProducerOnly(b *testing.B) {
@@ -108,6 +121,31 @@ func BenchmarkProducerOnly(b *testing.B) {
 			if err := key.Decode(pkt.Data, pkt.LinkType, flow.Key5Tuple); err != nil {
 				b.Fatal(err)
 			}
+			h := flow.HashKey(&key, 1)
+			sum += uint64(flow.ShardOf(h, 2))
+			keys[n%len(keys)] = key
+			n++
+		}
+		b.ReportMetric(float64(n)/b.Elapsed().Seconds()/1e6, "Mpps")
+		_ = sum
+	})
+	b.Run("in-place-prefix", func(b *testing.B) { // in-place with --prefix 24,64
+		m, err := flow.ParseMask("24,64")
+		if err != nil {
+			b.Fatal(err)
+		}
+		src := &memSource{frames: frames, left: -1}
+		var pkt capture.Packet
+		var key flow.Key
+		var sum uint64
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			src.Next(&pkt)
+			if err := key.Decode(pkt.Data, pkt.LinkType, flow.Key5Tuple); err != nil {
+				b.Fatal(err)
+			}
+			m.Apply(&key)
 			h := flow.HashKey(&key, 1)
 			sum += uint64(flow.ShardOf(h, 2))
 			keys[n%len(keys)] = key

@@ -32,8 +32,12 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		ew.printf("\n")
 	}
+	key := r.Key
+	if r.Prefix != "" {
+		key += "/" + r.Prefix
+	}
 	ew.printf("key %s, window %s, %d workers, %s per shard, objective %s, seeds %s\n",
-		r.Key, r.Window, r.Workers, r.Mem, r.Objective, seedList(r.Seeds))
+		key, r.Window, r.Workers, r.Mem, r.Objective, seedList(r.Seeds))
 	s := r.Search
 	if s.Exhaustive {
 		ew.printf("searched %d grid points exhaustively", s.Grid)
@@ -104,7 +108,11 @@ func (r *Result) WriteText(w io.Writer) error {
 		ew.printf("  tie-break: %s\n", r.Confidence.TieBreak)
 	}
 	ew.printf("  paste: --filter %s\n", best.Spec)
-	ew.printf("  e.g.:  flowdedup replay --key %s --window %s --workers %d --filter %s FILE...\n", r.Key, r.Window, r.Workers, best.Spec)
+	prefix := ""
+	if r.Prefix != "" {
+		prefix = " --prefix " + r.Prefix
+	}
+	ew.printf("  e.g.:  flowdedup replay --key %s%s --window %s --workers %d --filter %s FILE...\n", r.Key, prefix, r.Window, r.Workers, best.Spec)
 	return ew.err
 }
 

@@ -174,7 +174,8 @@ func (c *Config) fill() error {
 type Result struct {
 	Samples   []SampleInfo `json:"samples"`
 	Key       string       `json:"key"`
-	Window    string       `json:"window"` // "0s": one window
+	Prefix    string       `json:"prefix,omitempty"` // Config.Prefix, "24,64"; none for hosts
+	Window    string       `json:"window"`           // "0s": one window
 	Workers   int          `json:"workers"`
 	Mem       string       `json:"mem"` // per shard
 	MemBits   int          `json:"mem_bits"`
@@ -275,7 +276,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{
-		Key: cfg.Key.String(), Window: cfg.Window.String(), Workers: cfg.Workers,
+		Key: cfg.Key.String(), Prefix: cfg.Prefix.String(), Window: cfg.Window.String(), Workers: cfg.Workers,
 		Mem: filters.FormatMem(memBits), MemBits: memBits, Objective: cfg.Objective, Seeds: seeds,
 	}
 	total := 0

@@ -239,8 +239,8 @@ func (m *Message) nextV5(r *Record) bool {
 // exporters whose clocks are wrong. A collector then sees a flow starting
 // after it was exported, and can tell.
 func (m *Message) uptimeToNs(ms uint32) int64 {
-	if ahead := ms - m.Header.UptimeMs; ahead != 0 && ahead < 1<<31 {
-		return m.Header.ExportNs + int64(ahead)*1e6
+	if ms > m.Header.UptimeMs && ms-m.Header.UptimeMs < 1<<31 {
+		return m.Header.ExportNs + int64(ms-m.Header.UptimeMs)*1e6
 	}
 	age := m.Header.UptimeMs - ms
 	return m.Header.ExportNs - int64(age)*1e6

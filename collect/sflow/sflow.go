@@ -256,8 +256,8 @@ func (d *Datagram) flowSample(body []byte, expanded bool, s *Sample) bool {
 				d.Stats.Errors[Truncated]++
 				return false
 			}
-			if proto != ProtoEthernet && proto != ProtoIPv4 && proto != ProtoIPv6 {
-				continue // a header of a protocol flow.Parse does not read
+			if hl == 0 || proto != ProtoEthernet && proto != ProtoIPv4 && proto != ProtoIPv6 {
+				continue // no header, or of a protocol flow.Parse does not read
 			}
 			s.Header, s.Protocol = rec[16:16+hl], proto
 			s.FrameLength = binary.BigEndian.Uint32(rec[4:])

@@ -69,10 +69,10 @@ func reference(b []byte) ([]refSample, error) {
 		for _, r := range recs {
 			switch d := r.Data.(type) {
 			case gfsflow.SampledHeader:
-				if d.Protocol != ProtoEthernet && d.Protocol != ProtoIPv4 && d.Protocol != ProtoIPv6 {
+				h := d.HeaderData[:min(int(d.OriginalLength), len(d.HeaderData))]
+				if len(h) == 0 || d.Protocol != ProtoEthernet && d.Protocol != ProtoIPv4 && d.Protocol != ProtoIPv6 {
 					continue
 				}
-				h := d.HeaderData[:min(int(d.OriginalLength), len(d.HeaderData))]
 				got = &refSample{Header: string(h), Protocol: d.Protocol, SamplingRate: rate}
 			case gfsflow.SampledIPv4:
 				if got == nil {

@@ -88,6 +88,8 @@ func replayErrors(t *testing.T, file, spec string, seed uint64, workers int, arg
 // that spec and seed makes exactly the errors tune predicted; a second,
 // smaller memory makes the pick err both ways, so that the comparison is
 // not only of zeros. Sample files are taken as --sample or as arguments.
+// Keys by network (--prefix) too: replay with the same --prefix makes the
+// errors tune predicted, and the replay command tune prints says it.
 func TestTunePredictsReplay(t *testing.T) {
 	file := pcapPath("zipf.pcap.gz")
 	for _, c := range []struct {
@@ -95,9 +97,11 @@ func TestTunePredictsReplay(t *testing.T) {
 		args   []string
 		seed   uint64
 		errors bool
+		key    []string // replay's key flags
 	}{
-		{"issue", []string{"--sample", file, "--key", "5tuple", "--window", "1m", "--mem", "64KiB"}, DefaultTuneSeed, false},
-		{"small", []string{file, "--key", "5tuple", "--window", "1m", "--mem", "512B", "--objective", "min-fpr:fnr<=5%", "--seed", "7"}, 7, true},
+		{"issue", []string{"--sample", file, "--key", "5tuple", "--window", "1m", "--mem", "64KiB"}, DefaultTuneSeed, false, []string{"--key", "5tuple"}},
+		{"small", []string{file, "--key", "5tuple", "--window", "1m", "--mem", "512B", "--objective", "min-fpr:fnr<=5%", "--seed", "7"}, 7, true, []string{"--key", "5tuple"}},
+		{"prefix", []string{file, "--key", "pair", "--prefix", "16,48", "--window", "1m", "--mem", "128B", "--seed", "5"}, 5, true, []string{"--key", "pair", "--prefix", "16,48"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errs := run(append([]string{"tune"}, c.args...)...)
@@ -114,7 +118,10 @@ func TestTunePredictsReplay(t *testing.T) {
 			if c.errors && r.fp+r.fn == 0 {
 				t.Fatalf("%s: no error predicted at this memory; the comparison would prove little\n%s", r.spec, out)
 			}
-			fp, fn := replayErrors(t, file, r.spec, r.seed, r.workers, "--key", "5tuple", "--window", "1m")
+			if want := "e.g.:  flowdedup replay " + strings.Join(c.key, " ") + " --window 1m0s"; !strings.Contains(out, want) {
+				t.Errorf("tune's replay command does not start %q:\n%s", want, out)
+			}
+			fp, fn := replayErrors(t, file, r.spec, r.seed, r.workers, append(c.key, "--window", "1m")...)
 			if fp != r.fp || fn != r.fn {
 				t.Errorf("replay --filter %s --seed %d: FP %d, FN %d; tune predicted FP %d, FN %d", r.spec, r.seed, fp, fn, r.fp, r.fn)
 			}
