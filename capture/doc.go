@@ -18,5 +18,9 @@
 //
 // Every Source hands out frames zero-copy: a Packet's Data is valid until
 // the next Next call on the same Source. A Source is read by one goroutine;
-// live sources may be closed from any. This package makes no system calls.
+// live sources may be closed from any. A BatchSource (files) also hands out
+// a Batch of frames at a time, valid until ReleaseBatch, so that a pipeline
+// can key them on other goroutines while it reads on; a pcap file's frames
+// come as the records its buffer holds (PcapRecords). This package makes no
+// system calls.
 package capture
