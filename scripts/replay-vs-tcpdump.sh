@@ -126,7 +126,9 @@ cut -f1 "$tmp/commands" | while read -r name; do
 		fi
 		printf '\n'
 	done
-	case $name in
-	replay-*) [ -z "$first" ] && first=$name ;;
-	esac
+	if [ -z "$first" ]; then
+		case $name in
+		replay-*) first=$name ;;
+		esac
+	fi
 done
