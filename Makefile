@@ -204,8 +204,10 @@ $(PKGBUILD)/share/.done: $(PKGBUILD)/mkpkg
 	$(PKGBUILD)/mkpkg docs -version '$(VERSION)' -commit '$(COMMIT)' -date '$(SOURCE_DATE_EPOCH)' -maintainer '$(MAINTAINER)' -out $(PKGBUILD)/share
 	touch $@
 
+# release-check makes $(DIST); the packages and archives wait for it
+# (order-only), so that make -j does not write them before it.
 .SECONDEXPANSION:
-$(DIST)/flowdedup_$(VERSION)_%.deb: $(PKGBUILD)/linux_$$(binarch.$$*)/flowdedup $(PKGBUILD)/share/.done $(PKGBUILD)/mkpkg $(PKGBUILD)/nfpm
+$(DIST)/flowdedup_$(VERSION)_%.deb: $(PKGBUILD)/linux_$$(binarch.$$*)/flowdedup $(PKGBUILD)/share/.done $(PKGBUILD)/mkpkg $(PKGBUILD)/nfpm | release-check
 	$(PKGBUILD)/mkpkg notices -bin $< -out $(<D)/THIRD-PARTY-NOTICES.gz
 	VERSION='$(VERSION)' DEB_ARCH=$* MAINTAINER='$(MAINTAINER)' SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
 	PKG_BIN=$< PKG_SHARE=$(PKGBUILD)/share PKG_NOTICES=$(<D)/THIRD-PARTY-NOTICES.gz \
@@ -213,7 +215,7 @@ $(DIST)/flowdedup_$(VERSION)_%.deb: $(PKGBUILD)/linux_$$(binarch.$$*)/flowdedup 
 
 # An archive holds what the package installs, to be put in place by hand
 # (docs/install.md), under one directory named as the archive.
-$(DIST)/flowdedup_$(VERSION)_linux_%.tar.gz: $(PKGBUILD)/linux_%/flowdedup $(PKGBUILD)/share/.done $(PKGBUILD)/mkpkg
+$(DIST)/flowdedup_$(VERSION)_linux_%.tar.gz: $(PKGBUILD)/linux_%/flowdedup $(PKGBUILD)/share/.done $(PKGBUILD)/mkpkg | release-check
 	rm -rf $(PKGBUILD)/stage/$*
 	mkdir -p $(PKGBUILD)/stage/$*/man $(PKGBUILD)/stage/$*/completions
 	install -m 0755 $< $(PKGBUILD)/stage/$*/flowdedup
