@@ -91,6 +91,7 @@ func readArchive(t *testing.T, path string, epoch int64) []entry {
 // of the Go modules in the binary: directories and the binary mode 0755,
 // the rest 0644, in name order.
 func TestArchives(t *testing.T) {
+	t.Parallel()
 	r := buildRelease(t)
 	check := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
 	check.Dir = r.dist
@@ -149,36 +150,65 @@ func TestArchives(t *testing.T) {
 
 // A second build from a copy of the tree in another directory (no .git:
 // the version, commit and time are given as make derives them) gives the
-// same bytes: every archive (SHA256SUMS) and every Debian package.
+// same bytes: a Debian package, an archive and its line of SHA256SUMS.
 //
 // The second build compiles nothing anew: the go command's build cache is
 // keyed by the content of each compilation's inputs, which -trimpath keeps
 // the directory out of, so the compiled packages would be the same either
 // way. What runs again is every step that make adds: the link with the
 // version stamps, mkpkg's man pages, completions, changelog and notices,
-// nfpm, tar and gzip, in another directory at a later time, which is where
-// a time, an order or a path would get into the bytes. Compiling twice
-// would only retest the Go toolchain's own reproducibility, at a cost of
-// minutes per platform.
+// nfpm, tar and gzip, sha256sum, in another directory at a later time,
+// which is where a time, an order or a path would get into the bytes.
+// Compiling twice would only retest the Go toolchain's own
+// reproducibility, at a cost of minutes per platform.
+//
+// One architecture, not all eight: every architecture's package and
+// archive are made by the same two recipes from the same mkpkg docs
+// output, with only GOARCH, its variant (GOARM, GOMIPS, GO386) and the
+// names changed, and what differs between their binaries is the Go
+// toolchain's code for the platform, whose reproducibility is again the
+// toolchain's own. A time, an order or a path that make, mkpkg or nfpm let
+// into the bytes would be in any architecture's. armhf's recipes have the
+// most in them: a cross build, with a variant (GOARM=7), for a Debian
+// architecture that Go names otherwise (armv7). All eight again would run
+// the same steps seven times more, for as much CPU as the first build.
 func TestReproducible(t *testing.T) {
+	t.Parallel()
 	r := buildRelease(t)
+	const debArch, distArch = "armhf", "armv7"
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	copyTracked(t, src)
-	dist := filepath.Join(dir, "dist")
+	dist, build := filepath.Join(dir, "dist"), filepath.Join(dir, "build")
+	// The packaging tools are the first build's. make runs go build for
+	// them all the same, which links a binary again unless the build ID in
+	// it, a hash of every input of its compilation and link, is the one
+	// this tree gives it. Their bytes get into no package, only their
+	// output, which is made anew; linking them again would take about 4 s
+	// of CPU, as much as the architecture's link and package.
+	for _, tool := range []string{"mkpkg", "nfpm"} {
+		copyFile(t, filepath.Join(r.build, tool), filepath.Join(build, tool))
+	}
 	start := time.Now()
-	out, err := makeIn(src, "package", "dist", "DIST="+dist, "PKGBUILD="+filepath.Join(dir, "build"),
+	out, err := makeIn(src, makeJobs, "package", "dist", "DEB_ARCHES="+debArch, "DIST_ARCHES="+distArch,
+		"DIST="+dist, "PKGBUILD="+build,
 		"VERSION="+r.version, "COMMIT="+r.commit, "SOURCE_DATE_EPOCH="+r.epoch)
 	if err != nil {
 		t.Fatalf("make package dist in a copy of the tree: %v\n%s", err, out)
 	}
-	t.Logf("second make package dist: %.1f s", time.Since(start).Seconds())
-	files := []string{"SHA256SUMS"}
-	for _, a := range distArches {
-		files = append(files, filepath.Base(r.archive(a.name)))
+	t.Logf("second make package dist (%s): %.1f s", debArch, time.Since(start).Seconds())
+
+	files := []string{filepath.Base(r.deb(debArch)), filepath.Base(r.archive(distArch))}
+	got, err := os.ReadDir(dist)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, a := range debArches {
-		files = append(files, filepath.Base(r.deb(a)))
+	var names []string
+	for _, e := range got {
+		names = append(names, e.Name())
+	}
+	if want := append([]string{"SHA256SUMS"}, files...); !slices.Equal(names, slices.Sorted(slices.Values(want))) {
+		t.Errorf("the second build made %q, want %q", names, want)
 	}
 	for _, f := range files {
 		a, err := os.ReadFile(filepath.Join(r.dist, f))
@@ -193,16 +223,32 @@ func TestReproducible(t *testing.T) {
 			t.Errorf("%s differs between the two builds (%d and %d bytes)", f, len(a), len(b))
 		}
 	}
+	// The second SHA256SUMS is the first's line for its archive.
+	sums, err := os.ReadFile(filepath.Join(r.dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, line := range strings.SplitAfter(string(sums), "\n") {
+		if strings.HasSuffix(line, "  "+filepath.Base(r.archive(distArch))+"\n") {
+			want = line
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS")); err != nil || want == "" || string(got) != want {
+		t.Errorf("the second SHA256SUMS (%v):\n%s\nwant the first's line for %s:\n%s", err, got, distArch, want)
+	}
 }
 
 // Each archive's binary runs on its platform (under qemu-user here): it
 // names the version, commit and platform the archive was built for, and
 // replays a capture to the same records and summaries as the amd64
-// build.
+// build. Each binary runs once for each, the platforms side by side.
 func TestArchiveBinariesRun(t *testing.T) {
+	t.Parallel()
 	r := buildRelease(t)
 	dir := t.TempDir()
-	binary := func(arch string) string {
+	binary := func(t *testing.T, arch string) string {
+		t.Helper()
 		epoch, _ := strconv.ParseInt(r.epoch, 10, 64)
 		for _, e := range readArchive(t, r.archive(arch), epoch) {
 			if e.name == r.archiveBase(arch)+"/flowdedup" {
@@ -220,7 +266,7 @@ func TestArchiveBinariesRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replay := func(prefix []string) (records, summaries string) {
+	replay := func(t *testing.T, prefix []string) (records, summaries string) {
 		t.Helper()
 		d := t.TempDir()
 		out, sum := filepath.Join(d, "out.jsonl"), filepath.Join(d, "summary.jsonl")
@@ -240,13 +286,19 @@ func TestArchiveBinariesRun(t *testing.T) {
 		}
 		return string(rec), string(s)
 	}
-	wantRecords, wantSummaries := replay([]string{binary("amd64")})
+	// amd64's replay is the reference; its subtest checks --version only.
+	amd64 := binary(t, "amd64")
+	wantRecords, wantSummaries := replay(t, []string{amd64})
 	if wantRecords == "" || !strings.Contains(wantSummaries, `"sketch":"`) {
 		t.Fatalf("the amd64 build wrote no records or no sketch:\n%s", wantSummaries)
 	}
 	for _, a := range distArches {
 		t.Run(a.name, func(t *testing.T) {
-			prefix := []string{binary(a.name)}
+			t.Parallel()
+			prefix := []string{amd64}
+			if a.name != "amd64" {
+				prefix = []string{binary(t, a.name)}
+			}
 			if a.qemu != "" {
 				prefix = append([]string{needCommand(t, a.qemu, "qemu-user")}, prefix...)
 			}
@@ -255,7 +307,10 @@ func TestArchiveBinariesRun(t *testing.T) {
 			if err != nil || got != want {
 				t.Errorf("--version: %v, printed %q, want %q", err, got, want)
 			}
-			records, summaries := replay(prefix)
+			if a.name == "amd64" {
+				return
+			}
+			records, summaries := replay(t, prefix)
 			if records != wantRecords || summaries != wantSummaries {
 				t.Errorf("replay differs from amd64's: records equal %v, summaries equal %v\namd64:\n%s\n%s:\n%s",
 					records == wantRecords, summaries == wantSummaries, wantSummaries, a.name, summaries)

@@ -15,8 +15,10 @@
 // package installs (dpkg -i, as root), its unit verifies, every man page
 // renders, bash completes from the installed script, the installed
 // --version names the package's version, and dpkg --purge leaves none of
-// its files; the archives verify against SHA256SUMS and come out the same
-// bytes when built again from a copy of the tree elsewhere; and each
-// archive's binary, run under qemu-user, names its version and replays a
-// capture to the same output as the amd64 build.
+// its files; the archives verify against SHA256SUMS, and a package and
+// an archive come out the same bytes when built again from a copy of the
+// tree elsewhere; and each archive's binary, run under qemu-user, names
+// its version and replays a capture to the same output as the amd64 build.
+// make builds the release once per test binary, and the tests run side by
+// side.
 package packaging

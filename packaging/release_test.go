@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +49,7 @@ var (
 type release struct {
 	version, commit, epoch string
 	dist                   string // the .debs, the archives and SHA256SUMS
+	build                  string // make's PKGBUILD: the binaries, mkpkg and nfpm
 }
 
 func (r *release) deb(arch string) string {
@@ -104,9 +107,9 @@ func buildRelease(t *testing.T) *release {
 			return
 		}
 		tempDirs = append(tempDirs, dir)
-		r.dist = filepath.Join(dir, "dist")
+		r.dist, r.build = filepath.Join(dir, "dist"), filepath.Join(dir, "build")
 		start := time.Now()
-		if out, err := makeIn(repo, "package", "dist", "DIST="+r.dist, "PKGBUILD="+filepath.Join(dir, "build")); err != nil {
+		if out, err := makeIn(repo, makeJobs, "package", "dist", "DIST="+r.dist, "PKGBUILD="+r.build); err != nil {
 			buildErr = errors.New(err.Error() + "\n" + out)
 			return
 		}
@@ -119,7 +122,27 @@ func buildRelease(t *testing.T) *release {
 	return built
 }
 
+// makeJobs is make's -j for the release builds. Their recipes (a link,
+// nfpm's and mkpkg's gzip) are a process each, most of them on one core:
+// make alone would leave the other cores idle. Twice as many jobs as
+// cores keep them busy while some jobs read or write.
+var makeJobs = "-j" + strconv.Itoa(2*runtime.NumCPU())
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The tests wait on other processes (make, lintian, dpkg, qemu-user),
+	// not on Go code, and most of them first on the one release build:
+	// every test runs at once unless -parallel says otherwise. (Its
+	// default, GOMAXPROCS, would start the five that need the release two
+	// at a time on a 2-core machine, lintian and the second build of
+	// TestReproducible one after the other.)
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		if err := flag.Set("test.parallel", "32"); err != nil {
+			panic(err)
+		}
+	}
 	code := m.Run()
 	for _, d := range tempDirs {
 		os.RemoveAll(d)
@@ -189,24 +212,35 @@ func copyTracked(t *testing.T, dst string) {
 		if !info.Mode().IsRegular() {
 			t.Fatalf("%s: the tree has a %v, which the copy does not handle", name, info.Mode().Type())
 		}
-		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		in, err := os.Open(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.OpenFile(filepath.Join(dst, name), os.O_CREATE|os.O_WRONLY|os.O_EXCL, info.Mode().Perm())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = io.Copy(out, in)
-		in.Close()
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		copyFile(t, src, filepath.Join(dst, name))
+	}
+}
+
+// copyFile copies the regular file src to dst, a new file, with its
+// permissions, making dst's directory.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	info, err := in.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, info.Mode().Perm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 // docs/install.md says, and dpkg orders the names as the commits and
 // releases follow one another.
 func TestVersionScript(t *testing.T) {
+	t.Parallel()
 	needCommand(t, "git", "git")
 	needCommand(t, "dpkg", "dpkg")
 	script, err := filepath.Abs("version.sh")
@@ -105,6 +106,7 @@ func TestVersionScript(t *testing.T) {
 // (-buildvcs=false, as a source archive gives), still answers --version,
 // saying that the version is unknown.
 func TestVersionWithoutMake(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "flowdedup")
 	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "../cmd/flowdedup").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
