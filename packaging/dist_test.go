@@ -45,42 +45,49 @@ func manPages() []string {
 
 // entry is one member of an archive.
 type entry struct {
-	name string
-	mode int64
-	data []byte
+	name     string
+	mode     int64
+	uid, gid int
+	modTime  time.Time
+	data     []byte
 }
 
-// readArchive returns the entries of a tar.gz, in order, failing t unless
-// each is owned by root (0:0) and dated epoch.
-func readArchive(t *testing.T, path string, epoch int64) []entry {
-	t.Helper()
+// readArchive returns the entries of a tar.gz, in order.
+func readArchive(path string) ([]entry, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	tr := tar.NewReader(zr)
 	var es []entry
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return es, nil
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if h.Uid != 0 || h.Gid != 0 || h.ModTime.Unix() != epoch {
-			t.Errorf("%s: %s is owned by %d:%d, dated %v: want 0:0 and SOURCE_DATE_EPOCH %d", path, h.Name, h.Uid, h.Gid, h.ModTime, epoch)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		data, err := io.ReadAll(tr)
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s: %s: %w", path, h.Name, err)
 		}
-		es = append(es, entry{h.Name, h.Mode, data})
+		es = append(es, entry{h.Name, h.Mode, h.Uid, h.Gid, h.ModTime, data})
+	}
+}
+
+// entries returns the entries of arch's archive, in order: TestArchives
+// and TestArchiveBinariesRun share one reading of each.
+func (r *release) entries(t *testing.T, arch string) []entry {
+	t.Helper()
+	es, err := r.archives[arch]()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return es
 }
@@ -115,9 +122,12 @@ func TestArchives(t *testing.T) {
 		if !strings.Contains(string(sums), "  "+filepath.Base(r.archive(a.name))+"\n") {
 			t.Errorf("SHA256SUMS does not list %s", filepath.Base(r.archive(a.name)))
 		}
-		es := readArchive(t, r.archive(a.name), epoch)
+		es := r.entries(t, a.name)
 		var names []string
 		for _, e := range es {
+			if e.uid != 0 || e.gid != 0 || e.modTime.Unix() != epoch {
+				t.Errorf("%s: %s is owned by %d:%d, dated %v: want 0:0 and SOURCE_DATE_EPOCH %d", a.name, e.name, e.uid, e.gid, e.modTime, epoch)
+			}
 			name := strings.TrimPrefix(e.name, r.archiveBase(a.name)+"/")
 			if name == r.archiveBase(a.name)+"/" {
 				name = ""
@@ -249,8 +259,7 @@ func TestArchiveBinariesRun(t *testing.T) {
 	dir := t.TempDir()
 	binary := func(t *testing.T, arch string) string {
 		t.Helper()
-		epoch, _ := strconv.ParseInt(r.epoch, 10, 64)
-		for _, e := range readArchive(t, r.archive(arch), epoch) {
+		for _, e := range r.entries(t, arch) {
 			if e.name == r.archiveBase(arch)+"/flowdedup" {
 				p := filepath.Join(dir, "flowdedup-"+arch)
 				if err := os.WriteFile(p, e.data, 0o755); err != nil {

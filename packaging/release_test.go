@@ -50,6 +50,9 @@ type release struct {
 	version, commit, epoch string
 	dist                   string // the .debs, the archives and SHA256SUMS
 	build                  string // make's PKGBUILD: the binaries, mkpkg and nfpm
+	// archives reads each architecture's archive once (see entries),
+	// held to the end of the test binary: some 250 MB.
+	archives map[string]func() ([]entry, error)
 }
 
 func (r *release) deb(arch string) string {
@@ -114,6 +117,10 @@ func buildRelease(t *testing.T) *release {
 			return
 		}
 		t.Logf("make package dist: %.1f s", time.Since(start).Seconds())
+		r.archives = map[string]func() ([]entry, error){}
+		for _, a := range distArches {
+			r.archives[a.name] = sync.OnceValues(func() ([]entry, error) { return readArchive(r.archive(a.name)) })
+		}
 		built = r
 	})
 	if buildErr != nil {
