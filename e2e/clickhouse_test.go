@@ -19,8 +19,10 @@ import (
 )
 
 // TestClickHouse runs the ClickHouse scenarios against one server, in
-// order (the last stops and starts it).
+// order (the last stops and starts it), beside the package's other
+// parallel tests: they use servers and ports of their own.
 func TestClickHouse(t *testing.T) {
+	t.Parallel()
 	ch := testutil.StartClickHouse(t)
 	flowdedup(t) // build before the clocks of the subtests start
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })

@@ -270,6 +270,7 @@ func TestCollectSoftflowd(t *testing.T) {
 // One pmacctd feeds both (testutil.SfprobeTo): it sleeps 4 s a run
 // whatever the capture, which was most of this test's time.
 func TestCollectSFlow(t *testing.T) {
+	t.Parallel()
 	agent := netip.MustParseAddr("192.0.2.1")
 	for _, capture := range []string{"small.pcap", "ipv6.pcap", "vlan.pcap"} {
 		t.Run(capture, func(t *testing.T) {
