@@ -109,7 +109,8 @@ func (c *CaptureConfig) checkOutputs() error {
 	if c.Retain > 0 && c.out.pattern == nil && c.summary.pattern == nil {
 		return usagef("--retain %d keeps the newest files of a time pattern: give --out or --summary one, e.g. -w 'flows-%%Y%%m%%dT%%H.jsonl'", c.Retain)
 	}
-	if c.out.path != "-" && c.out.path != "" && c.out.path == c.summary.path {
+	// Two writers would interleave in one file; /dev/null takes both.
+	if c.out.path != "-" && c.out.path != "" && c.out.path != os.DevNull && c.out.path == c.summary.path {
 		return usagef("--out and --summary both name %q: give each its own file", c.out.path)
 	}
 	return nil
