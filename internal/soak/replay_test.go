@@ -180,10 +180,10 @@ const samplesEvery = 6
 
 // sample is what the replay soak reads after an hour closed.
 type sample struct {
-	hour int // hours closed
-	rss uint64  // VmRSS, bytes
-	fds int     // open file descriptors
-	m   metrics // scrapeSteady's
+	hour int     // hours closed
+	rss  uint64  // VmRSS, bytes
+	fds  int     // open file descriptors
+	m    metrics // scrapeSteady's
 }
 
 // rssBand is the least and the most RSS of the samples taken after hours
