@@ -19,8 +19,10 @@ import (
 )
 
 // TestClickHouse runs the ClickHouse scenarios against one server, in
-// order (the last stops and starts it).
+// order (the last stops and starts it), beside the package's other
+// parallel tests: they use servers and ports of their own.
 func TestClickHouse(t *testing.T) {
+	t.Parallel()
 	ch := testutil.StartClickHouse(t)
 	flowdedup(t) // build before the clocks of the subtests start
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })
@@ -186,10 +188,13 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 	}
 
 	// The routers, at once. r3's collect keeps the 30 minutes open: the
-	// flows come when softflowd has read the capture, in its order.
+	// flows come when softflowd has read the capture, in its order. The
+	// server takes three routers' inserts at once on a machine that runs
+	// other tests too: the drain at exit waits for a slow insert (the
+	// default's 10 s, run out, would count its rows as dropped).
 	for _, r := range routers {
 		common := []string{"--key", "src", "--filter", "exact", "--window", "1m", "--summary-sketch",
-			"--observer", r.name, "--export", "clickhouse://" + ch.Addr + "/fleet"}
+			"--observer", r.name, "--export", "clickhouse://" + ch.Addr + "/fleet", "--export-drain", "1m"}
 		if r.name == "r3" {
 			r.collect = startCollector(t, []string{"netflow://127.0.0.1:0"}, append(common, "--lateness", "30m")...)
 			r.out, r.summary = r.collect.out, r.collect.summary
@@ -214,7 +219,7 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 			}
 			stderr = r.stderr.String()
 		}
-		n := len(readRecords(t, r.out))
+		n := countLines(t, r.out)
 		if r.collect != nil && !strings.Contains(stderr, "kernel drops 0") {
 			t.Errorf("r3: collect lost datagrams of softflowd's burst:\n%s", stderr)
 		}
@@ -376,12 +381,15 @@ func waitForOperator(t *testing.T, ch *testutil.ClickHouse, url, db string, fix 
 // A replay makes records faster than ClickHouse takes them, and more of
 // them here than an export Queue holds in memory (4 batches of 65536): it
 // waits for the server rather than drop any (export.Options.Wait), and
-// every record reaches the table, once.
+// every record reaches the table, once. The drain at exit is long enough
+// for a full Queue on a loaded machine (four batches can take more than
+// the default 10 s): it is the waiting during the run that is tested.
 func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
 	capture := gen(t, t.TempDir(), "many.pcap", "--seed", "51", "--flows", "400000", "--packets", "420000", "--ipv6", "0.2", "--duration", "120s")
 	out := filepath.Join(t.TempDir(), "many.jsonl")
-	r := mustRun(t, "replay", "--key", "5tuple", "--filter", "exact", "--window", "1m", "--out", out, "--export", "clickhouse://"+ch.Addr+"/many", capture)
-	n := len(readRecords(t, out))
+	r := mustRun(t, "replay", "--key", "5tuple", "--filter", "exact", "--window", "1m", "--out", out, "--export", "clickhouse://"+ch.Addr+"/many",
+		"--export-drain", "1m", capture)
+	n := countLines(t, out) // 400,000 records: decoding each would cost seconds, and only their number is compared
 	if n < 4<<16 {
 		t.Fatalf("%d records: fewer than a Queue holds, the test would prove nothing", n)
 	}
@@ -590,7 +598,7 @@ func testStoppedMidReplay(t *testing.T, ch *testutil.ClickHouse) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("replay did not end within 2 minutes of its input:\n%s", stderr.String())
 	}
-	n1 := len(readRecords(t, out1))
+	n1 := countLines(t, out1)
 	if n1 != len(exactRecords(t, "--key", "5tuple", "--window", "1m", first)) || before != -1 {
 		t.Fatalf("%d records (an exact replay has its own count); rows while down %d", n1, before)
 	}
@@ -608,7 +616,7 @@ func testStoppedMidReplay(t *testing.T, ch *testutil.ClickHouse) {
 	ch.Stop(t)
 	out2 := filepath.Join(dir, "second.jsonl")
 	r := mustRun(t, append([]string{"replay", "--out", out2, "--export-drain", "1s", second}, exportArgs...)...)
-	n2 := len(readRecords(t, out2))
+	n2 := countLines(t, out2)
 	if !strings.Contains(r.stderr, "left in the spool for the next run") {
 		t.Errorf("second replay: totals do not say what is left in the spool:\n%s", r.stderr)
 	}

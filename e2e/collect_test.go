@@ -260,13 +260,17 @@ func TestCollectSoftflowd(t *testing.T) {
 
 // TestCollectSFlow: pmacctd's sfprobe plugin samples every packet of a
 // capture (sampling_rate 1) and sends sFlow to `flowdedup collect --listen
-// sflow://`, and again to pmacct's own collector sfacctd (aggregate
-// src_host): collect's distinct sources are those replay finds in the
-// capture, and include every source sfacctd decodes. vlan.pcap: pmacctd
-// 1.7.7 samples none of its 802.1ad (QinQ) frames, so there collect's
-// sources are replay's but for the hosts seen only in those, and still
-// include sfacctd's.
+// sflow://`, and a second sfprobe plugin of the same pmacctd to pmacct's
+// own collector sfacctd (aggregate src_host): collect's distinct sources
+// are those replay finds in the capture, and include every source sfacctd
+// decodes. vlan.pcap: pmacctd 1.7.7 samples none of its 802.1ad (QinQ)
+// frames, so there collect's sources are replay's but for the hosts seen
+// only in those, and still include sfacctd's.
+//
+// One pmacctd feeds both (testutil.SfprobeTo): it sleeps 4 s a run
+// whatever the capture, which was most of this test's time.
 func TestCollectSFlow(t *testing.T) {
+	t.Parallel()
 	agent := netip.MustParseAddr("192.0.2.1")
 	for _, capture := range []string{"small.pcap", "ipv6.pcap", "vlan.pcap"} {
 		t.Run(capture, func(t *testing.T) {
@@ -276,14 +280,13 @@ func TestCollectSFlow(t *testing.T) {
 				want[r.Src] = true
 			}
 			sf := testutil.StartSfacctd(t)
-			testutil.Sfprobe(t, path, sf.Addr, agent, 3)
+			c := startCollector(t, []string{"sflow://127.0.0.1:0"}, "--key", "src", "--window", "1h")
+			testutil.SfprobeTo(t, path, []string{sf.Addr, c.addrs[0]}, agent, 3)
 			pm := map[string]bool{}
 			for _, a := range sf.Sources(t) {
 				pm[a.String()] = true
 			}
 
-			c := startCollector(t, []string{"sflow://127.0.0.1:0"}, "--key", "src", "--window", "1h")
-			testutil.Sfprobe(t, path, c.addrs[0], agent, 3)
 			got := map[string]bool{}
 			for _, r := range c.stop(t) {
 				got[r.Src] = true

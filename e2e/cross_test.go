@@ -23,6 +23,7 @@ import (
 // window counts and HyperLogLog estimates. Live capture is not built for
 // big-endian Linux (the XDP objects are little-endian): run says so.
 func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cross-platform test: skipped in -short mode")
 	}

@@ -10,6 +10,11 @@
 // Tests that need a server that is not installed skip with the reason, and
 // fail instead under FLOWDEDUP_REQUIRE_PRIVILEGED=1, as CI runs them.
 //
+// The long tests (ClickHouse, sFlow, the router platforms, merge's memory)
+// run in parallel with each other (t.Parallel), after the short ones: each
+// starts its own servers on ports the kernel hands out and works in
+// directories of its own, and none asserts on a duration.
+//
 // BenchmarkReplayExport measures what --export costs a replay (the
 // README's figures): see its comment.
 package e2e

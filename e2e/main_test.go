@@ -102,6 +102,17 @@ func readRecords(tb testing.TB, path string) []record {
 	return recs
 }
 
+// countLines returns the number of lines of a file: the records of a
+// jsonl record file, where a test compares only how many there are.
+func countLines(tb testing.TB, path string) int {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}
+
 // exactRecords replays files with the exact filter and args (--key,
 // --window) and returns the records: the ground truth.
 func exactRecords(tb testing.TB, args ...string) []record {

@@ -76,6 +76,7 @@ const maxMergeRSS = 64 << 20
 // runs is when the garbage collector runs; the bound leaves room for that
 // (about 40 MiB measured, most of it the runtime and the binary).
 func TestMergeMemory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var files []string
 	for i := 1; i <= 3; i++ {

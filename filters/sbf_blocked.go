@@ -32,8 +32,9 @@ import (
 // FP rate (FPBound), up to the chance that two of an element's K cells
 // coincide among the c of a block, which moves the rates by less than 1%
 // at c >= 170 (tested). P from fps is Eq. 17 with m = c: it differs from
-// SBF's only by the 1/c term (fps=0.1, Max=1, K=2 gives P=5 either way;
-// fps=0.01 gives 19 where SBF's is 18).
+// SBF's only by the 1/c term (Max=1, K=2: fps=0.1 gives P=5 and fps=0.01
+// P=19 either way, Eq. 17 being 18.07 at c = 512 and just above 18 at any
+// finite m).
 // What changes is how fast a key is forgotten on a skewed stream: the
 // decrements follow the elements, so a key whose block also holds a
 // frequent key is forgotten sooner, and one in a quiet block later; on a

@@ -130,7 +130,14 @@ func TestAFXDPMultiQueue(t *testing.T) {
 		// Queue 0's frames go to the stack: an AF_PACKET socket sees them.
 		var afp []capture.Source
 		err := ns.Do(func() (err error) {
-			afp, err = afpacket.Open(afpacket.Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
+			// One page a block and more blocks than frames: the kernel
+			// hands over a block every 10 ms even part full, so while a
+			// loaded machine spreads the sending over seconds each frame
+			// may take a block of its own; 256 blocks hold queue 0's 200
+			// frames however slowly they come (32 blocks of 1 MiB, the
+			// default, dropped up to 77 of them in 2 of 20 runs of make
+			// stress at load 9).
+			afp, err = afpacket.Open(afpacket.Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond, BlockSize: 4096, NumBlocks: 256})
 			return err
 		})
 		if err != nil {
@@ -140,12 +147,12 @@ func TestAFXDPMultiQueue(t *testing.T) {
 		snd := afxNewSender(t, ns, ns.Veth[1])
 		afxSendFromCPU(t, snd, 0, frames(0))
 		afxSendFromCPU(t, snd, 1, frames(1))
-		// The stack's first: its ring hands over a block every 10 ms
-		// (afpacket.DefaultBlockTimeout) even part full, so 32 blocks last
-		// about 320 ms unread, and the kernel drops what comes after; the
-		// XSK ring holds its frames until read. (Read second, after the
-		// other source's 300 ms idle wait, it lost up to 145 of 200 in 7 of
-		// 20 runs of make stress, counted as the socket's kernel drops.)
+		// The stack's first: its blocks are handed over every 10 ms
+		// (afpacket.DefaultBlockTimeout) even part full and wait unread;
+		// the XSK ring holds its frames until read. (Read second, after
+		// the other source's 300 ms idle wait, with the default 32 blocks,
+		// it lost up to 145 of 200 in 7 of 20 runs of make stress, counted
+		// as the socket's kernel drops.)
 		if got := afxRead(t, afp[0], 201, 300*time.Millisecond); len(got) != 200 || !bytes.Equal(got[0], frames(0)[0]) {
 			d, _ := afp[0].(capture.DropCounter).KernelDrops()
 			t.Errorf("the stack got %d frames, want queue 0's 200 (the socket's kernel drops: %d)", len(got), d)

@@ -192,6 +192,7 @@ func (cc *collectCounts) annotate(s *report.Summary) {
 		Records:    now.Records - cc.prev.Records,
 		StartAhead: now.StartAhead - cc.prev.StartAhead,
 		Errors:     map[string]uint64{},
+		Exporters:  []report.ExporterCounts{}, // [] rather than null in a quiet window
 	}
 	for r, n := range now.Errors {
 		if d := n - cc.prev.Errors[r]; d != 0 {

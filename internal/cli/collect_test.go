@@ -215,3 +215,16 @@ func TestCollectDaemon(t *testing.T) {
 		})
 	}
 }
+
+// A window no exporter sent anything in says so with an empty list of
+// exporters, as its errors with an empty map: a reader iterating over
+// .collect.exporters (jq '.collect.exporters[]') needs no case for null.
+func TestCollectQuietWindowListsNoExporters(t *testing.T) {
+	sum := filepath.Join(t.TempDir(), "summary.jsonl")
+	c := startCollect(t, "--out", os.DevNull, "--summary", sum)
+	c.stop(t, syscall.SIGTERM)
+	s := lines(t, sum)
+	if len(s) != 1 || !strings.Contains(s[0], `"collect":{"datagrams":0,"records":0,"start_ahead":0,"errors":{},"exporters":[]}`) {
+		t.Errorf("summaries of a quiet run: %q", s)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/flowdedup/flowdedup/eval"
 )
 
 // replayLines runs replay with args (which must name the output with --out or
@@ -233,5 +238,44 @@ func TestEveryCommandHelps(t *testing.T) {
 	code, out, errs := run()
 	if code != ExitUsage || out != "" || !strings.Contains(errs, "Commands:") || !strings.Contains(errs, "replay") {
 		t.Errorf("no command: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// A flag's help states its default once: pflag adds "(default X)" to
+// every flag whose default is not its type's zero value, so a usage text
+// that says it too says it twice.
+func TestHelpStatesEachDefaultOnce(t *testing.T) {
+	for _, c := range commands() {
+		cmd := c.cobra()
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			one := pflag.NewFlagSet("", pflag.ContinueOnError)
+			one.AddFlag(f)
+			if usage := one.FlagUsagesWrapped(0); strings.Count(usage, "(default") > 1 {
+				t.Errorf("%s --%s states its default twice: %s", cmd.Name(), f.Name, strings.TrimSpace(usage))
+			}
+		})
+	}
+}
+
+// eval --help names every kind of stream eval takes (those its error for
+// an unknown kind lists).
+func TestEvalHelpNamesEveryStream(t *testing.T) {
+	_, err := eval.ParseStream("nosuch:n=1")
+	_, known, ok := strings.Cut(fmt.Sprint(err), "(known: ")
+	if !ok {
+		t.Fatalf("ParseStream of an unknown kind: %v; want it to list the known ones", err)
+	}
+	kinds := strings.Split(strings.TrimSuffix(known, ")"), ", ")
+	code, out, errs := run("eval", "--help")
+	if code != ExitOK {
+		t.Fatalf("eval --help: exit %d: %s", code, errs)
+	}
+	for _, k := range kinds {
+		if !strings.Contains(out, k+":") {
+			t.Errorf("eval --help does not name the stream kind %s:", k)
+		}
+	}
+	if len(kinds) < 5 {
+		t.Errorf("known stream kinds %q: want at least distinct, uniform, zipf, file, pcap", kinds)
 	}
 }

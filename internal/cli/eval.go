@@ -33,7 +33,7 @@ type EvalConfig struct {
 // BindFlags registers the eval flags on fs.
 func (c *EvalConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Filters, "filter", nil, "filter `SPEC` to evaluate, name[:key=value,...], with the papers' defaults for the parameters it leaves out; repeat to compare several on the same stream (see 'flowdedup filters')")
-	fs.StringVar(&c.Stream, "stream", "", "stream `SPEC`: distinct:n=N | uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | file:PATH (one key per line)")
+	fs.StringVar(&c.Stream, "stream", "", "stream `SPEC`: distinct:n=N | uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | file:PATH (one key per line) | pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]] (a capture keyed as replay keys it)")
 	fs.IntVar(&c.Runs, "runs", c.Runs, "independent runs to average, each with its own seed derived from --seed")
 	fs.IntVar(&c.Warmup, "warmup", 0, "leading elements observed but not counted (lets filters reach their stable state)")
 	fs.Var(&c.Seed, "seed", "base `seed` for hashing and random streams (default: random, printed with the results)")

@@ -24,7 +24,8 @@ They are expanded in UTC from each window's start, allowed in the file name only
 NAME.tmp and renamed to NAME when the last window of its period closes (and at
 the end of the run), so a reader never sees a partial file; an existing NAME is
 never overwritten (NAME.1 is taken instead). After a crash the open period is
-left as NAME.tmp, which the next run keeps as NAME.partial, saying so on stderr.
+left as NAME.tmp, which the next run to write that period keeps as NAME.partial,
+saying so on stderr.
 --retain N keeps the files of the newest N periods of each pattern, by the time
 in their names (NAME and its NAME.1 copies are one period), and says on stderr
 what it removes.
@@ -109,7 +110,8 @@ func (c *CaptureConfig) checkOutputs() error {
 	if c.Retain > 0 && c.out.pattern == nil && c.summary.pattern == nil {
 		return usagef("--retain %d keeps the newest files of a time pattern: give --out or --summary one, e.g. -w 'flows-%%Y%%m%%dT%%H.jsonl'", c.Retain)
 	}
-	if c.out.path != "-" && c.out.path != "" && c.out.path == c.summary.path {
+	// Two writers would interleave in one file; /dev/null takes both.
+	if c.out.path != "-" && c.out.path != "" && c.out.path != os.DevNull && c.out.path == c.summary.path {
 		return usagef("--out and --summary both name %q: give each its own file", c.out.path)
 	}
 	return nil

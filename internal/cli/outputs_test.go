@@ -392,6 +392,22 @@ func TestOutputPatternErrors(t *testing.T) {
 	}
 }
 
+// --out and --summary may not name one file, where their lines would
+// interleave, but both may go to /dev/null (a run for its exports or
+// metrics alone).
+func TestOutputsBothToDevNull(t *testing.T) {
+	small := pcapPath("small.pcap")
+	code, out, errs := run("replay", "--filter", "exact", "--window", "1m", "--out", os.DevNull, "--summary", os.DevNull, small)
+	if code != ExitOK || out != "" || !strings.Contains(errs, "totals: packets 2000") {
+		t.Errorf("--out and --summary %s: exit %d, stdout %q, stderr %q", os.DevNull, code, out, errs)
+	}
+	same := filepath.Join(t.TempDir(), "both.jsonl")
+	code, _, errs = run("replay", "--filter", "exact", "--window", "1m", "--out", same, "--summary", same, small)
+	if code != ExitUsage || !strings.Contains(errs, "both name") {
+		t.Errorf("--out and --summary %s: exit %d, stderr %q; want %d and \"both name\"", same, code, errs, ExitUsage)
+	}
+}
+
 func dirNames(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)

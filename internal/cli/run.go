@@ -41,7 +41,8 @@ its end. Stop with Ctrl-C (SIGINT) or SIGTERM: the last window is closed and wri
 const runOutro = `Nothing is lost silently: keys that do not fit in a full ring are dropped and
 counted in the summaries' dropped_by (ring_full: a worker's ring; kernel: the
 AF_PACKET or AF_XDP ring; xdp_ring_full: the XDP program's ring buffer).
-Needs root (CAP_NET_ADMIN, CAP_NET_RAW; CAP_BPF for the XDP modes).`
+Needs root, or CAP_NET_ADMIN and CAP_NET_RAW, with CAP_BPF for the XDP modes
+and CAP_PERFMON as well for xdp (without it, auto falls back to afpacket).`
 
 // LiveConfig holds the flags of `flowdedup run`.
 type LiveConfig struct {

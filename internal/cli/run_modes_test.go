@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -48,5 +49,33 @@ func TestRunCompletion(t *testing.T) {
 	}
 	if got := completions(t, "run", "-i", "l"); !slices.Contains(got, "lo") {
 		t.Errorf("run -i l completes to %q, want lo among them", got)
+	}
+}
+
+// run --help names every capability the systemd unit grants for live
+// capture (deploy/flowdedup.service: exactly what the modes need), so
+// that an operator who runs it without root learns them all from help.
+func TestRunHelpNamesTheUnitsCapabilities(t *testing.T) {
+	unit, err := os.ReadFile("../../deploy/flowdedup.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps []string
+	for line := range strings.Lines(string(unit)) {
+		if v, ok := strings.CutPrefix(line, "AmbientCapabilities="); ok {
+			caps = strings.Fields(v)
+		}
+	}
+	if len(caps) == 0 {
+		t.Fatal("deploy/flowdedup.service has no AmbientCapabilities= line")
+	}
+	code, out, errs := run("run", "--help")
+	if code != ExitOK {
+		t.Fatalf("run --help: exit %d: %s", code, errs)
+	}
+	for _, c := range caps {
+		if !strings.Contains(out, c) {
+			t.Errorf("run --help does not name %s, which the unit grants", c)
+		}
 	}
 }

@@ -63,12 +63,12 @@ func (c *TuneConfig) BindFlags(fs *pflag.FlagSet) {
 	durationFlag(fs, &c.Window, "window", "landmark window `D` of packet time, as replay's --window (0: one window)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards the keys are dealt to, each with its own filter of --mem, as replay's --workers; the default is replay's, the number of CPUs (at most %d per CPU)", maxWorkersPerCPU))
 	fs.StringVar(&c.Mem, "mem", c.Mem, "state of each shard's filter, as --filter's mem= takes it, e.g. 64KiB, 1MiB, auto (required)")
-	fs.TextVar(&c.Objective, "objective", c.Objective, "what the ranking minimises: min-errors (wrong records per key) | min-fnr:fpr<=X (FNR, FPR at most X on every seed) | min-fpr:fnr<=X; X a rate or a percentage, e.g. 'min-fnr:fpr<=1%'")
+	fs.TextVar(&c.Objective, "objective", c.Objective, "what the ranking minimises, `OBJ`: min-errors (wrong records per key) | min-fnr:fpr<=X (FNR, FPR at most X on every seed) | min-fpr:fnr<=X; X a rate or a percentage, e.g. 'min-fnr:fpr<=1%'")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "draw FNR against FPR of every ranked filter to `PATH` (.svg or .png)")
 	fs.StringVar(&c.Format, "format", c.Format, "output format: text (a ranked table and the pick) | json (everything)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "first seed `N` (hash keys and filter randomness, as replay's --seed); the others are derived from it, and all are printed")
 	fs.IntVar(&c.Seeds, "seeds", c.Seeds, "seeds each finalist runs with; their spread is the confidence statement")
-	durationFlag(fs, &c.Budget, "budget", fmt.Sprintf("time `D` the search may take; what it cannot finish is left out and counted (default %v)", tune.DefaultBudget))
+	durationFlag(fs, &c.Budget, "budget", "time `D` the search may take; what it cannot finish is left out and counted")
 }
 
 const tuneLong = `Picks the duplicate filter, and its parameters, for your traffic, window and

@@ -25,8 +25,8 @@ import (
 // filter. Every window's summary must say what the generator wrote (its
 // packets, keys, distinct keys and late packets), the records must be
 // exactly the distinct keys of their windows, the process's resident
-// memory at the end must be within 10% of what it was after the first day,
-// and its goroutine count must stay flat (goroutinesFlat).
+// memory over the last day must stay within 10% of the band it kept over
+// the first day, and its goroutine count must stay flat (goroutinesFlat).
 //
 // flowdedup runs with GOGC=10 (-soak.gogc): the Go heap's target is then
 // 1.1 times the live heap at the last collection rather than twice it, so
@@ -37,17 +37,22 @@ import (
 // flake; at GOGC=10 over 29.8 to 32.5 MiB (two runs of 30 days), with no
 // trend.
 //
-// Memory is read at the same point of every day: the generator stops after
-// the packet that closes the day's last hour (and that boundary's late
+// Memory is read at the same point of every sixth hour: the generator stops
+// after the packet that closes the sixth hour (and that boundary's late
 // packets) until the test has seen that hour's summary, waited for the
 // process to go idle (no CPU time used for 300 ms: it has read everything
 // and waits on its standard input) and read VmRSS from /proc and the Go
-// runtime's metrics from --metrics. Each day's sample is thus taken in the
-// same state: one hour just closed, its filters reset, the next one just
-// begun. The first day is the reference rather than the start because a
-// stream's memory is only steady once its windows have turned over: the
-// first sample already holds two windows' filters grown to their size, the
-// rings, the sketches and the runtime's heap target.
+// runtime's metrics from --metrics. Each sample is thus taken in the same
+// state: one hour just closed, its filters reset, the next one just begun.
+// The first day is the reference rather than the start because a stream's
+// memory is only steady once its windows have turned over: the first
+// sample already holds two windows' filters grown to their size, the
+// rings, the sketches and the runtime's heap target. Four samples a day
+// rather than one: a single sample falls anywhere in the GC's and the
+// scavenger's cycles, which a loaded machine stretches (one sample a day
+// drifted by 10.8-12.9% in 3 of 20 runs at load average 9, the heap in use
+// differing by 3 MiB between two samples of a process that holds the same
+// windows); four give the band the process moves in.
 func TestReplaySoak(t *testing.T) {
 	days := pick(*flagDays, 2, 30)
 	keys := pick(*flagKeys, 100_000, 100_000)
@@ -103,16 +108,16 @@ func TestReplaySoak(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		s := sample{day: closed / 24, rss: rss, fds: len(fds), m: m}
+		s := sample{hour: closed, rss: rss, fds: len(fds), m: m}
 		samples = append(samples, s)
-		t.Logf("day %2d: RSS %s (anonymous %s); Go heap in use %s, next GC at %s, released %s, runtime total %s; %v goroutines, %v threads, %d open files; %d packets read",
-			s.day, mib(s.rss), mib(anon), mib(uint64(m["go_memstats_heap_inuse_bytes"])), mib(uint64(m["go_memstats_next_gc_bytes"])),
+		t.Logf("hour %4d: RSS %s (anonymous %s); Go heap in use %s, next GC at %s, released %s, runtime total %s; %v goroutines, %v threads, %d open files; %d packets read",
+			s.hour, mib(s.rss), mib(anon), mib(uint64(m["go_memstats_heap_inuse_bytes"])), mib(uint64(m["go_memstats_next_gc_bytes"])),
 			mib(uint64(m["go_memstats_heap_released_bytes"])), mib(uint64(m["go_memstats_sys_bytes"])),
 			m["go_goroutines"], m["go_threads"], s.fds, uint64(m["flowdedup_packets_total"]))
 		return nil
 	}
 	start := time.Now()
-	truth, err := cfg.Write(stdin, 24, at)
+	truth, err := cfg.Write(stdin, samplesEvery, at)
 	if err != nil {
 		t.Fatalf("stream: %v\n%s", err, proc.Log())
 	}
@@ -145,32 +150,55 @@ func TestReplaySoak(t *testing.T) {
 	// have turned over (the filters of a window are reset and regrown to
 	// the same size each hour), so with GOGC=10 two samples differ by
 	// the garbage of less than a tenth of the live heap and by what the
-	// scavenger has yet to return, 3 to 6% here. A leak of 1 KiB per window
+	// scavenger has yet to return; the first day's samples span that
+	// (3 to 6% here on a quiet machine, more under load), and the last
+	// day's must stay within 10% of their band. A leak of 1 KiB per window
 	// (a buffer per summary) adds 0.7 MiB over 30 days, 2% of the about
 	// 30 MiB, and shows in the series logged above; a leak per key or per
 	// packet (72 and 90 million of them) is far beyond 10%.
-	first, last := samples[0], samples[len(samples)-1]
-	if growth := float64(last.rss)/float64(first.rss) - 1; growth > 0.10 || growth < -0.10 {
-		t.Errorf("RSS after day %d is %s, %+.1f%% of the %s after day 1: want within 10%%", last.day, mib(last.rss), 100*growth, mib(first.rss))
+	lo, hi := rssBand(samples, 0, 24)
+	lastLo, lastHi := rssBand(samples, 24*(days-1), 24*days)
+	if lastHi > hi+hi/10 || lastLo < lo-lo/10 {
+		t.Errorf("RSS over day %d spans %s to %s; over day 1 %s to %s: want within 10%% of that", days, mib(lastLo), mib(lastHi), mib(lo), mib(hi))
 	}
+	first, last := samples[0], samples[len(samples)-1]
 	if last.fds != first.fds {
-		t.Errorf("%d open files after day %d, %d after day 1: want the same", last.fds, last.day, first.fds)
+		t.Errorf("%d open files after hour %d, %d after hour %d: want the same", last.fds, last.hour, first.fds, first.hour)
 	}
 	var goroutines []float64
 	for _, s := range samples {
 		goroutines = append(goroutines, s.m["go_goroutines"])
 	}
 	if err := goroutinesFlat(goroutines); err != nil {
-		t.Errorf("goroutines at the day boundaries: %v", err)
+		t.Errorf("goroutines at the samples: %v", err)
 	}
 }
 
-// sample is what the replay soak reads at a day boundary.
+// samplesEvery is how many hours apart the replay soak samples the
+// process.
+const samplesEvery = 6
+
+// sample is what the replay soak reads after an hour closed.
 type sample struct {
-	day int
-	rss uint64  // VmRSS, bytes
-	fds int     // open file descriptors
-	m   metrics // scrapeSteady's
+	hour int     // hours closed
+	rss  uint64  // VmRSS, bytes
+	fds  int     // open file descriptors
+	m    metrics // scrapeSteady's
+}
+
+// rssBand is the least and the most RSS of the samples taken after hours
+// in (from, to].
+func rssBand(samples []sample, from, to int) (lo, hi uint64) {
+	for _, s := range samples {
+		if s.hour <= from || s.hour > to {
+			continue
+		}
+		if lo == 0 || s.rss < lo {
+			lo = s.rss
+		}
+		hi = max(hi, s.rss)
+	}
+	return lo, hi
 }
 
 func pipe(t *testing.T) (r, w *os.File) {
