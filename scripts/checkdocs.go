@@ -66,23 +66,14 @@ func main() {
 		if page == "README.md" && len(lines) > maxReadmeLines {
 			report(page, len(lines), "%d lines, more than %d", len(lines), maxReadmeLines)
 		}
-		fence := ""
+		var code codeBlocks
 		for i, l := range lines {
 			for _, f := range forbidden {
 				if strings.Contains(l, f) {
 					report(page, i+1, "names %s", f)
 				}
 			}
-			if f, ok := fenceOf(l); ok {
-				switch {
-				case fence == "":
-					fence = f
-				case strings.HasPrefix(f, fence):
-					fence = ""
-				}
-				continue
-			}
-			if fence != "" {
+			if code.skip(l) {
 				continue
 			}
 			for _, m := range link.FindAllStringSubmatch(codeSpan.ReplaceAllString(l, ""), -1) {
@@ -142,6 +133,24 @@ func readLines(path string) ([]string, error) {
 	return lines, sc.Err()
 }
 
+// codeBlocks follows a page's fenced code blocks line by line.
+type codeBlocks struct{ fence string } // the open block's fence, "" outside
+
+// skip says whether l is a fence or inside a fenced block, where links and
+// headings are not Markdown's.
+func (c *codeBlocks) skip(l string) bool {
+	if f, ok := fenceOf(l); ok {
+		switch {
+		case c.fence == "":
+			c.fence = f
+		case strings.HasPrefix(f, c.fence):
+			c.fence = ""
+		}
+		return true
+	}
+	return c.fence != ""
+}
+
 // fenceOf returns the fence (``` or ~~~, as long as written) that opens
 // or closes a code block on line l.
 func fenceOf(l string) (string, bool) {
@@ -170,18 +179,9 @@ func headingAnchors(path string) (map[string]bool, error) {
 	}
 	anchors := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
+	var code codeBlocks
 	for _, l := range lines {
-		if f, ok := fenceOf(l); ok {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(f, fence):
-				fence = ""
-			}
-			continue
-		}
-		if fence != "" || !strings.HasPrefix(l, "#") {
+		if code.skip(l) || !strings.HasPrefix(l, "#") {
 			continue
 		}
 		text := strings.TrimLeft(l, "#")
