@@ -30,22 +30,24 @@ func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skipf("runs the amd64 build as the reference; this is %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
+	// The release builds (make test builds them once, for this test and
+	// packaging's; testutil.Release).
 	platforms := []struct {
-		goarch, goarm, qemu string
-		bigEndian           bool
+		arch, qemu string
+		bigEndian  bool
 	}{
-		{"mips", "", "qemu-mips", true}, // big-endian, 32-bit (ath79 and other MIPS routers)
-		{"arm", "7", "qemu-arm", false}, // 32-bit ARMv7 (most other routers)
+		{"mips", "qemu-mips", true},  // big-endian, 32-bit (ath79 and other MIPS routers)
+		{"armv7", "qemu-arm", false}, // 32-bit ARMv7 (most other routers)
 	}
 	captures := []string{"small.pcap", "small.pcapng", "ipv6.pcap", "vlan.pcap", "fragments.pcap", "malformed.pcap", "windows.pcap", "zipf.pcap.gz"}
 	native := flowdedup(t)
 	for _, p := range platforms {
-		t.Run(p.goarch, func(t *testing.T) {
+		t.Run(p.arch, func(t *testing.T) {
 			qemu, err := exec.LookPath(p.qemu)
 			if err != nil {
 				testutil.SkipOrFail(t, "%s not installed (Debian package qemu-user; .ci/run installs it)", p.qemu)
 			}
-			bin := testutil.FlowdedupFor(t, "GOOS=linux", "GOARCH="+p.goarch, "GOARM="+p.goarm, "CGO_ENABLED=0")
+			bin := testutil.Release(t, p.arch)
 			for _, c := range captures {
 				for _, key := range []string{"src", "5tuple"} {
 					// One worker: with more, records of different workers
@@ -56,7 +58,7 @@ func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
 					got := replayOn(t, []string{qemu, bin}, args)
 					if want.records != got.records || want.summaries != got.summaries {
 						t.Errorf("%s --key %s: %s output differs from amd64's:\nrecords equal %v, summaries equal %v\namd64 summaries:\n%s\n%s summaries:\n%s",
-							c, key, p.goarch, want.records == got.records, want.summaries == got.summaries, want.summaries, p.goarch, got.summaries)
+							c, key, p.arch, want.records == got.records, want.summaries == got.summaries, want.summaries, p.arch, got.summaries)
 					}
 					if want.records == "" || !strings.Contains(want.summaries, `"sketch":"`) {
 						t.Fatalf("%s --key %s: the reference gave no records or no sketch:\n%s", c, key, want.summaries)

@@ -22,28 +22,52 @@ import (
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
-// The architectures make builds (the Makefile's DEB_ARCHES and
-// DIST_ARCHES), with what each binary says in --version and how it runs
-// here.
-var (
-	debArches  = []string{"amd64", "arm64", "armhf", "i386"}
-	distArches = []struct {
-		name     string // the archive's ARCH
-		platform string // GOOS/GOARCH, as --version names it
-		qemu     string // the qemu-user emulator ("" runs natively)
-	}{
-		{"amd64", "linux/amd64", ""},
-		{"arm64", "linux/arm64", "qemu-aarch64"},
-		{"armv7", "linux/arm", "qemu-arm"},
-		// The amd64 kernel runs 386 binaries itself; qemu-i386 cannot run
-		// Go's (the runtime dies with "bad g in signal handler").
-		{"386", "linux/386", ""},
-		{"mips", "linux/mips", "qemu-mips"},
-		{"mipsle", "linux/mipsle", "qemu-mipsel"},
-		{"mips64", "linux/mips64", "qemu-mips64"},
-		{"riscv64", "linux/riscv64", "qemu-riscv64"},
+// The architectures make builds (the Makefile's DIST_ARCHES and, where
+// Debian has the architecture, DEB_ARCHES), with what each binary says in
+// --version and how it runs here.
+var allArches = []arch{
+	{"amd64", "amd64", "linux/amd64", ""},
+	{"arm64", "arm64", "linux/arm64", "qemu-aarch64"},
+	{"armv7", "armhf", "linux/arm", "qemu-arm"},
+	// An amd64 kernel runs 386 binaries itself unless it was built without
+	// IA-32 emulation (some VMs' are); qemu-i386 cannot run Go's (the
+	// runtime dies with "bad g in signal handler"). TestArchiveBinariesRun
+	// says which, and checks the ELF header where it cannot run.
+	{"386", "i386", "linux/386", ""},
+	{"mips", "", "linux/mips", "qemu-mips"},
+	{"mipsle", "", "linux/mipsle", "qemu-mipsel"},
+	{"mips64", "", "linux/mips64", "qemu-mips64"},
+	{"riscv64", "", "linux/riscv64", "qemu-riscv64"},
+}
+
+type arch struct {
+	name     string // the archive's ARCH
+	deb      string // the Debian package's architecture ("" when none is made)
+	platform string // GOOS/GOARCH, as --version names it
+	qemu     string // the qemu-user emulator ("" runs natively)
+}
+
+// archesEnv selects the architectures the release tests build and check:
+// a space-separated list of archive ARCHes ($(TEST_ARCHES) in make test,
+// which builds their binaries once beforehand), every one when unset. CI
+// sets it to all of them.
+const archesEnv = "FLOWDEDUP_TEST_ARCHES"
+
+var distArches, debArches = selectArches()
+
+func selectArches() (dist []arch, deb []string) {
+	want := strings.Fields(os.Getenv(archesEnv))
+	for _, a := range allArches {
+		if len(want) > 0 && !slices.Contains(want, a.name) && !slices.Contains(want, "all") {
+			continue
+		}
+		dist = append(dist, a)
+		if a.deb != "" {
+			deb = append(deb, a.deb)
+		}
 	}
-)
+	return dist, deb
+}
 
 // release is the output of one `make package dist`.
 type release struct {
@@ -111,8 +135,21 @@ func buildRelease(t *testing.T) *release {
 		}
 		tempDirs = append(tempDirs, dir)
 		r.dist, r.build = filepath.Join(dir, "dist"), filepath.Join(dir, "build")
+		if err := checkArches(); err != nil {
+			buildErr = err
+			return
+		}
+		if err := seedBuild(r.build); err != nil {
+			buildErr = err
+			return
+		}
+		var names []string
+		for _, a := range distArches {
+			names = append(names, a.name)
+		}
 		start := time.Now()
-		if out, err := makeIn(repo, makeJobs, "package", "dist", "DIST="+r.dist, "PKGBUILD="+r.build); err != nil {
+		if out, err := makeIn(repo, makeJobs, "package", "dist", "DIST="+r.dist, "PKGBUILD="+r.build,
+			"DIST_ARCHES="+strings.Join(names, " "), "DEB_ARCHES="+strings.Join(debArches, " ")); err != nil {
 			buildErr = errors.New(err.Error() + "\n" + out)
 			return
 		}
@@ -127,6 +164,47 @@ func buildRelease(t *testing.T) *release {
 		t.Fatalf("make package dist: %v", buildErr)
 	}
 	return built
+}
+
+// checkArches fails on a name in $FLOWDEDUP_TEST_ARCHES that is no
+// architecture of the release, and on a selection without amd64, the
+// reference the others are compared with.
+func checkArches() error {
+	for _, w := range strings.Fields(os.Getenv(archesEnv)) {
+		if w != "all" && !slices.ContainsFunc(allArches, func(a arch) bool { return a.name == w }) {
+			return errors.New("$" + archesEnv + ": no architecture " + strconv.Quote(w))
+		}
+	}
+	if !slices.ContainsFunc(distArches, func(a arch) bool { return a.name == "amd64" }) {
+		return errors.New("$" + archesEnv + " must include amd64, the reference build")
+	}
+	return nil
+}
+
+// seedBuild copies into the release's PKGBUILD what make test built
+// beforehand ($FLOWDEDUP_TEST_PKGBUILD: the release binaries and the
+// packaging tools), so that make's go build finds each up to date (the
+// build ID in the file is the one this tree gives it) instead of
+// compiling it again. Without the variable make builds them all.
+func seedBuild(build string) error {
+	from := os.Getenv(testutil.PkgBuildEnv)
+	if from == "" {
+		return nil
+	}
+	files := []string{"mkpkg", "nfpm"}
+	for _, a := range distArches {
+		files = append(files, filepath.Join("linux_"+a.name, "flowdedup"))
+	}
+	for _, f := range files {
+		src := filepath.Join(from, f)
+		if _, err := os.Stat(src); err != nil {
+			continue // make builds what make test did not
+		}
+		if err := copyFileErr(src, filepath.Join(build, f)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // makeJobs is make's -j for the release builds. Their recipes (a link,
@@ -227,27 +305,31 @@ func copyTracked(t *testing.T, dst string) {
 // permissions, making dst's directory.
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()
+	if err := copyFileErr(src, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFileErr(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer in.Close()
 	info, err := in.Stat()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, info.Mode().Perm())
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	_, err = io.Copy(out, in)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	return err
 }

@@ -1,33 +1,53 @@
 #!/usr/bin/env bash
-# Runs the tests of every package, as `go test -count=1 ./...` does, but
-# prints a line for each package as soon as it finishes (go test prints in
-# package order, so one slow package hides the rest for minutes), and the
-# whole output of a package that fails. The slowest packages start first,
-# so that the two cores are busy to the end. Arguments go to go test
-# (e.g. scripts/test.sh -race ./pipeline/).
+# Runs the tests of every package, as `go test -count=1 ./...` does, in two
+# steps that print as they go:
+#
+#  1. one `go test -c` compiles and links every package's test binary, so
+#     that each package is compiled once, with the go command's own
+#     parallelism (a go test per package, several at once from an empty
+#     build cache, compiled the same packages side by side and linked
+#     each test binary twice);
+#  2. the test binaries run, TEST_JOBS (the number of cores) at a time, the
+#     slowest first so that the cores are busy to the end, each in its
+#     package's directory as go test runs it; a line for each package as
+#     soon as it finishes, and the whole output of one that fails.
+#
+# Each test binary gets an explicit -test.timeout (TEST_TIMEOUT, 30m): a
+# limit for a test that hangs, far above any package's time on a loaded
+# 2-core machine, never a limit a slow machine reaches.
+#
+# Arguments are go test's: build flags (-race, -tags=...) go to the
+# compile, the others to the test binaries (-run X, -v, -short, -count=N;
+# e.g. scripts/test.sh -race -run TestX ./pipeline/). Packages default to
+# ./... .
 #
 # Exit status: 0 when every package passed, 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+timeout=${TEST_TIMEOUT:-30m}
 
-args=() pkgs=()
+build=() run=() pkgs=()
 for a in "$@"; do
 	case $a in
 	./* | github.com/*) pkgs+=("$a") ;;
-	*) args+=("$a") ;;
+	-race | -tags=* | -cover | -covermode=*) build+=("$a") ;;
+	-test.*) run+=("$a") ;;
+	-*) run+=("-test.${a#-}") ;;
+	*) run+=("$a") ;; # a flag's value (-run X)
 	esac
 done
 ((${#pkgs[@]})) || pkgs=(./...)
-mapfile -t list < <($GO list "${pkgs[@]}") || exit 1
+# Each package with tests: its import path and directory.
+mapfile -t list < <($GO list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep .) || exit 1
 
 # The slow ones first (seconds on a 2-core machine, most first); the rest
 # in the order go list gives.
 slow=(e2e internal/cli packaging tune filters report/clickhouse internal/soak bpf deploy report/export report/ipfix)
 ordered=()
 for s in "${slow[@]}"; do
-	for p in "${list[@]}"; do [[ $p == */flowdedup/$s ]] && ordered+=("$p"); done
+	for p in "${list[@]}"; do [[ ${p%% *} == */flowdedup/$s ]] && ordered+=("$p"); done
 done
 for p in "${list[@]}"; do
 	case " ${ordered[*]} " in *" $p "*) ;; *) ordered+=("$p") ;; esac
@@ -35,21 +55,37 @@ done
 
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-export OUT GO
 start=$SECONDS
-echo "testing ${#ordered[@]} packages, $jobs at a time"
+echo "compiling the tests of ${#ordered[@]} packages (from an empty build cache, a few minutes on 2 cores)"
+paths=()
+for p in "${ordered[@]}"; do paths+=("${p%% *}"); done
+if ! $GO test -c -o "$OUT/bin/" "${build[@]}" "${paths[@]}"; then
+	echo "FAIL: the tests do not compile ($((SECONDS - start)) s)"
+	exit 1
+fi
+echo "compiled in $((SECONDS - start)) s; testing ${#ordered[@]} packages, $jobs at a time"
+
+export OUT timeout
 printf '%s\n' "${ordered[@]}" | xargs -P "$jobs" -I{} bash -c '
-	pkg=$1; shift
+	pkg=${1%% *} dir=${1#* }; shift
+	bin=$OUT/bin/${pkg##*/}.test
 	log=$OUT/${pkg//\//_}
-	if $GO test -count=1 "$@" "$pkg" >"$log" 2>&1; then
-		tail -n 1 "$log"
+	t0=${EPOCHREALTIME/./}
+	if (cd "$dir" && "$bin" -test.paniconexit0 -test.timeout="$timeout" "$@") >"$log" 2>&1; then
+		status=ok
 	else
 		cat "$log"
+		status=FAIL
 		echo "$pkg" >"$log.failed"
-	fi' _ {} "${args[@]}"
+	fi
+	ds=$(((${EPOCHREALTIME/./} - t0) / 100000))
+	printf "%s\t%s\t%d.%ds\n" "$status" "$pkg" $((ds / 10)) $((ds % 10))' _ {} "${run[@]}"
 failed=("$OUT"/*.failed)
-if [[ -e ${failed[0]} ]]; then
-	echo "FAIL: ${#failed[@]} of ${#ordered[@]} packages failed ($((SECONDS - start)) s):"
+nfail=0
+[[ -e ${failed[0]} ]] && nfail=${#failed[@]}
+echo "packages: $((${#ordered[@]} - nfail)) passed, $nfail failed"
+if ((nfail)); then
+	echo "FAIL: $nfail of ${#ordered[@]} packages failed ($((SECONDS - start)) s):"
 	for f in "${failed[@]}"; do echo "  $(cat "$f")"; done
 	exit 1
 fi

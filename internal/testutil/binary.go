@@ -11,7 +11,22 @@ import (
 	"testing"
 )
 
-// The flowdedup command, built once per test binary and platform.
+// The binaries that make test builds once, before any package's tests run,
+// for every package to share (see the Makefile's test-bins): each test
+// binary building its own, several at once from an empty build cache,
+// was most of a newcomer's first make test.
+const (
+	// BinEnv names the flowdedup command built from this checkout for this
+	// machine, as go build builds it.
+	BinEnv = "FLOWDEDUP_TEST_BIN"
+	// PkgBuildEnv names make's PKGBUILD directory holding the release
+	// binaries (linux_ARCH/flowdedup, built as make dist builds them) and
+	// the packaging tools (mkpkg, nfpm).
+	PkgBuildEnv = "FLOWDEDUP_TEST_PKGBUILD"
+)
+
+// The flowdedup command, built once per test binary and platform when make
+// did not build it.
 var bins = struct {
 	sync.Mutex
 	dir   string
@@ -25,18 +40,62 @@ type binBuild struct {
 }
 
 // Flowdedup returns the path of the flowdedup command built from this
-// checkout, for tests that run it as a process (signals, exit codes, RSS,
-// a shell's PATH). It is built once per test binary: later calls return
-// the same file. Packages that call it remove the build at the end with
-// Main in their TestMain.
+// checkout for this machine, for tests that run it as a process (signals,
+// exit codes, RSS, a shell's PATH): make test's build ($FLOWDEDUP_TEST_BIN)
+// or else one built once per test binary. Packages that call it remove the
+// build at the end with Main in their TestMain.
+//
+// The command is built for the machine the tests run on even when the test
+// binary is not (GOARCH=arm under qemu-user, make test-32bit): the child
+// process must execute here.
 func Flowdedup(tb testing.TB) string {
 	tb.Helper()
-	return FlowdedupFor(tb)
+	if p := os.Getenv(BinEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			tb.Fatalf("$%s: %v (make test builds it; unset the variable to build one here)", BinEnv, err)
+		}
+		return p
+	}
+	return build(tb, "GOOS=", "GOARCH=", "GOARM=", "GO386=", "GOMIPS=", "GOMIPS64=")
 }
 
-// FlowdedupFor is Flowdedup built with env added to the go command's
-// environment, such as GOARCH=mips, each environment once.
-func FlowdedupFor(tb testing.TB, env ...string) string {
+// ReleaseArches maps each architecture of the release archives (the
+// Makefile's DIST_ARCHES) to the go command's environment that builds it,
+// as the Makefile's goenv does.
+var ReleaseArches = map[string][]string{
+	"amd64":   {"GOARCH=amd64"},
+	"arm64":   {"GOARCH=arm64"},
+	"armv7":   {"GOARCH=arm", "GOARM=7"},
+	"386":     {"GOARCH=386", "GO386=softfloat"},
+	"mips":    {"GOARCH=mips", "GOMIPS=softfloat"},
+	"mipsle":  {"GOARCH=mipsle", "GOMIPS=softfloat"},
+	"mips64":  {"GOARCH=mips64", "GOMIPS64=softfloat"},
+	"riscv64": {"GOARCH=riscv64"},
+}
+
+// Release returns the path of flowdedup built for Linux on arch, one of
+// ReleaseArches, as the release archives hold it: make test's build
+// ($FLOWDEDUP_TEST_PKGBUILD/linux_ARCH/flowdedup) when it made one, or else
+// one built here once per test binary.
+func Release(tb testing.TB, arch string) string {
+	tb.Helper()
+	env, ok := ReleaseArches[arch]
+	if !ok {
+		tb.Fatalf("testutil.Release: no architecture %q", arch)
+	}
+	if dir := os.Getenv(PkgBuildEnv); dir != "" {
+		p := filepath.Join(dir, "linux_"+arch, "flowdedup")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		tb.Logf("$%s has no %s build: building one", PkgBuildEnv, arch)
+	}
+	return build(tb, append([]string{"GOOS=linux", "CGO_ENABLED=0"}, env...)...)
+}
+
+// build builds flowdedup with env added to the go command's environment,
+// each environment once per test binary.
+func build(tb testing.TB, env ...string) string {
 	tb.Helper()
 	key := strings.Join(env, " ")
 	bins.Lock()
@@ -55,6 +114,7 @@ func FlowdedupFor(tb testing.TB, env ...string) string {
 	}
 	bins.Unlock()
 	b.once.Do(func() {
+		tb.Logf("building flowdedup (%s) for this test binary: make test builds it once for all", key)
 		cmd := exec.Command("go", "build", "-o", b.path, "github.com/flowdedup/flowdedup/cmd/flowdedup")
 		cmd.Env = append(os.Environ(), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
