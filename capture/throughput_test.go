@@ -243,8 +243,8 @@ func newTputRig(tb testing.TB, mode string) *tputRig {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				tb.Errorf("pipeline: %v", err)
 			}
-		case <-time.After(10 * time.Second):
-			tb.Errorf("pipeline still running 10s after cancel")
+		case <-time.After(time.Minute):
+			tb.Errorf("pipeline still running a minute after cancel")
 		}
 	})
 	return r
@@ -492,7 +492,7 @@ func TestTrafficGenXDP(t *testing.T) {
 	}
 	// Records come once the keys have gone through the filters: wait for
 	// them (the filter may take a few flows for duplicates, not more).
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for r.sink.records.Load() < tputFlows*99/100 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

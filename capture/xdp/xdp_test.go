@@ -130,7 +130,7 @@ func processed(t *testing.T, x *Capture) uint64 {
 // frames are in the rings.
 func waitProcessed(t *testing.T, x *Capture, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		got := processed(t, x)
 		if got >= n {

@@ -338,7 +338,7 @@ func (u *udpCollector) addr() string { return u.conn.LocalAddr().String() }
 // waitDatagrams waits until n datagrams have come, and returns them all.
 func (u *udpCollector) waitDatagrams(t *testing.T, n int) [][]byte {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for {
 		u.mu.Lock()
 		got := slices.Clone(u.data)
@@ -460,7 +460,7 @@ func (c *tcpCollector) addr() string { return c.ln.Addr().String() }
 // waitStreams waits until cond holds of the streams, and returns them.
 func (c *tcpCollector) waitStreams(t *testing.T, what string, cond func(streams [][]byte, ended []bool) bool) [][]byte {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for {
 		c.mu.Lock()
 		streams := make([][]byte, len(c.streams))

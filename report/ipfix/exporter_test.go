@@ -412,7 +412,7 @@ func waitCloseWait(t *testing.T, local string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !tcpStateIs(ap, "08") {
 		if time.Now().After(deadline) {
 			t.Fatalf("socket %s not in CLOSE_WAIT after 10 s", local)
