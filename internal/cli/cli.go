@@ -113,16 +113,33 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = ran.err
 		var ue usageError
 		if !errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			fmt.Fprintf(stderr, "%s: %s\n", name, errorText(cmd, err))
 			return ExitError
 		}
 	}
 	if errors.Is(err, errNoCommand) {
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(stderr, "%s: %s\n", name, errorText(cmd, err))
 	fmt.Fprintf(stderr, "run '%s --help' for usage\n", name)
 	return ExitUsage
+}
+
+// errorText is err's message for the line "flowdedup NAME: ...", without
+// the "NAME: " that a package of the command's name starts its errors with
+// (package collect's "collect: bad listen URL"), at the start or after a
+// flag's name (pflag's `invalid argument "x" for "--objective" flag: tune:
+// objective "x": ...`), which would name the command twice.
+func errorText(cmd *cobra.Command, err error) string {
+	msg := err.Error()
+	prefix := cmd.Name() + ": "
+	for strings.HasPrefix(msg, prefix) && len(msg) > len(prefix) {
+		msg = msg[len(prefix):]
+	}
+	for strings.Contains(msg, ": "+prefix) { // each pass shortens msg
+		msg = strings.ReplaceAll(msg, ": "+prefix, ": ")
+	}
+	return msg
 }
 
 // Command returns the flowdedup command tree that Main runs, for tools that
