@@ -301,9 +301,9 @@ func TestExportHelp(t *testing.T) {
 			}
 		}
 	}
-	_, out, _ := run("merge", "--help")
+	_, out, _ := run("help", "merge")
 	if !strings.Contains(out, "--summary-sketch") || !strings.Contains(out, "flowdedup merge --by 1h") {
-		t.Errorf("merge --help:\n%s", out)
+		t.Errorf("flowdedup help merge:\n%s", out)
 	}
 }
 
