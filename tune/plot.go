@@ -49,7 +49,9 @@ func (r *Result) Plot(path string) error {
 		}
 	}
 	fx, fy = 100*fx, 100*fy // in percent
-	at := func(c Candidate) plotter.XY { return plotter.XY{X: max(100*c.FPR.Mean, fx), Y: max(100*c.FNR.Mean, fy)} }
+	at := func(c Candidate) plotter.XY {
+		return plotter.XY{X: max(100*c.FPR.Mean, fx), Y: max(100*c.FNR.Mean, fy)}
+	}
 
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("FNR against FPR at %s per shard, %d workers, key %s, window %s\nobjective %s; mean over %d seeds; 0 is drawn at the axis floor",
