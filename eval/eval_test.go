@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -232,5 +233,42 @@ func TestWriteFormats(t *testing.T) {
 	}
 	if err := Write(&buf, "xml", res); err == nil {
 		t.Error("unknown format accepted")
+	}
+}
+
+// The text table gives FPR and FNR in percent, as tune's table does; JSON
+// and CSV keep fractions. 1 false positive of 8 distinct keys is 12.5%,
+// 3 false negatives of 4 duplicates 75%.
+func TestTextRatesInPercent(t *testing.T) {
+	res := []Result{{Filter: "x", Stream: "s", MemoryBits: 64, Runs: 1, Seed: 1, Elements: 12, Distinct: 8, Duplicates: 4,
+		FalsePositives: 1, FalseNegatives: 3, FPR: 0.125, FNR: 0.75, NsPerOp: 2}}
+	var buf bytes.Buffer
+	if err := Write(&buf, "text", res); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("text:\n%s", buf.String())
+	}
+	head, row := strings.Fields(lines[1]), strings.Fields(lines[2])
+	if want := []string{"filter", "memory", "elements", "distinct", "duplicates", "FP", "FN", "FPR", "%", "FNR", "%", "ns/op"}; !slices.Equal(head, want) {
+		t.Errorf("header %q, want %q", head, want)
+	}
+	if want := []string{"x", "64bit", "12", "8", "4", "1", "3", "12.5000", "75.0000", "2.0"}; !slices.Equal(row, want) {
+		t.Errorf("row %q, want %q", row, want)
+	}
+	buf.Reset()
+	if err := Write(&buf, "csv", res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), ",1,3,0.125,0.75,2\n") {
+		t.Errorf("csv:\n%s", buf.String())
+	}
+	buf.Reset()
+	if err := Write(&buf, "json", res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"fpr":0.125,"fnr":0.75,`) {
+		t.Errorf("json:\n%s", buf.String())
 	}
 }

@@ -12,7 +12,9 @@ import (
 // Formats lists the output formats Write accepts.
 var Formats = []string{"text", "json", "csv"}
 
-// Write renders results as a text table, JSON lines or CSV.
+// Write renders results as a text table, JSON lines or CSV. The text
+// table gives FPR and FNR in percent, as tune's does; JSON and CSV give
+// them as fractions (fpr, fnr in [0, 1]), as tune's JSON does.
 func Write(w io.Writer, format string, results []Result) error {
 	switch format {
 	case "", "text":
@@ -44,11 +46,11 @@ func writeText(w io.Writer, results []Result) error {
 		width = max(width, len(r.Filter))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tmemory\telements\tdistinct\tduplicates\tFP\tFN\tFPR\tFNR\tns/op\t\n", width, "filter")
+	fmt.Fprintf(tw, "%-*s\tmemory\telements\tdistinct\tduplicates\tFP\tFN\tFPR %%\tFNR %%\tns/op\t\n", width, "filter")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%.4f\t%.1f\t\n",
 			width, r.Filter, memText(r.MemoryBits), num(r.Elements), num(r.Distinct), num(r.Duplicates),
-			num(r.FalsePositives), num(r.FalseNegatives), r.FPR, r.FNR, r.NsPerOp)
+			num(r.FalsePositives), num(r.FalseNegatives), 100*r.FPR, 100*r.FNR, r.NsPerOp)
 	}
 	return tw.Flush()
 }

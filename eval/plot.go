@@ -44,11 +44,11 @@ func Plot(results []Result, path string) error {
 		return err
 	}
 	caption := fmt.Sprintf("stream %s, runs %d, seed %d", results[0].Stream, results[0].Runs, results[0].Seed)
-	if err := drawFigure(lines, "False negative rate (FNR) against memory", caption, "FNR",
+	if err := drawFigure(lines, "False negative rate (FNR) against memory", caption, "FNR %",
 		func(r Result) float64 { return r.FNR }, path, format); err != nil {
 		return err
 	}
-	return drawFigure(lines, "False positive rate (FPR) against memory", caption, "FPR",
+	return drawFigure(lines, "False positive rate (FPR) against memory", caption, "FPR %",
 		func(r Result) float64 { return r.FPR }, FPRPath(path), format)
 }
 
@@ -149,7 +149,8 @@ func drawFigure(lines []plotLine, title, caption, ylabel string, y func(Result) 
 }
 
 // rateTicks labels a rate axis from 0 to hi at a round step giving 5 to 10
-// labels, so values can be read off without a ruler.
+// labels, so values can be read off without a ruler. The labels are in
+// percent (0.05 is "5"), as eval's and tune's tables give rates.
 func rateTicks(hi float64) plot.ConstantTicks {
 	step := 0.1
 	for _, s := range []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1} {
@@ -158,11 +159,11 @@ func rateTicks(hi float64) plot.ConstantTicks {
 			break
 		}
 	}
-	prec := int(math.Ceil(-math.Log10(step) - 1e-9))
+	prec := max(int(math.Ceil(-math.Log10(step)-1e-9))-2, 0) // of the percentage
 	var ticks plot.ConstantTicks
 	for i := 0; float64(i)*step <= hi+step/1000; i++ {
 		v := float64(i) * step
-		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', prec, 64)})
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(100*v, 'f', prec, 64)})
 	}
 	return ticks
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -54,6 +55,10 @@ func TestPlotSVG(t *testing.T) {
 		}
 		if root != "svg" {
 			t.Errorf("%s: root element %q, want svg", p, root)
+		}
+		// The rate axis is in percent, as the text table.
+		if !bytes.Contains(b, []byte(">FNR %<")) && !bytes.Contains(b, []byte(">FPR %<")) {
+			t.Errorf("%s: no axis label FNR %% or FPR %%", p)
 		}
 		// sbf and its blocked layout share memory sizes: two lines.
 		for _, name := range []string{"qht", "sbf", "sbf:blocked=1", "bloom", "lru"} {
@@ -106,6 +111,27 @@ func TestFPRPath(t *testing.T) {
 	} {
 		if got := FPRPath(in); got != want {
 			t.Errorf("FPRPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The rate axis is labelled in percent: a step of 0.1 is "10", of 0.005
+// "0.5".
+func TestRateTicksInPercent(t *testing.T) {
+	for _, c := range []struct {
+		hi   float64
+		want []string
+	}{
+		{0.9, []string{"0", "10", "20", "30", "40", "50", "60", "70", "80", "90"}},
+		{0.05, []string{"0.0", "0.5", "1.0", "1.5", "2.0", "2.5", "3.0", "3.5", "4.0", "4.5", "5.0"}},
+		{0.004, []string{"0.0", "0.1", "0.2", "0.3", "0.4"}},
+	} {
+		var got []string
+		for _, tk := range rateTicks(c.hi) {
+			got = append(got, tk.Label)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("rateTicks(%g) = %q, want %q", c.hi, got, c.want)
 		}
 	}
 }

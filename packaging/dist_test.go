@@ -23,8 +23,13 @@ import (
 	"github.com/flowdedup/flowdedup/internal/cli"
 )
 
-// manPages are the pages make generates: flowdedup(1) and one per command
-// that help lists, completion's shells included.
+// shippedShells are the shells the packages install a completion script
+// for (nfpm.yaml, the archives' completions/): completion's page of any
+// other shell (PowerShell's) would document what a Linux package lacks.
+var shippedShells = []string{"bash", "fish", "zsh"}
+
+// manPages are the pages make generates: flowdedup(1), one per command
+// that help lists, and completion's of the shipped shells.
 func manPages() []string {
 	root := cli.Command()
 	root.InitDefaultCompletionCmd()
@@ -34,10 +39,11 @@ func manPages() []string {
 			continue
 		}
 		pages = append(pages, "flowdedup-"+c.Name()+".1.gz")
-		for _, s := range c.Commands() {
-			if s.IsAvailableCommand() && !s.IsAdditionalHelpTopicCommand() {
-				pages = append(pages, "flowdedup-"+c.Name()+"-"+s.Name()+".1.gz")
-			}
+		if c.Name() != "completion" {
+			continue
+		}
+		for _, shell := range shippedShells {
+			pages = append(pages, "flowdedup-completion-"+shell+".1.gz")
 		}
 	}
 	slices.Sort(pages)

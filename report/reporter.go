@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/flowdedup/flowdedup/flow"
@@ -372,20 +373,36 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64, damaged m
 
 // appendExportTotals appends the line of an export's totals:
 //
-//	export ipfix://127.0.0.1:4739: sent 1200 records and 2 window summaries, dropped 5 (queue_full 5), 0 records and 0 summaries left in the spool
+//	export clickhouse://127.0.0.1:8123/flows: sent 1200 records and 2 window summaries, dropped 5 (queue_full 5), 7 records and 1 window summaries left in the spool for the next run
+//	export ipfix://127.0.0.1:4739: sent 1200 records (IPFIX carries no window summaries), dropped 0
 //
-// The spool part is there only with a spool.
+// The spool part is there only with a spool. IPFIX exports records only
+// (report/ipfix's Window flushes them), so its line counts no summaries.
 func appendExportTotals(b []byte, st ExportStats) []byte {
 	var dropped uint64
 	for _, n := range st.Dropped {
 		dropped += n
 	}
-	b = fmt.Appendf(b, "export %s: sent %d records and %d window summaries, dropped ", st.Dest, st.Sent, st.SentWindows)
+	if recordsOnly(st.Dest) {
+		b = fmt.Appendf(b, "export %s: sent %d records (IPFIX carries no window summaries), dropped ", st.Dest, st.Sent)
+	} else {
+		b = fmt.Appendf(b, "export %s: sent %d records and %d window summaries, dropped ", st.Dest, st.Sent, st.SentWindows)
+	}
 	b = appendCountBy(b, dropped, st.Dropped)
-	if st.Spooled != 0 || st.SpooledWins != 0 {
+	switch {
+	case recordsOnly(st.Dest) && st.Spooled != 0:
+		b = fmt.Appendf(b, ", %d records left in the spool for the next run", st.Spooled)
+	case !recordsOnly(st.Dest) && (st.Spooled != 0 || st.SpooledWins != 0):
 		b = fmt.Appendf(b, ", %d records and %d window summaries left in the spool for the next run", st.Spooled, st.SpooledWins)
 	}
 	return append(b, '\n')
+}
+
+// recordsOnly reports whether the export destination dest (its URL) takes
+// records only: IPFIX has no Information Elements for a window's summary.
+func recordsOnly(dest string) bool {
+	scheme, _, _ := strings.Cut(dest, "://")
+	return scheme == "ipfix" || scheme == "ipfix+tcp"
 }
 
 // appendCountBy appends n and, when any is not zero, the counts by reason

@@ -101,3 +101,26 @@ func TestSummaryFilesRunTotals(t *testing.T) {
 		}
 	}
 }
+
+// The totals line of each export says what it sent: IPFIX carries records
+// only, so its line counts no window summaries ("sent 100 records and 1
+// window summaries" was read as summaries sent over IPFIX).
+func TestExportTotalsLine(t *testing.T) {
+	for _, c := range []struct {
+		st   ExportStats
+		want string
+	}{
+		{runTotalsExports.Exports[0],
+			"export ipfix://127.0.0.1:9: sent 100 records (IPFIX carries no window summaries), dropped 112 (rejected 2, shutdown 110), 40 records left in the spool for the next run\n"},
+		{ExportStats{Dest: "ipfix+tcp://[::1]:4739", Sent: 7, SentWindows: 3},
+			"export ipfix+tcp://[::1]:4739: sent 7 records (IPFIX carries no window summaries), dropped 0\n"},
+		{runTotalsExports.Exports[1],
+			"export clickhouse://127.0.0.1:8123/flows: sent 250 records and 2 window summaries, dropped 0\n"},
+		{ExportStats{Dest: "clickhouse://h:8123/db", Sent: 1, SentWindows: 1, SpooledWins: 1},
+			"export clickhouse://h:8123/db: sent 1 records and 1 window summaries, dropped 0, 0 records and 1 window summaries left in the spool for the next run\n"},
+	} {
+		if got := string(appendExportTotals(nil, c.st)); got != c.want {
+			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}

@@ -25,8 +25,8 @@ var ErrPlot = errors.New("tune: plot")
 // line. A rate of 0 is drawn at half of one error (0.5/distinct keys for
 // FPR, 0.5/duplicates for FNR; below half the bound when that is lower),
 // the floor of the axes, so that filters that made no error stay on the
-// figure. The format follows the
-// extension: .svg or .png.
+// figure. The axes are in percent, as the table's rates. The format
+// follows the extension: .svg or .png.
 func (r *Result) Plot(path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if format != "svg" && format != "png" {
@@ -48,13 +48,16 @@ func (r *Result) Plot(path string) error {
 			fy = min(fy, o.Bound/2)
 		}
 	}
-	at := func(c Candidate) plotter.XY { return plotter.XY{X: max(c.FPR.Mean, fx), Y: max(c.FNR.Mean, fy)} }
+	fx, fy = 100*fx, 100*fy // in percent
+	at := func(c Candidate) plotter.XY {
+		return plotter.XY{X: max(100*c.FPR.Mean, fx), Y: max(100*c.FNR.Mean, fy)}
+	}
 
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("FNR against FPR at %s per shard, %d workers, key %s, window %s\nobjective %s; mean over %d seeds; 0 is drawn at the axis floor",
 		r.Mem, r.Workers, r.Key, r.Window, r.Objective, len(r.Seeds))
-	p.X.Label.Text = "FPR (false positives / distinct keys), log scale"
-	p.Y.Label.Text = "FNR (false negatives / duplicates), log scale"
+	p.X.Label.Text = "FPR % (false positives / distinct keys), log scale"
+	p.Y.Label.Text = "FNR % (false negatives / duplicates), log scale"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
@@ -108,9 +111,9 @@ func (r *Result) Plot(path string) error {
 	if o := r.Objective; o.bounded() && o.Bound > 0 {
 		var pts plotter.XYs
 		if o.Goal == MinFNR {
-			pts = plotter.XYs{{X: o.Bound, Y: p.Y.Min}, {X: o.Bound, Y: p.Y.Max}}
+			pts = plotter.XYs{{X: 100 * o.Bound, Y: p.Y.Min}, {X: 100 * o.Bound, Y: p.Y.Max}}
 		} else {
-			pts = plotter.XYs{{X: p.X.Min, Y: o.Bound}, {X: p.X.Max, Y: o.Bound}}
+			pts = plotter.XYs{{X: p.X.Min, Y: 100 * o.Bound}, {X: p.X.Max, Y: 100 * o.Bound}}
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {

@@ -227,11 +227,11 @@ func confidence(obj Objective, a, b *candidate) Confidence {
 	}
 	c.Distinguishable = c.Wins == c.Seeds && c.T > c.Critical
 	if c.Distinguishable {
-		c.Statement = fmt.Sprintf("better than %s on every seed (%s lower by %.3g, paired t = %.3g > %.3g): distinguishable at 5%%",
-			b.canon, obj.valueName(), c.MeanDiff, c.T, c.Critical)
+		c.Statement = fmt.Sprintf("better than %s on every seed (%s lower by %.3g percentage points, paired t = %.3g > %.3g): distinguishable at 5%%",
+			b.canon, obj.valueName(), 100*c.MeanDiff, c.T, c.Critical)
 	} else {
-		c.Statement = fmt.Sprintf("within noise of %s (%s lower by %.3g on average, better on %d of %d seeds, paired t = %.3g, needs > %.3g): either will do",
-			b.canon, obj.valueName(), c.MeanDiff, c.Wins, c.Seeds, c.T, c.Critical)
+		c.Statement = fmt.Sprintf("within noise of %s (%s lower by %.3g percentage points on average, better on %d of %d seeds, paired t = %.3g, needs > %.3g): either will do",
+			b.canon, obj.valueName(), 100*c.MeanDiff, c.Wins, c.Seeds, c.T, c.Critical)
 	}
 	return c
 }

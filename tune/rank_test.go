@@ -179,6 +179,11 @@ func TestConfidence(t *testing.T) {
 	if !c.Distinguishable || math.Abs(c.T-5.196) > 0.001 || math.Abs(c.Critical-4.303) > 0.001 || c.Wins != 3 {
 		t.Errorf("confidence %+v", c)
 	}
+	// The statement gives the mean difference, 0.03, in percentage points
+	// as the table gives rates in percent; the JSON field stays a fraction.
+	if !strings.Contains(c.Statement, "error rate lower by 3 percentage points") || math.Abs(c.MeanDiff-0.03) > 1e-12 {
+		t.Errorf("statement %q, mean difference %g", c.Statement, c.MeanDiff)
+	}
 	// Differences 0.01, 0.05, 0.00 (t = 1.45): not distinguishable, nor
 	// when the runner-up wins one seed.
 	c = confidence(obj, scored("a", 0.10, 0.10, 0.10), scored("b", 0.11, 0.15, 0.10))

@@ -355,6 +355,10 @@ func TestWriteTextJSONPlot(t *testing.T) {
 		if ext == "svg" && (!bytes.Contains(b, []byte(">pick<")) || !bytes.Contains(b, []byte(">bound<"))) {
 			t.Errorf("svg legend lacks the pick or the bound")
 		}
+		// In percent, as the table; the bound 0.01 is the decade 1 (%).
+		if ext == "svg" && (!bytes.Contains(b, []byte(">FPR % (false positives / distinct keys), log scale<")) || !bytes.Contains(b, []byte(">1<"))) {
+			t.Errorf("svg axes are not in percent")
+		}
 	}
 	if err := res.Plot(filepath.Join(t.TempDir(), "x.pdf")); !errors.Is(err, ErrPlot) {
 		t.Errorf("pdf: %v", err)

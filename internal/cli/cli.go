@@ -113,16 +113,33 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = ran.err
 		var ue usageError
 		if !errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			fmt.Fprintf(stderr, "%s: %s\n", name, errorText(cmd, err))
 			return ExitError
 		}
 	}
 	if errors.Is(err, errNoCommand) {
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(stderr, "%s: %s\n", name, errorText(cmd, err))
 	fmt.Fprintf(stderr, "run '%s --help' for usage\n", name)
 	return ExitUsage
+}
+
+// errorText is err's message for the line "flowdedup NAME: ...", without
+// the "NAME: " that a package of the command's name starts its errors with
+// (package collect's "collect: bad listen URL"), at the start or after a
+// flag's name (pflag's `invalid argument "x" for "--objective" flag: tune:
+// objective "x": ...`), which would name the command twice.
+func errorText(cmd *cobra.Command, err error) string {
+	msg := err.Error()
+	prefix := cmd.Name() + ": "
+	for strings.HasPrefix(msg, prefix) && len(msg) > len(prefix) {
+		msg = msg[len(prefix):]
+	}
+	for strings.Contains(msg, ": "+prefix) { // each pass shortens msg
+		msg = strings.ReplaceAll(msg, ": "+prefix, ": ")
+	}
+	return msg
 }
 
 // Command returns the flowdedup command tree that Main runs, for tools that
@@ -137,9 +154,12 @@ func newRoot(args []string) *cobra.Command {
 		Short: "a packet-rate network flow deduplicator built on streaming duplicate filters",
 		Long: `flowdedup: a packet-rate network flow deduplicator built on streaming duplicate filters.
 
-It reads packets (pcap/pcapng files, or live from an interface), keys them by flow
-(source, destination, pair or 5-tuple) and writes each key the first time it is
-seen in its window, with a summary per window.`,
+It reads packets, from pcap/pcapng files (replay) or live from an interface (run),
+or the flow records routers export, NetFlow v5, v9, IPFIX and sFlow, received as a
+collector (collect); keys them by flow (source, destination, pair or 5-tuple) and
+writes each key the first time it is seen in its window, with a summary per
+window. merge adds many routers' summaries up into network-wide distinct counts;
+eval and tune measure the filters and pick one for your traffic.`,
 		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -157,6 +177,8 @@ seen in its window, with a summary per window.`,
 	root.Flags().Bool("version", false, "print the version (module version, commit, Go release) and exit")
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetUsageTemplate(usageTemplate)
+	root.SetHelpTemplate(helpTemplate)
+	root.SetHelpCommand(helpCommand())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return flagError(cmd, err, args)
 	})
@@ -166,23 +188,69 @@ seen in its window, with a summary per window.`,
 	return root
 }
 
-// usageTemplate is cobra's usage text with the flags before the examples
-// and wrapped to 100 columns.
+// usageTemplate is cobra's usage text with the examples before the flags
+// (what a reader of --help looks for first), wrapped to 100 columns.
 const usageTemplate = `Usage:{{if .Runnable}}
   {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
   {{.CommandPath}} COMMAND [flags]
 
 Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
-  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
-
-Flags:
-{{.LocalFlags.FlagUsagesWrapped 100 | trimTrailingWhitespaces}}{{end}}{{if .HasExample}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasExample}}
 
 Examples:
-{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+{{.Example}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsagesWrapped 100 | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
 
 Run '{{.CommandPath}} COMMAND --help' for a command's flags and examples.{{end}}
 `
+
+// helpTemplate is --help's text: a command with examples leads with its
+// one-line summary, the usage and the examples, and says where its long
+// description is (flowdedup help NAME, its man page); the others (the root,
+// completion's) lead with their description, as cobra's do.
+const helpTemplate = `{{if and .HasParent .HasExample}}{{.CommandPath}}: {{.Short}}{{else}}{{with (or .Long .Short)}}{{. | trimTrailingWhitespaces}}{{end}}{{end}}
+
+{{.UsageString}}{{if and .HasParent .HasExample .Long}}
+The full description: 'flowdedup help {{.Name}}' or 'man flowdedup-{{.Name}}'.
+{{end}}`
+
+// helpCommand is `flowdedup help [COMMAND]`: the command's long
+// description (its man page's), then its usage, examples and flags.
+// --help is the short form.
+func helpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "a command's full description, then its usage, examples and flags",
+		Args:  cobra.ArbitraryArgs,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []cobra.Completion
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			for _, sub := range c.Root().Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			target, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return ranError{usagef("no command %q: see 'flowdedup help' for the list", strings.Join(args, " "))}
+			}
+			target.InitDefaultHelpFlag() // its -h, --help in the flags
+			out := c.OutOrStdout()
+			if !target.HasParent() || !target.HasExample() || target.Long == "" {
+				return target.Help()
+			}
+			_, err = fmt.Fprintf(out, "%s: %s\n\n%s\n\n%s", target.CommandPath(), target.Short, strings.TrimRight(target.Long, "\n"), target.UsageString())
+			return err
+		},
+	}
+}
 
 // flagError adds to a flag error the hint a user of Go's flag package (and
 // of flowdedup before it used pflag) needs: long flags take two dashes, and

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/flowdedup/flowdedup/filters"
 )
@@ -23,7 +27,9 @@ func TestEvalText(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr %s", code, errs)
 	}
-	for _, want := range []string{"FPR", "FNR", "lru:entries=100", "exact", "seed 1"} {
+	// Rates in percent, as tune's: LRU's 8018 false negatives of 9000
+	// duplicates are 89.0889%.
+	for _, want := range []string{"FPR %", "FNR %", "lru:entries=100", "exact", "seed 1", " 8018 ", " 89.0889 "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -138,6 +144,86 @@ func TestFiltersListsEveryFamily(t *testing.T) {
 	for _, name := range filters.Names() {
 		if !strings.Contains(out, "\n"+name+" ") {
 			t.Errorf("filters output lacks %q", name)
+		}
+	}
+}
+
+// An error names the command once: packages start their errors with their
+// name ("collect: bad listen URL"), and a command of the same name printed
+// "flowdedup collect: collect: bad listen URL". Each case gives the lines
+// stderr ends with, exactly.
+func TestErrorsNameTheCommandOnce(t *testing.T) {
+	type errCase struct {
+		args []string
+		code int
+		want []string
+	}
+	cases := []errCase{
+		{[]string{"collect", "--listen", "bogus://x"}, ExitUsage, []string{
+			`flowdedup collect: bad listen URL "bogus://x": want netflow://HOST:PORT (NetFlow v5, v9 and IPFIX over UDP), ipfix+tcp://HOST:PORT or sflow://HOST:PORT`,
+			`run 'flowdedup collect --help' for usage`}},
+		{[]string{"collect", "--listen", "netflow://127.0.0.1:1", "--key", "mac"}, ExitUsage, []string{
+			`flowdedup collect: invalid argument "mac" for "--key" flag: flow: invalid key kind "mac": valid kinds are src, dst, pair, 5tuple`,
+			`run 'flowdedup collect --help' for usage`}},
+		{[]string{"eval", "--filter", "exact", "--stream", "distinct:n=10", "--warmup", "-1"}, ExitError, []string{
+			`flowdedup eval: warmup must not be negative`}},
+		{[]string{"eval", "--filter", "exact", "--stream", "distinct:n=10", "--mem", ","}, ExitUsage, []string{
+			`flowdedup eval: --mem: mem list ",": bad parameter value: empty size`,
+			`run 'flowdedup eval --help' for usage`}},
+		{[]string{"eval", "--filter", "exact", "--stream", "file:/nonexistent/keys"}, ExitError, []string{
+			`flowdedup eval: stream file:/nonexistent/keys: open /nonexistent/keys: no such file or directory`}},
+		{[]string{"tune", "--mem", "1KiB", "--objective", "bogus", "x.pcap"}, ExitUsage, []string{
+			`flowdedup tune: invalid argument "bogus" for "--objective" flag: objective "bogus": bad objective: want min-errors, min-fnr:fpr<=X or min-fpr:fnr<=X`,
+			`run 'flowdedup tune --help' for usage`}},
+		{[]string{"tune", "--mem", "1KiB", "--workers", "1", "/nonexistent/x.pcap"}, ExitError, []string{
+			`flowdedup tune: sample /nonexistent/x.pcap: capture: /nonexistent/x.pcap: open: no such file or directory`}},
+		{[]string{"merge", "/nonexistent/summary.jsonl"}, ExitError, []string{
+			`flowdedup merge: open /nonexistent/summary.jsonl: no such file or directory`}},
+		{[]string{"merge", "--by", "x", "y"}, ExitUsage, []string{
+			`flowdedup merge: invalid argument "x" for "--by" flag: want a duration such as 30s, 5m, 1h (units ns, us, ms, s, m, h)`,
+			`run 'flowdedup merge --help' for usage`}},
+		{[]string{"gen", "--packets", "10", "--flows", "20", "-o", "-"}, ExitUsage, []string{
+			`flowdedup gen: flows 20 exceed the 10 well-formed packets (10 packets, 0 malformed): every flow needs one`,
+			`run 'flowdedup gen --help' for usage`}},
+		{[]string{"replay", "/nonexistent/x.pcap"}, ExitError, []string{
+			`flowdedup replay: capture: /nonexistent/x.pcap: open: no such file or directory`}},
+		{[]string{"replay", "--key", "nope", "x.pcap"}, ExitUsage, []string{
+			`flowdedup replay: invalid argument "nope" for "--key" flag: flow: invalid key kind "nope": valid kinds are src, dst, pair, 5tuple`,
+			`run 'flowdedup replay --help' for usage`}},
+	}
+	if runtime.GOOS == "linux" {
+		cases = append(cases, errCase{[]string{"run"}, ExitUsage, []string{
+			`flowdedup run: --iface is required`, `run 'flowdedup run --help' for usage`}})
+	}
+	for _, c := range cases {
+		code, _, errs := run(c.args...)
+		lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+		if code != c.code || len(lines) < len(c.want) || !slices.Equal(lines[len(lines)-len(c.want):], c.want) {
+			t.Errorf("%q: exit %d, stderr\n%s\nwant exit %d, ending\n%s", c.args, code, errs, c.code, strings.Join(c.want, "\n"))
+		}
+		for _, line := range lines {
+			if name := c.args[0]; strings.Count(line, name+": ") > 1 {
+				t.Errorf("%q: %q names %s twice", c.args, line, name)
+			}
+		}
+	}
+}
+
+// errorText drops the command's name where a package of that name put it,
+// and only there.
+func TestErrorText(t *testing.T) {
+	collect := &cobra.Command{Use: "collect"}
+	for _, c := range []struct{ err, want string }{
+		{"collect: bad listen URL", "bad listen URL"},
+		{"collect: collect: twice", "twice"},
+		{"listen on netflow://x: collect: busy", "listen on netflow://x: busy"},
+		{`invalid argument "x" for "--listen" flag: collect: bad listen URL`, `invalid argument "x" for "--listen" flag: bad listen URL`},
+		{"collector: not the command", "collector: not the command"},
+		{"capture: x.pcap: open", "capture: x.pcap: open"},
+		{"collect: ", "collect: "}, // nothing would be left
+	} {
+		if got := errorText(collect, errors.New(c.err)); got != c.want {
+			t.Errorf("errorText(%q) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }

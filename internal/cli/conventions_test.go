@@ -279,3 +279,56 @@ func TestEvalHelpNamesEveryStream(t *testing.T) {
 		t.Errorf("known stream kinds %q: want at least distinct, uniform, zipf, file, pcap", kinds)
 	}
 }
+
+// --help leads with what a reader looks for: the one-line summary, the
+// usage and the examples, then the flags, and says where the long
+// description is; `flowdedup help NAME` (the man page's text) has it, then
+// the same usage. The issue's replay --help had 40 lines of prose before
+// its usage and the examples last.
+func TestHelpLeadsWithUsageAndExamples(t *testing.T) {
+	for _, c := range commands() {
+		name := strings.Fields(c.use)[0]
+		cmd := c.cobra()
+		if !cmd.HasExample() { // run on a platform without live capture
+			continue
+		}
+		_, brief, _ := run(name, "--help")
+		lines := strings.Split(brief, "\n")
+		if want := "flowdedup " + name + ": " + c.short; lines[0] != want || lines[1] != "" || lines[2] != "Usage:" {
+			t.Errorf("%s --help begins %q, want %q, a blank line, Usage:", name, lines[:min(3, len(lines))], want)
+		}
+		usage, examples, flags := strings.Index(brief, "\nUsage:\n"), strings.Index(brief, "\nExamples:\n"), strings.Index(brief, "\nFlags:\n")
+		if usage < 0 || examples < usage || flags < examples {
+			t.Errorf("%s --help: Usage at %d, Examples at %d, Flags at %d: want them in that order", name, usage, examples, flags)
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(c.long), "\n")
+		if strings.Contains(brief, first) {
+			t.Errorf("%s --help has the long description (%q)", name, first)
+		}
+		if pointer := "The full description: 'flowdedup help " + name + "' or 'man flowdedup-" + name + "'.\n"; !strings.HasSuffix(brief, pointer) {
+			t.Errorf("%s --help does not end with %q:\n%s", name, pointer, brief)
+		}
+		code, full, errs := run("help", name)
+		if code != ExitOK || errs != "" {
+			t.Errorf("help %s: exit %d, stderr %q", name, code, errs)
+		}
+		long := strings.Index(full, first)
+		if long < 0 || !strings.Contains(full[long:], "\nUsage:\n  flowdedup "+name) || !strings.Contains(full, "\nExamples:\n") {
+			t.Errorf("help %s lacks its description, then its usage and examples:\n%s", name, full)
+		}
+	}
+	// The root and completion's commands have no examples: their
+	// description leads, as before.
+	if _, out, _ := run("--help"); !strings.HasPrefix(out, "flowdedup: a packet-rate network flow deduplicator") || !strings.Contains(out, "(collect)") {
+		t.Errorf("flowdedup --help:\n%s", out)
+	}
+	if _, out, _ := run("completion", "bash", "--help"); !strings.Contains(out, "source <(flowdedup completion bash)") {
+		t.Errorf("completion bash --help lacks how to load it:\n%s", out)
+	}
+	if code, _, errs := run("help", "nosuch"); code != ExitUsage || !strings.Contains(errs, `flowdedup help: no command "nosuch"`) {
+		t.Errorf("help nosuch: exit %d, stderr %q", code, errs)
+	}
+	if got := completions(t, "help", "re"); !slices.Equal(got, []string{"replay"}) {
+		t.Errorf("__complete help re = %q, want replay", got)
+	}
+}

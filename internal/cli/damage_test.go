@@ -380,15 +380,15 @@ func TestReplayRefusesAFileOfAnotherKind(t *testing.T) {
 	}
 }
 
-// Replay's help says what happens to a damaged file and what --strict does.
+// Replay's full help says what happens to a damaged file and what --strict does.
 func TestReplayHelpOnDamage(t *testing.T) {
-	code, out, _ := run("replay", "--help")
+	code, out, _ := run("help", "replay")
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	for _, w := range []string{"--strict", "one warning on stderr", "corrupt_file"} {
 		if !strings.Contains(out, w) {
-			t.Errorf("replay --help lacks %q", w)
+			t.Errorf("flowdedup help replay lacks %q", w)
 		}
 	}
 }

@@ -52,9 +52,10 @@ func TestRunCompletion(t *testing.T) {
 	}
 }
 
-// run --help names every capability the systemd unit grants for live
-// capture (deploy/flowdedup.service: exactly what the modes need), so
-// that an operator who runs it without root learns them all from help.
+// run's full help (flowdedup help run, its man page) names every
+// capability the systemd unit grants for live capture
+// (deploy/flowdedup.service: exactly what the modes need), so that an
+// operator who runs it without root learns them all from help.
 func TestRunHelpNamesTheUnitsCapabilities(t *testing.T) {
 	unit, err := os.ReadFile("../../deploy/flowdedup.service")
 	if err != nil {
@@ -69,13 +70,13 @@ func TestRunHelpNamesTheUnitsCapabilities(t *testing.T) {
 	if len(caps) == 0 {
 		t.Fatal("deploy/flowdedup.service has no AmbientCapabilities= line")
 	}
-	code, out, errs := run("run", "--help")
+	code, out, errs := run("help", "run")
 	if code != ExitOK {
-		t.Fatalf("run --help: exit %d: %s", code, errs)
+		t.Fatalf("flowdedup help run: exit %d: %s", code, errs)
 	}
 	for _, c := range caps {
 		if !strings.Contains(out, c) {
-			t.Errorf("run --help does not name %s, which the unit grants", c)
+			t.Errorf("flowdedup help run does not name %s, which the unit grants", c)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,11 +74,13 @@ func docsMain(args []string) error {
 }
 
 // writeManPages writes a page for each command that help lists (the root,
-// its subcommands, completion's shells), named by the command's path with
-// dashes: flowdedup.1.gz, flowdedup-replay.1.gz, ...
+// its subcommands, completion's shells the packages ship a script for),
+// named by the command's path with dashes: flowdedup.1.gz,
+// flowdedup-replay.1.gz, ...
 func writeManPages(dir, version string, date time.Time) error {
 	root := cli.Command()
 	root.InitDefaultCompletionCmd()
+	hideUnshippedShells(root)
 	var walk func(*cobra.Command) error
 	walk = func(c *cobra.Command) error {
 		c.DisableAutoGenTag = true // a "HISTORY: generated on <date>" section
@@ -107,6 +110,23 @@ func writeManPages(dir, version string, date time.Time) error {
 		return nil
 	}
 	return walk(root)
+}
+
+// hideUnshippedShells hides the subcommands of root's completion command
+// for shells the packages ship no script for (PowerShell's), so that they
+// get no page, nor a line in completion's SEE ALSO: a Linux package that
+// documents `flowdedup completion powershell` installs nothing for it.
+func hideUnshippedShells(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		for _, shell := range c.Commands() {
+			if !slices.ContainsFunc(completions, func(s struct{ shell, file string }) bool { return s.shell == shell.Name() }) {
+				shell.Hidden = true
+			}
+		}
+	}
 }
 
 // changelog is the Debian changelog of a package of version built from
