@@ -50,7 +50,9 @@ import (
 //
 // A batch's payload is its records, 68 bytes each: the key's binary form
 // (flow.KeySize, 40 bytes, flow.Key.AppendBinary), then TimeNs, WindowNs
-// and WindowEndNs (8 bytes each, two's complement) and Worker (4 bytes). A
+// and WindowEndNs (8 bytes each, two's complement) and Worker (4 bytes);
+// Observer and Windowed are not kept (no export reads them: a record read
+// back has them zero). A
 // summary's payload is its --summary JSON line without the newline
 // (SummaryWriter), which holds every field of a report.Summary.
 const (
