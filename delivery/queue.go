@@ -227,6 +227,7 @@ type item struct {
 	onDisk    bool            // it is the oldest file of the spool
 	flushing  bool            // Records (Window) succeeded; Flush is due
 	attempted bool            // given before with an unknown outcome
+	marked    bool            // onDisk, and its file says attempted (Queue.mark)
 }
 
 func (it *item) weight() int {
