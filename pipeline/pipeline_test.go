@@ -715,6 +715,9 @@ func TestWindowsAtAnyTime(t *testing.T) {
 		{"epoch", []int64{-1_000_000, -1, 0, 1_000_000}, [][2]int64{{-minute, 0}, {0, minute}}},
 		{"1900", []int64{-2208988800 * sec, -2208988800*sec + 1}, [][2]int64{{-2208988800 * sec, -2208988800*sec + minute}}},
 		{"last", []int64{math.MaxInt64 - 1, math.MaxInt64}, [][2]int64{{last, math.MaxInt64}}},
+		// The first window Unix ns reach: its start saturates at
+		// math.MinInt64 (1677-09-21T00:12:43Z), its end is a minute's.
+		{"first", []int64{math.MinInt64, math.MinInt64 + 1}, [][2]int64{{math.MinInt64, -153722867 * minute}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pkts := make([]pkt, len(tc.times))

@@ -224,7 +224,8 @@ func TestRecordFilesNoAllocsPerRecord(t *testing.T) {
 	rf.Close()
 }
 
-// Windows before 1970, ending at the epoch, starting at it, and the last
+// The first window Unix ns reach (its start saturated at math.MinInt64),
+// windows before 1970, ending at the epoch, starting at it, and the last
 // window Unix ns reach (its end saturated at math.MaxInt64) each name
 // their file by their start, records and summaries alike: "has a window"
 // is Windowed, never a zero bound (issue 25: a window ending at the epoch
@@ -234,14 +235,14 @@ func TestWindowFilesAtAnyTime(t *testing.T) {
 	const minute = int64(time.Minute)
 	last := math.MaxInt64 / minute * minute // 2262-04-11T23:47:00Z
 	type window struct{ start, end int64 }
-	windows := []window{{-2 * minute, -minute}, {-minute, 0}, {0, minute}, {last, math.MaxInt64}}
+	windows := []window{{math.MinInt64, -153722867 * minute}, {-2 * minute, -minute}, {-minute, 0}, {0, minute}, {last, math.MaxInt64}}
 	for _, tc := range []struct {
 		pattern string
 		names   []string // of each window's file, in order
 	}{
-		{"%Y%m%dT%H%M.jsonl", []string{"19691231T2358.jsonl", "19691231T2359.jsonl", "19700101T0000.jsonl", "22620411T2347.jsonl"}},
-		{"%F.jsonl", []string{"1969-12-31.jsonl", "1969-12-31.jsonl", "1970-01-01.jsonl", "2262-04-11.jsonl"}},
-		{"%s.jsonl", []string{"-120.jsonl", "-60.jsonl", "0.jsonl", "9223372020.jsonl"}},
+		{"%Y%m%dT%H%M.jsonl", []string{"16770921T0012.jsonl", "19691231T2358.jsonl", "19691231T2359.jsonl", "19700101T0000.jsonl", "22620411T2347.jsonl"}},
+		{"%F.jsonl", []string{"1677-09-21.jsonl", "1969-12-31.jsonl", "1969-12-31.jsonl", "1970-01-01.jsonl", "2262-04-11.jsonl"}},
+		{"%s.jsonl", []string{"-9223372037.jsonl", "-120.jsonl", "-60.jsonl", "0.jsonl", "9223372020.jsonl"}},
 	} {
 		dir := t.TempDir()
 		rf, err := NewRecordFiles(newTestFiles(t, dir, "src-"+tc.pattern, 0), "jsonl", flow.KeySrc)
