@@ -200,6 +200,7 @@ type Queue struct {
 	fixSaid        map[string]bool // the Fixes (report.FixOf) said since the destination began failing
 	fullSaid       bool
 	spoolErr       bool // a spool write failed (not for room): said once
+	markErr        bool // a spool file could not be marked attempted (Queue.mark): said once
 	rng            *rand.Rand
 
 	// Counters, read by Stats from any goroutine.

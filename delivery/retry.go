@@ -181,14 +181,14 @@ func (q *Queue) mark(it *item) bool {
 	}
 	err := q.spool.markAttempted()
 	if err != nil && !errors.Is(err, ErrSpoolCorrupt) { // removed under us: no run sends it again
-		if !q.spoolErr {
-			q.spoolErr = true
+		if !q.markErr {
+			q.markErr = true
 			q.notice("%v; it is not sent until it is marked (a crash could make the next run write it twice): trying again in %s", err, q.cfg.RetryMax)
 		}
 		q.retryAt = time.Now().Add(q.cfg.RetryMax)
 		return false
 	}
-	q.spoolErr = false
+	q.markErr = false
 	it.marked = true
 	return true
 }

@@ -488,6 +488,9 @@ func (d *destSpool) markAttempted() error {
 // remove deletes the oldest file: it was delivered or rejected.
 func (d *destSpool) remove() {
 	e := d.entries[0]
+	if d.headSeq == e.seq {
+		d.head = nil // keep no copy of a file that is gone
+	}
 	d.entries = d.entries[1:]
 	d.count(e, -1)
 	if err := os.Remove(d.path(e.seq)); err == nil || errors.Is(err, fs.ErrNotExist) {
