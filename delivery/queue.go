@@ -200,6 +200,7 @@ type Queue struct {
 	fixSaid        map[string]bool // the Fixes (report.FixOf) said since the destination began failing
 	fullSaid       bool
 	spoolErr       bool // a spool write failed (not for room): said once
+	markErr        bool // a spool file could not be marked attempted (Queue.mark): said once
 	rng            *rand.Rand
 
 	// Counters, read by Stats from any goroutine.
@@ -227,6 +228,7 @@ type item struct {
 	onDisk    bool            // it is the oldest file of the spool
 	flushing  bool            // Records (Window) succeeded; Flush is due
 	attempted bool            // given before with an unknown outcome
+	marked    bool            // onDisk, and its file says attempted (Queue.mark)
 }
 
 func (it *item) weight() int {

@@ -49,7 +49,7 @@ func (q *Queue) manage() {
 			if q.inflight == nil {
 				q.inflight = q.next()
 			}
-			if q.inflight != nil {
+			if q.inflight != nil && q.mark(q.inflight) {
 				q.start(q.inflight)
 			}
 		}
@@ -106,7 +106,7 @@ func (q *Queue) next() *item {
 		err := q.spool.load(q.spoolBuf, &f)
 		if err == nil {
 			it := q.newItemLocked()
-			it.onDisk, it.attempted = true, f.attempted
+			it.onDisk, it.attempted, it.marked = true, f.attempted, f.attempted
 			if f.summary {
 				s := f.sum
 				it.sum = &s
@@ -165,6 +165,32 @@ func (q *Queue) newItemLocked() *item {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.newItem()
+}
+
+// mark makes sure the spool file of it, when it comes from the spool,
+// says "attempted" on disk before it is given to the destination
+// (destSpool.markAttempted), and reports whether it may be given now. A
+// file that cannot be marked (the disk failed) is not sent: it is tried
+// again later, so that a crash can never leave a file that landed
+// unmarked, which the next run would send again without the read-back.
+// The first attempt itself needs no read-back: the file said that it
+// was never given.
+func (q *Queue) mark(it *item) bool {
+	if !it.onDisk || it.marked {
+		return true
+	}
+	err := q.spool.markAttempted()
+	if err != nil && !errors.Is(err, ErrSpoolCorrupt) { // removed under us: no run sends it again
+		if !q.markErr {
+			q.markErr = true
+			q.notice("%v; it is not sent until it is marked (a crash could make the next run write it twice): trying again in %s", err, q.cfg.RetryMax)
+		}
+		q.retryAt = time.Now().Add(q.cfg.RetryMax)
+		return false
+	}
+	q.markErr = false
+	it.marked = true
+	return true
 }
 
 // start gives the next call of it to the caller.

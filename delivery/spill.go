@@ -55,7 +55,7 @@ func (q *Queue) spillItem(it *item, head, attempted bool) bool {
 	q.fullSaid = false
 	q.spoolErr = false
 	if head {
-		it.onDisk = true
+		it.onDisk, it.marked = true, attempted
 	}
 	q.spoolGauges()
 	return true

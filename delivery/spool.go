@@ -3,6 +3,7 @@ package delivery
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -253,8 +254,10 @@ type destSpool struct {
 	entries []spoolEntry // oldest first
 	nextSeq uint64
 	buf     []byte
-	records int // records of the batches in entries
-	windows int // summaries in entries
+	head    []byte // the file load read last, for markAttempted
+	headSeq uint64 // its sequence number
+	records int    // records of the batches in entries
+	windows int    // summaries in entries
 }
 
 // firstSeq is the sequence number of the first file of an empty spool: far
@@ -413,12 +416,81 @@ func (d *destSpool) load(recs []pipeline.Record, f *spoolFile) error {
 	if err != nil {
 		return fmt.Errorf("delivery: spool: %w", err)
 	}
+	d.head, d.headSeq = data, e.seq
 	return decodeSpoolFile(data, d.dest, recs, f)
+}
+
+// openForMark opens a spool file for markAttempted (a test makes it fail).
+var openForMark = os.OpenFile
+
+// markAttempted sets the "attempted" flag of the oldest file, which load
+// read last, and syncs it, before its batch or summary is given to the
+// destination: a crash (kill -9, power loss) after the destination took
+// it but before remove leaves a file the next run knows may have landed,
+// and sends with report.Batch.Retry set, so that the destination reads
+// back what it holds rather than writing it twice.
+//
+// The file is changed in place, its flags byte and checksum, and needs no
+// room on the disk (a spool on a full disk still drains). The two writes
+// are each whole against a process's death; against a power loss in
+// between, decodeSpoolFile also takes the checksum of the file with the
+// flag set as a file with the flag set (the mark was under way, so the
+// batch was not sent: either reading of it is safe).
+func (d *destSpool) markAttempted() error {
+	seq := d.entries[0].seq
+	if d.head == nil || d.headSeq != seq { // put at the head since load
+		data, err := os.ReadFile(d.path(seq))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%w: %v", ErrSpoolCorrupt, err) // removed under us
+			}
+			return fmt.Errorf("delivery: spool: %w", err)
+		}
+		d.head, d.headSeq = data, seq
+	}
+	data := d.head
+	if len(data) < spoolHeaderLen+spoolCRCLen {
+		return fmt.Errorf("%w: %d bytes, shorter than a header", ErrSpoolCorrupt, len(data))
+	}
+	if data[11]&spoolAttempted != 0 {
+		return nil
+	}
+	// The new flags and checksum, written into data only once they are
+	// on disk: a mark that failed is made again in full.
+	flags := []byte{data[11] | spoolAttempted}
+	body := len(data) - spoolCRCLen
+	crc := binary.BigEndian.AppendUint32(nil, toggledChecksum(data[:body]))
+	f, err := openForMark(d.path(seq), os.O_WRONLY, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %v", ErrSpoolCorrupt, err) // removed under us
+		}
+		return fmt.Errorf("delivery: spool: %w", err)
+	}
+	_, err = f.WriteAt(crc, int64(body)) // the checksum first: see decodeSpoolFile
+	if err == nil {
+		_, err = f.WriteAt(flags, 11)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("delivery: spool: marking %s attempted: %w", d.path(seq), err)
+	}
+	data[11] = flags[0]
+	copy(data[body:], crc)
+	return nil
 }
 
 // remove deletes the oldest file: it was delivered or rejected.
 func (d *destSpool) remove() {
 	e := d.entries[0]
+	if d.headSeq == e.seq {
+		d.head = nil // keep no copy of a file that is gone
+	}
 	d.entries = d.entries[1:]
 	d.count(e, -1)
 	if err := os.Remove(d.path(e.seq)); err == nil || errors.Is(err, fs.ErrNotExist) {

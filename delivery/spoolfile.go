@@ -20,7 +20,9 @@ import (
 //	8          2     version, 2
 //	10         1     type: 1 a batch of records, 2 a window summary
 //	11         1     flags: bit 0 "attempted": given to the destination
-//	                 before with an unknown outcome (report.Batch.Retry); bit 1
+//	                 before, with an unknown outcome (report.Batch.Retry):
+//	                 set, and synced, before each time it is given
+//	                 (destSpool.markAttempted); bit 1
 //	                 "domain": the observation domain follows the
 //	                 observer (never set for a summary); other bits zero
 //	12         8     batch ID (report.Batch.ID); 0 for a summary
@@ -50,7 +52,9 @@ import (
 //
 // A batch's payload is its records, 68 bytes each: the key's binary form
 // (flow.KeySize, 40 bytes, flow.Key.AppendBinary), then TimeNs, WindowNs
-// and WindowEndNs (8 bytes each, two's complement) and Worker (4 bytes). A
+// and WindowEndNs (8 bytes each, two's complement) and Worker (4 bytes);
+// Observer and Windowed are not kept (no export reads them: a record read
+// back has them zero). A
 // summary's payload is its --summary JSON line without the newline
 // (SummaryWriter), which holds every field of a report.Summary.
 const (
@@ -80,6 +84,14 @@ const (
 var ErrSpoolCorrupt = errors.New("delivery: corrupt spool file")
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// toggledChecksum returns the CRC-32C of body, a spool file without its
+// checksum, with the attempted flag the other way.
+func toggledChecksum(body []byte) uint32 {
+	c := crc32.Update(0, crc32c, body[:11])
+	c = crc32.Update(c, crc32c, []byte{body[11] ^ spoolAttempted})
+	return crc32.Update(c, crc32c, body[12:])
+}
 
 // appendSpoolFile appends the spool file of the batch b (when s is nil) or
 // of the summary s, for the destination dest. A batch's observer must be
@@ -211,7 +223,14 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 	}
 	body := len(data) - spoolCRCLen
 	if got, want := crc32.Checksum(data[:body], crc32c), binary.BigEndian.Uint32(data[body:]); got != want {
-		return corrupt("checksum %08x, want %08x", got, want)
+		// destSpool.markAttempted writes the checksum of the file with
+		// the attempted flag set, then the flag: a power loss before
+		// both reached the disk leaves one of them. The file is whole:
+		// it is taken as attempted (the safe reading; it was not sent).
+		if toggledChecksum(data[:body]) != want {
+			return corrupt("checksum %08x, want %08x", got, want)
+		}
+		flags |= spoolAttempted
 	}
 	if d := string(data[spoolHeaderLen : spoolHeaderLen+destLen]); d != dest {
 		return corrupt("for destination %q, not %q", d, dest)

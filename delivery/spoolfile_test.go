@@ -314,6 +314,10 @@ func FuzzSpoolFile(f *testing.F) {
 	f.Add(appendSpoolFileV1(nil, "d", &report.Batch{ID: 9, Records: genRecords(0, 2)}, nil, true))
 	f.Add(appendSpoolFileV1(nil, "d", nil, &fullSummary, false))
 	f.Add([]byte(spoolMagic))
+	// Marks a power loss cut in half (destSpool.markAttempted).
+	for _, torn := range tornMarks(appendSpoolFile(nil, "d", &report.Batch{ID: 6, Records: genRecords(3, 2)}, nil, false)) {
+		f.Add(torn)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkSpoolFile(t, data)
 		// The same with the checksum made right, so that the fuzzer
@@ -335,6 +339,13 @@ func checkSpoolFile(t *testing.T, data []byte) {
 				t.Fatalf("error %v does not wrap ErrSpoolCorrupt", err)
 			}
 			return
+		}
+		if body := len(data) - spoolCRCLen; crc32.Checksum(data[:body], crc32c) != binary.BigEndian.Uint32(data[body:]) {
+			// A torn mark (tornMarks), read as attempted: it encodes
+			// again as the file marked whole.
+			data = slices.Clone(data)
+			data[11] |= spoolAttempted
+			binary.BigEndian.PutUint32(data[body:], crc32.Checksum(data[:body], crc32c))
 		}
 		if !sf.summary {
 			b := &report.Batch{ID: sf.id, Records: sf.records, Observer: sf.observer, Domain: sf.domain}
@@ -415,4 +426,50 @@ var fullSummary = report.Summary{
 	ExportDropped: map[string]map[string]uint64{
 		"ipfix://127.0.0.1:4739": {"queue_full": 3, "shutdown": 1},
 	},
+}
+
+// tornMarks returns the two files a mark of data (a spool file without the
+// attempted flag) cut short by a power loss may leave: the checksum of the
+// marked file without the flag, and the flag without the new checksum.
+func tornMarks(data []byte) [][]byte {
+	body := len(data) - spoolCRCLen
+	crcOnly := slices.Clone(data)
+	binary.BigEndian.PutUint32(crcOnly[body:], toggledChecksum(data[:body]))
+	flagOnly := slices.Clone(data)
+	flagOnly[11] |= spoolAttempted
+	return [][]byte{crcOnly, flagOnly}
+}
+
+// A mark that reached the disk only in part (its checksum, or its flag)
+// leaves a whole file read as attempted, the safe reading; a file with
+// another bit changed is still corrupt.
+func TestSpoolFileTornMark(t *testing.T) {
+	recs := genRecords(0, 3)
+	data := appendSpoolFile(nil, "d", &report.Batch{ID: 77, Records: recs}, nil, false)
+	for i, torn := range tornMarks(data) {
+		var f spoolFile
+		if err := decodeSpoolFile(torn, "d", nil, &f); err != nil {
+			t.Errorf("torn mark %d: %v", i, err)
+			continue
+		}
+		if !f.attempted || f.id != 77 || !slices.Equal(f.records, recs) {
+			t.Errorf("torn mark %d: attempted %v, batch %d of %d records; want attempted, batch 77 of %d", i, f.attempted, f.id, len(f.records), len(recs))
+		}
+	}
+	for _, at := range []int{10, 12, 40, len(data) - 5} {
+		bad := slices.Clone(tornMarks(data)[0])
+		bad[at] ^= 1
+		var f spoolFile
+		if err := decodeSpoolFile(bad, "d", nil, &f); !errors.Is(err, ErrSpoolCorrupt) {
+			t.Errorf("a torn mark with byte %d changed too: %v, want ErrSpoolCorrupt", at, err)
+		}
+	}
+	// A file whose flag is set, with the checksum of it set, is read as it
+	// is, as is one without.
+	for _, attempted := range []bool{false, true} {
+		var f spoolFile
+		if err := decodeSpoolFile(appendSpoolFile(nil, "d", &report.Batch{ID: 1, Records: recs}, nil, attempted), "d", nil, &f); err != nil || f.attempted != attempted {
+			t.Errorf("attempted %v read as %v, %v", attempted, f.attempted, err)
+		}
+	}
 }

@@ -226,7 +226,7 @@ func (r *collator) emit(s *WindowSummary) {
 func (r *collator) summary(a *assembly) *WindowSummary {
 	c := &a.counts
 	s := &WindowSummary{Packets: c.packets, Keys: a.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: a.distinct, Final: a.final,
-		DistinctEstimate: a.sketch.Estimate()}
+		DistinctEstimate: a.sketch.Estimate(), Windowed: r.win.d != 0}
 	if r.keep {
 		s.Sketch = r.encode(a.sketch)
 	}
@@ -259,7 +259,7 @@ func (r *collator) emitGap(from, to int64) {
 
 func (r *collator) empty(start, end int64) *WindowSummary {
 	s := &WindowSummary{
-		StartNs: start, EndNs: end,
+		StartNs: start, EndNs: end, Windowed: r.win.d != 0,
 		MalformedBy: map[string]uint64{}, SkippedBy: map[string]uint64{}, DroppedBy: map[string]uint64{}, LateBy: map[string]uint64{},
 	}
 	if r.keep {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,8 +47,8 @@ func TestExactOneWindow(t *testing.T) {
 			recs, wins := sink.snapshot()
 			sameSet(t, "records", keySet(t, recs), want)
 			for _, r := range recs {
-				if r.WindowNs != 0 || r.WindowEndNs != 0 {
-					t.Fatalf("windows off, record has window [%d, %d)", r.WindowNs, r.WindowEndNs)
+				if r.WindowNs != 0 || r.WindowEndNs != 0 || r.Windowed {
+					t.Fatalf("windows off, record has window [%d, %d) (windowed %v)", r.WindowNs, r.WindowEndNs, r.Windowed)
 				}
 				if s := flow.ShardOf(r.Key.Hash(42), workers); s != r.Worker {
 					t.Fatalf("record of %v from worker %d, its shard is %d", r.Key, r.Worker, s)
@@ -58,6 +60,9 @@ func TestExactOneWindow(t *testing.T) {
 			w := wins[0]
 			if !w.Final || w.Packets != 20000 || w.Keys != 20000 || w.Distinct != uint64(len(want)) || w.Dropped != 0 || w.Malformed != 0 {
 				t.Errorf("summary %+v", w)
+			}
+			if w.Windowed {
+				t.Errorf("windows off, the summary says it is of a window")
 			}
 			if w.StartNs != t0 || w.EndNs != t0+19999*1000 {
 				t.Errorf("summary spans [%d, %d], want the packets' [%d, %d]", w.StartNs, w.EndNs, t0, t0+19999*1000)
@@ -693,3 +698,56 @@ func (s *scriptSource) Next(p *capture.Packet) error {
 }
 
 func (s *scriptSource) Close() error { return nil }
+
+// Windows at any time a packet can have are windows: the one ending at
+// the epoch ([-60s, 0), end 0), the one starting at it (start 0), one
+// long before 1970 and the last one Unix ns reach (end saturated). Each
+// record and summary says Windowed, which no bound being 0 may undo
+// (issue 25: a v5 record 1 ms before 1970 was read as "no windows").
+func TestWindowsAtAnyTime(t *testing.T) {
+	const minute = int64(time.Minute)
+	last := math.MaxInt64 / minute * minute
+	for _, tc := range []struct {
+		name  string
+		times []int64    // of packets of keys 0, 1, ...
+		wins  [][2]int64 // the summaries' bounds, in order
+	}{
+		{"epoch", []int64{-1_000_000, -1, 0, 1_000_000}, [][2]int64{{-minute, 0}, {0, minute}}},
+		{"1900", []int64{-2208988800 * sec, -2208988800*sec + 1}, [][2]int64{{-2208988800 * sec, -2208988800*sec + minute}}},
+		{"last", []int64{math.MaxInt64 - 1, math.MaxInt64}, [][2]int64{{last, math.MaxInt64}}},
+		// The first window Unix ns reach: its start saturates at
+		// math.MinInt64 (1677-09-21T00:12:43Z), its end is a minute's.
+		{"first", []int64{math.MinInt64, math.MinInt64 + 1}, [][2]int64{{math.MinInt64, -153722867 * minute}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pkts := make([]pkt, len(tc.times))
+			for i, tm := range tc.times {
+				pkts[i] = pkt{srcFrame(i), tm}
+			}
+			cfg := Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Seed: 3, Window: time.Minute, RingBatches: 4, BatchSize: 4}
+			sink, _ := run(t, cfg, newSource(pkts))
+			recs, wins := sink.snapshot()
+			if len(recs) != len(tc.times) {
+				t.Fatalf("%d records, want %d", len(recs), len(tc.times))
+			}
+			for _, r := range recs {
+				i := slices.IndexFunc(tc.times, func(tm int64) bool { return tm == r.TimeNs })
+				if i < 0 || r.Key != srcKey(i) {
+					t.Fatalf("record %v at %d: no such packet", r.Key, r.TimeNs)
+				}
+				j := slices.IndexFunc(tc.wins, func(w [2]int64) bool { return w[0] <= r.TimeNs && (r.TimeNs < w[1] || w[1] == math.MaxInt64) })
+				if !r.Windowed || j < 0 || r.WindowNs != tc.wins[j][0] || r.WindowEndNs != tc.wins[j][1] {
+					t.Errorf("record at %d: window [%d, %d) windowed %v, want one of %v", r.TimeNs, r.WindowNs, r.WindowEndNs, r.Windowed, tc.wins)
+				}
+			}
+			if len(wins) != len(tc.wins) {
+				t.Fatalf("%d summaries, want %d: %+v", len(wins), len(tc.wins), wins)
+			}
+			for i, w := range wins {
+				if !w.Windowed || w.StartNs != tc.wins[i][0] || w.EndNs != tc.wins[i][1] || w.Final != (i == len(wins)-1) {
+					t.Errorf("summary %d: [%d, %d) windowed %v final %v, want [%d, %d) windowed", i, w.StartNs, w.EndNs, w.Windowed, w.Final, tc.wins[i][0], tc.wins[i][1])
+				}
+			}
+		})
+	}
+}

@@ -15,6 +15,12 @@ type Record struct {
 	// key is distinct among that observer's keys of the window. 0 for
 	// sources of one observation point.
 	Observer uint32
+	// Windowed says the record has a window (Config.Window is not 0):
+	// WindowNs and WindowEndNs are its bounds. It, not a zero bound, is
+	// what tells a record of a run without windows: a window may start
+	// or end at any int64 time, before 1970, at the epoch itself
+	// ([-60s, 0) has end 0, [0, 60s) start 0) or far ahead.
+	Windowed bool
 }
 
 // WindowSummary describes one closed window (--summary; its fields are in
@@ -29,6 +35,13 @@ type WindowSummary struct {
 	MalformedBy    map[string]uint64 // by flow.Reason, plus "corrupt_file"
 	DroppedBy      map[string]uint64 // by reason: "ring_full", "kernel", "xdp_ring_full"
 	Final          bool              // the last window, closed at end of input or on a signal
+	// Windowed says the run has windows (Config.Window is not 0), so that
+	// StartNs and EndNs are a window's nominal bounds (but in a run that
+	// keyed no packet at all, whose one summary spans the packets read or
+	// the run's wall-clock time). Without windows the one summary spans
+	// the packets' times. As for Record.Windowed, no bound being 0 says
+	// anything: a window may end or start at the epoch.
+	Windowed bool
 
 	// Skipped counts frames that are well formed but carry no IP key (ARP,
 	// LLDP, an unknown link type: flow.ErrNotIP, flow.ErrUnsupportedLink),

@@ -273,7 +273,7 @@ func (w *worker) emit(sl *wslot, k *flow.Key, t int64, obs uint32) {
 	if len(w.ob.recs) == cap(w.ob.recs) {
 		w.send()
 	}
-	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, Observer: obs})
+	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, Observer: obs, Windowed: w.win.d != 0})
 	sl.distinct++
 	w.distinct++
 }

@@ -18,6 +18,7 @@ func ExampleNewRecordWriter() {
 		TimeNs:      start.Add(1500 * time.Millisecond).UnixNano(),
 		WindowNs:    start.UnixNano(),
 		WindowEndNs: start.Add(time.Hour).UnixNano(),
+		Windowed:    true,
 	}
 	for _, format := range report.Formats {
 		w, err := report.NewRecordWriter(os.Stdout, format, flow.Key5Tuple)

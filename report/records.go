@@ -90,7 +90,8 @@ var _ Destination = (*RecordWriter)(nil)
 // the protocol: flow.ProtoName, e.g. tcp, udp, icmp, icmp6, igmp, gre),
 // sport and dport (5tuple, when the key has ports: not for ICMP, other
 // portless protocols or non-first fragments). window is omitted when windows are off
-// (pipeline.Record.WindowEndNs == 0).
+// (pipeline.Record.Windowed false), and written for every window a record
+// can have: before 1970, at the epoch, or as late as Unix ns reach.
 //
 // csv writes a header line naming the kind's columns, then one row per
 // record; absent fields are empty:
@@ -224,7 +225,7 @@ func appendJSON(b []byte, r *pipeline.Record) []byte {
 			b = strconv.AppendUint(b, uint64(k.DstPort()), 10)
 		}
 	}
-	if r.WindowEndNs != 0 {
+	if r.Windowed {
 		b = append(b, `,"window":"`...)
 		b = appendTime(b, r.WindowNs)
 		b = append(b, '"')
@@ -260,7 +261,7 @@ func appendCSV(b []byte, r *pipeline.Record) []byte {
 		}
 	}
 	b = append(b, ',')
-	if r.WindowEndNs != 0 {
+	if r.Windowed {
 		b = appendTime(b, r.WindowNs)
 	}
 	return append(b, '\n')

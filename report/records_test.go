@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/netip"
 	"strings"
 	"testing"
@@ -41,6 +42,7 @@ type recordCase struct {
 func windowed(rec pipeline.Record, start string) pipeline.Record {
 	rec.WindowNs = at(start)
 	rec.WindowEndNs = rec.WindowNs + int64(time.Hour)
+	rec.Windowed = true
 	return rec
 }
 
@@ -170,7 +172,7 @@ var recordCases = []recordCase{
 	},
 	{
 		// A window that starts at the epoch is still a window: "windows
-		// off" is WindowEndNs == 0, not WindowNs == 0.
+		// off" is Windowed false, not WindowNs == 0.
 		name: "src/v4/epoch-window",
 		rec: windowed(pipeline.Record{
 			Key:    flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0),
@@ -179,6 +181,43 @@ var recordCases = []recordCase{
 		jsonl:  `{"ts":"1970-01-01T00:00:00.000001Z","src":"10.1.2.3","window":"1970-01-01T00:00:00Z"}`,
 		csvRow: `1970-01-01T00:00:00.000001Z,10.1.2.3,1970-01-01T00:00:00Z`,
 		text:   `1970-01-01T00:00:00.000001Z  10.1.2.3`,
+	},
+	{
+		// A window that ends at the epoch, [-1h, 0), is a window too:
+		// its end is 0 (issue 25: a v5 record 1 ms before 1970 lost
+		// its window and stopped a time pattern).
+		name: "src/v4/window-ending-at-epoch",
+		rec: windowed(pipeline.Record{
+			Key:    flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0),
+			TimeNs: -1_000_000,
+		}, "1969-12-31T23:00:00Z"),
+		jsonl:  `{"ts":"1969-12-31T23:59:59.999Z","src":"10.1.2.3","window":"1969-12-31T23:00:00Z"}`,
+		csvRow: `1969-12-31T23:59:59.999Z,10.1.2.3,1969-12-31T23:00:00Z`,
+		text:   `1969-12-31T23:59:59.999Z  10.1.2.3`,
+	},
+	{
+		// The last window Unix ns reach: its end saturates at
+		// math.MaxInt64.
+		name: "dst/v4/last-window",
+		rec: pipeline.Record{
+			Key:      flow.MakeKey(flow.KeyDst, netip.Addr{}, addr("10.1.2.3"), 0, 0, 0),
+			TimeNs:   math.MaxInt64,
+			WindowNs: at("2262-04-11T23:00:00Z"), WindowEndNs: math.MaxInt64, Windowed: true,
+		},
+		jsonl:  `{"ts":"2262-04-11T23:47:16.854775807Z","dst":"10.1.2.3","window":"2262-04-11T23:00:00Z"}`,
+		csvRow: `2262-04-11T23:47:16.854775807Z,10.1.2.3,2262-04-11T23:00:00Z`,
+		text:   `2262-04-11T23:47:16.854775807Z  10.1.2.3`,
+	},
+	{
+		// Without windows there is no window field, whatever the time.
+		name: "src/v4/no-window-before-1970",
+		rec: pipeline.Record{
+			Key:    flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0),
+			TimeNs: -1_000_000,
+		},
+		jsonl:  `{"ts":"1969-12-31T23:59:59.999Z","src":"10.1.2.3"}`,
+		csvRow: `1969-12-31T23:59:59.999Z,10.1.2.3,`,
+		text:   `1969-12-31T23:59:59.999Z  10.1.2.3`,
 	},
 }
 
@@ -329,7 +368,7 @@ func TestJSONRoundTrip(t *testing.T) {
 		} else if k.HasPorts() && (*got.Sport != k.SrcPort() || *got.Dport != k.DstPort()) {
 			t.Errorf("%s: ports %d > %d, want %d > %d", tc.name, *got.Sport, *got.Dport, k.SrcPort(), k.DstPort())
 		}
-		if (got.Window != nil) != (tc.rec.WindowEndNs != 0) || got.Window != nil && got.Window.UnixNano() != tc.rec.WindowNs {
+		if (got.Window != nil) != tc.rec.Windowed || got.Window != nil && got.Window.UnixNano() != tc.rec.WindowNs {
 			t.Errorf("%s: window %v, want start %d (end %d)", tc.name, got.Window, tc.rec.WindowNs, tc.rec.WindowEndNs)
 		}
 	}

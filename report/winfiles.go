@@ -10,7 +10,10 @@ import (
 )
 
 // ErrNoWindows: a time-pattern output was given records or summaries of a
-// run without windows, which have no window time to name a file by.
+// run without windows (pipeline.Record.Windowed, WindowSummary.Windowed
+// false), which have no window time to name a file by. A window at any
+// time has one: one that ends at the epoch, or starts before 1970, is
+// named by its start like any other (package outfile).
 var ErrNoWindows = errors.New("report: a time pattern in an output file name needs windows (--window)")
 
 // RecordFiles is a Destination that writes records into one file per period of a
@@ -88,7 +91,7 @@ func (rf *RecordFiles) Records(b *Batch) error {
 	}
 	for i := range b.Records {
 		r := &b.Records[i]
-		if r.WindowEndNs == 0 {
+		if !r.Windowed {
 			rf.err = ErrNoWindows
 			return rf.err
 		}
@@ -110,7 +113,7 @@ func (rf *RecordFiles) Window(s *Summary) error {
 	if rf.err != nil {
 		return rf.err
 	}
-	if s.EndNs == 0 {
+	if !s.Windowed {
 		rf.err = ErrNoWindows
 		return rf.err
 	}
@@ -204,7 +207,7 @@ func (sf *SummaryFiles) Window(s *Summary) error {
 	if sf.err != nil {
 		return sf.err
 	}
-	if s.EndNs == 0 {
+	if !s.Windowed {
 		sf.err = ErrNoWindows
 		return sf.err
 	}

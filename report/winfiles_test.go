@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -43,12 +44,12 @@ func win(hhmm string) (start, end int64) {
 func srcRecord(n int, hhmm string) pipeline.Record {
 	start, end := win(hhmm)
 	a := netip.AddrFrom4([4]byte{10, 0, 0, byte(n)})
-	return pipeline.Record{Key: flow.MakeKey(flow.KeySrc, a, netip.Addr{}, 0, 0, 0), TimeNs: start + 1, WindowNs: start, WindowEndNs: end}
+	return pipeline.Record{Key: flow.MakeKey(flow.KeySrc, a, netip.Addr{}, 0, 0, 0), TimeNs: start + 1, WindowNs: start, WindowEndNs: end, Windowed: true}
 }
 
 func windowSummary(hhmm string, final bool) *Summary {
 	start, end := win(hhmm)
-	return &Summary{WindowSummary: pipeline.WindowSummary{StartNs: start, EndNs: end, Final: final}}
+	return &Summary{WindowSummary: pipeline.WindowSummary{StartNs: start, EndNs: end, Final: final, Windowed: true}}
 }
 
 // sources returns the src of each jsonl record of path, in order.
@@ -193,7 +194,7 @@ func TestWindowFilesNeedWindows(t *testing.T) {
 	dir := t.TempDir()
 	rf, _ := NewRecordFiles(newTestFiles(t, dir, "src-%H.jsonl", 0), "jsonl", flow.KeySrc)
 	r := srcRecord(1, "10:00")
-	r.WindowNs, r.WindowEndNs = 0, 0
+	r.WindowNs, r.WindowEndNs, r.Windowed = 0, 0, false
 	if err := rf.Records(&Batch{Records: []pipeline.Record{r}}); !errors.Is(err, ErrNoWindows) {
 		t.Errorf("a record without window: %v, want ErrNoWindows", err)
 	}
@@ -221,4 +222,90 @@ func TestRecordFilesNoAllocsPerRecord(t *testing.T) {
 		t.Errorf("%v allocations per batch of %d records", allocs, len(recs))
 	}
 	rf.Close()
+}
+
+// The first window Unix ns reach (its start saturated at math.MinInt64),
+// windows before 1970, ending at the epoch, starting at it, and the last
+// window Unix ns reach (its end saturated at math.MaxInt64) each name
+// their file by their start, records and summaries alike: "has a window"
+// is Windowed, never a zero bound (issue 25: a window ending at the epoch
+// stopped collect with ErrNoWindows). Years before 1970 are four digits
+// as any other (Unix ns reach 1677 to 2262), Unix seconds are negative.
+func TestWindowFilesAtAnyTime(t *testing.T) {
+	const minute = int64(time.Minute)
+	last := math.MaxInt64 / minute * minute // 2262-04-11T23:47:00Z
+	type window struct{ start, end int64 }
+	windows := []window{{math.MinInt64, -153722867 * minute}, {-2 * minute, -minute}, {-minute, 0}, {0, minute}, {last, math.MaxInt64}}
+	for _, tc := range []struct {
+		pattern string
+		names   []string // of each window's file, in order
+	}{
+		{"%Y%m%dT%H%M.jsonl", []string{"16770921T0012.jsonl", "19691231T2358.jsonl", "19691231T2359.jsonl", "19700101T0000.jsonl", "22620411T2347.jsonl"}},
+		{"%F.jsonl", []string{"1677-09-21.jsonl", "1969-12-31.jsonl", "1969-12-31.jsonl", "1970-01-01.jsonl", "2262-04-11.jsonl"}},
+		{"%s.jsonl", []string{"-9223372037.jsonl", "-120.jsonl", "-60.jsonl", "0.jsonl", "9223372020.jsonl"}},
+	} {
+		dir := t.TempDir()
+		rf, err := NewRecordFiles(newTestFiles(t, dir, "src-"+tc.pattern, 0), "jsonl", flow.KeySrc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf := NewSummaryFiles(newTestFiles(t, dir, "sum-"+tc.pattern, 0))
+		for i, w := range windows {
+			a := netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})
+			rec := pipeline.Record{Key: flow.MakeKey(flow.KeySrc, a, netip.Addr{}, 0, 0, 0), TimeNs: w.end - 1, WindowNs: w.start, WindowEndNs: w.end, Windowed: true}
+			if err := rf.Records(&Batch{Records: []pipeline.Record{rec}}); err != nil {
+				t.Fatalf("%s: the record of window [%d, %d): %v", tc.pattern, w.start, w.end, err)
+			}
+			s := &Summary{WindowSummary: pipeline.WindowSummary{StartNs: w.start, EndNs: w.end, Windowed: true, Final: i == len(windows)-1, Packets: uint64(i + 1)}}
+			if err := rf.Window(s); err != nil {
+				t.Fatalf("%s: records: the summary of window [%d, %d): %v", tc.pattern, w.start, w.end, err)
+			}
+			if err := sf.Window(s); err != nil {
+				t.Fatalf("%s: summaries: the summary of window [%d, %d): %v", tc.pattern, w.start, w.end, err)
+			}
+		}
+		if err := errors.Join(rf.Close(), sf.Close()); err != nil {
+			t.Fatal(err)
+		}
+		wantSrc := map[string][]string{}
+		wantPackets := map[string][]uint64{}
+		for i, name := range tc.names {
+			wantSrc["src-"+name] = append(wantSrc["src-"+name], netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}).String())
+			wantPackets["sum-"+name] = append(wantPackets["sum-"+name], uint64(i+1))
+		}
+		var want []string
+		for n := range wantSrc {
+			want = append(want, n)
+		}
+		for n := range wantPackets {
+			want = append(want, n)
+		}
+		slices.Sort(want)
+		if got := dirList(t, dir); !slices.Equal(got, want) {
+			t.Errorf("%s: the directory holds %v, want %v", tc.pattern, got, want)
+			continue
+		}
+		for n, srcs := range wantSrc {
+			if got := sources(t, filepath.Join(dir, n)); !slices.Equal(got, srcs) {
+				t.Errorf("%s: %s holds %v, want %v", tc.pattern, n, got, srcs)
+			}
+		}
+		for n, packets := range wantPackets {
+			rd := NewSummaryReader(strings.NewReader(string(mustReadFile(t, filepath.Join(dir, n)))))
+			var got []uint64
+			for range 10 {
+				var s Summary
+				if err := rd.Read(&s); err != nil {
+					break
+				}
+				got = append(got, s.Packets)
+				if w := windows[s.Packets-1]; s.StartNs != w.start || s.EndNs != w.end {
+					t.Errorf("%s: %s: window [%d, %d) read back as [%d, %d)", tc.pattern, n, w.start, w.end, s.StartNs, s.EndNs)
+				}
+			}
+			if !slices.Equal(got, packets) {
+				t.Errorf("%s: %s holds the summaries of packets %v, want %v", tc.pattern, n, got, packets)
+			}
+		}
+	}
 }

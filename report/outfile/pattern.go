@@ -23,13 +23,23 @@ const Conversions = "%Y year, %m month, %d day, %H hour, %M minute, %S second (t
 // 10:00 UTC "flows-20261125T10.jsonl". Conversions are allowed in the last
 // path element only, so that every file of a pattern is in one directory.
 // The zero Pattern is invalid.
+//
+// Window times are Unix ns, which reach from 1677-09-21 to 2262-04-11, so
+// every window, before 1970 and at the epoch included, gets a name of
+// four-digit years that sorts and reads back (retention) as any other:
+// the window [-60s, 0) of --window 1m is "flows-19691231T23.jsonl", and
+// %s is negative before 1970 ("u--60.jsonl"). Expand takes any time.Time
+// without failing: a year before 0 is written with its sign (-0001) and
+// one after 9999 with all its digits (12345); such names are not read
+// back by retention, and no window has them.
 type Pattern struct {
 	raw   string
 	dir   string // the directory part, without conversions ("" for the current one)
 	parts []part // the file name
 	units unit   // the conversions used
-	// ambiguous: %s, whose width varies, touches another conversion, so
-	// a name cannot be split back into its fields.
+	// ambiguous: %s, whose width varies, touches another conversion, or
+	// another %s with only digits between, so a name cannot be split back
+	// into its fields.
 	ambiguous bool
 }
 
@@ -121,6 +131,10 @@ func ParsePattern(s string) (Pattern, error) {
 	for i := 1; i < len(p.parts); i++ {
 		a, b := p.parts[i-1].conv, p.parts[i].conv
 		if a != 0 && b != 0 && (a == 's' || b == 's') {
+			p.ambiguous = true
+		}
+		// Two %s apart by digits only ("%s1%s") cannot be split either.
+		if i+1 < len(p.parts) && a == 's' && b == 0 && p.parts[i+1].conv == 's' && strings.Trim(p.parts[i].lit, "0123456789-") == "" {
 			p.ambiguous = true
 		}
 	}

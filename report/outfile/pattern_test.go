@@ -2,6 +2,7 @@ package outfile
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,36 @@ func TestExpand(t *testing.T) {
 	}
 }
 
+// Every time a window can have (Unix ns: 1677-09-21 to 2262-04-11)
+// expands to a name of four-digit years, before 1970 and at the epoch
+// too, and %s to negative seconds before 1970; times beyond Unix ns (no
+// window has them) still expand without a panic, a year before 0 with
+// its sign and one after 9999 with all its digits.
+func TestExpandAnyTime(t *testing.T) {
+	for _, c := range []struct {
+		at             time.Time
+		ymdhm, unix, f string
+	}{
+		{time.Unix(0, -60e9), "19691231T2359", "-60", "1969-12-31"},
+		{time.Unix(0, -1), "19691231T2359", "-1", "1969-12-31"},
+		{time.Unix(0, 0), "19700101T0000", "0", "1970-01-01"},
+		{time.Unix(0, math.MinInt64), "16770921T0012", "-9223372037", "1677-09-21"},
+		{time.Unix(0, math.MaxInt64), "22620411T2347", "9223372036", "2262-04-11"},
+		{time.Date(-1, 3, 4, 5, 6, 0, 0, time.UTC), "-00010304T0506", "-62193380040", "-0001-03-04"},
+		{time.Date(12345, 1, 2, 3, 4, 0, 0, time.UTC), "123450102T0304", "327403479840", "12345-01-02"},
+	} {
+		for pattern, want := range map[string]string{"f-%Y%m%dT%H%M.jsonl": "f-" + c.ymdhm + ".jsonl", "u-%s": "u-" + c.unix, "d-%F": "d-" + c.f} {
+			p, err := ParsePattern(pattern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Expand(c.at); got != want {
+				t.Errorf("%q.Expand(%v) = %q, want %q", pattern, c.at, got, want)
+			}
+		}
+	}
+}
+
 func TestParsePatternErrors(t *testing.T) {
 	for _, c := range []struct{ pattern, says string }{
 		{"", "empty"},
@@ -56,6 +87,7 @@ func TestSortable(t *testing.T) {
 		{"f-%Y%m%dT%H", true}, {"f-%F", true}, {"f-%Y-%j-%H%M", true}, {"f-%s", true},
 		{"f-%Y", true}, {"f-%Y%m", true}, {"f-%Y%m%d%H%M%S", true},
 		{"f-%d%H", false}, {"f-%Y%d", false}, {"f-%Y%m%d%M", false}, {"f-%H", false}, {"f-%F-%S", false}, {"f-%s%H", false}, {"f-%s-%H", true},
+		{"f-%s1%s", false}, {"f-%s-1%s", false}, {"f-%s.%s", true},
 	} {
 		p, err := ParsePattern(c.pattern)
 		if err != nil {
@@ -98,6 +130,9 @@ func TestMatcherRoundTrip(t *testing.T) {
 		m := p.matcher()
 		for range 500 {
 			at := time.Unix(r.Int64N(4102444800), 0) // 1970 to 2100
+			if r.IntN(2) == 0 {
+				at = time.Unix(0, int64(r.Uint64())).Truncate(time.Second) // any time a window can have, 1677 to 2262
+			}
 			for _, suffix := range []int{0, 1, 12} {
 				name := p.Expand(at)
 				if suffix > 0 {
@@ -138,15 +173,17 @@ func FuzzParsePattern(f *testing.F) {
 	for _, s := range []string{"flows-%Y%m%dT%H.jsonl", "%", "%%", "a/%F/b", "%s%s", "x.%Y%m.y", "%Y%j%H%M%S", ".%Y"} {
 		f.Add(s, int64(1793862489))
 	}
+	// Window times before 1970, at the epoch, and at the ends of Unix ns.
+	for _, unix := range []int64{-60, -1, 0, -9223372036, 9223372036} {
+		f.Add("s-%Y%m%dT%H%M%S.jsonl", unix)
+		f.Add("u-%s.jsonl", unix)
+	}
 	f.Fuzz(func(t *testing.T, s string, unix int64) {
 		p, err := ParsePattern(s)
 		if err != nil {
 			return
 		}
-		unix %= 1 << 40
-		if unix < 0 {
-			unix = -unix
-		}
+		unix %= math.MaxInt64 / int64(time.Second) // the seconds of Unix ns, before 1970 too: every window's time
 		at := time.Unix(unix, 0)
 		name := p.Expand(at)
 		if !p.HasTime() || !p.Sortable() || strings.ContainsRune(name, '/') && filepath.Dir(name) != p.Dir() {
