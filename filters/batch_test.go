@@ -163,7 +163,10 @@ func testObserveBatchEqualsObserve(t *testing.T) {
 					dups++
 				}
 			}
-			if !reflect.DeepEqual(one, many) {
+			// Every batch's states compared, or in -short mode (make
+			// test-32bit under qemu-arm, where comparing the states is
+			// most of the test's 15 minutes) every 16th and the last.
+			if (!testing.Short() || bi%16 == 0 || at+sz == n) && !reflect.DeepEqual(one, many) {
 				t.Fatalf("%s: after batch %d (size %d, stream %d..%d) the states differ", spec, bi, sz, at, at+sz)
 			}
 			at += sz
