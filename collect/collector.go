@@ -188,8 +188,7 @@ func (c *Collector) Addrs() []string { return c.addrs }
 // no more datagrams (Linux: a socket filter drops every new one) and
 // their readers read what the sockets hold without waiting; the TCP
 // listeners take no more connections, and the connections are read for
-// tcpDrainGrace more (a message that is not whole then is counted as
-// Shutdown). Next returns the records of all that, then
+// 100 ms more (a message that is not whole then is counted as Shutdown). Next returns the records of all that, then
 // capture.ErrClosed: the pipeline reading the source ends as at the end
 // of a file, every window closed. The kernel's drop count is the one of
 // the moment Drain was called. Close still closes the sockets; what the

@@ -208,6 +208,7 @@ func (s *source) stop() {
 func (s *source) drain() {
 	s.drainOnce.Do(func() {
 		s.stop()
+		s.KernelDrops()
 		for _, tl := range s.tls {
 			tl.drain()
 		}
@@ -227,8 +228,9 @@ func (s *source) drain() {
 func (s *source) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.stop() // before done: a reader that sees done counts what its socket holds, which takes no more
+		s.KernelDrops()
 		close(s.done)
-		s.stop()
 		var errs []error
 		for _, tl := range s.tls {
 			errs = append(errs, tl.close())
