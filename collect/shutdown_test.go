@@ -83,7 +83,7 @@ func openBurst(t *testing.T, rcvbuf int) *Collector {
 // of the batch being decoded are counted as shutdown, so that sent =
 // decoded + kernel drops + shutdown.
 func TestCloseCountsWhatIsNotDecoded(t *testing.T) {
-	for _, stopAfter := range []int64{1, 45, 3000} {
+	for _, stopAfter := range []int64{1, 45, 900} { // in the first datagram, in the second, at the end of the 30th
 		c := openBurst(t, 256<<10)
 		k := consume(t, c, true, stopAfter)
 		sent := burst(t, c.Addrs()[0], 2000)
@@ -120,8 +120,8 @@ func TestDrainDecodesEverything(t *testing.T) {
 	if n := uint64(k.packets.Load()); n != decoded*burstRecords {
 		t.Errorf("%d records read of %d datagrams, want %d", n, decoded, decoded*burstRecords)
 	}
-	if decoded <= uint64(batchesPerSocket*batchSize) {
-		t.Errorf("%d datagrams decoded: no more than the reader's batches, the socket's were lost", decoded)
+	if c.Stats().KernelDrops == 0 {
+		t.Error("no kernel drops: the socket was not full when drained, the test tests less than it says")
 	}
 }
 

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
@@ -222,6 +225,53 @@ func TestTCPConnectionLimit(t *testing.T) {
 	if st := c.Stats(); st.TCPRefused != over || st.Connections != maxConns+1 || st.TCPOpen != maxConns {
 		t.Errorf("refused %d, accepted %d, open %d; want %d, %d, %d", st.TCPRefused, st.Connections, st.TCPOpen, over, maxConns+1, maxConns)
 	}
+	want := map[string]float64{
+		"flowdedup_collect_connections_refused_total":                  over,
+		"flowdedup_collect_connections_open":                           maxConns,
+		`flowdedup_collect_connections_closed_total{reason="idle"}`:    0,
+		`flowdedup_collect_connections_closed_total{reason="stalled"}`: 0,
+	}
+	for name, v := range gather(t, c) {
+		if w, ok := want[name]; ok && w != v {
+			t.Errorf("%s %v, want %v", name, v, w)
+		}
+		delete(want, name)
+	}
+	for name := range want {
+		t.Errorf("no metric %s", name)
+	}
+}
+
+// gather returns the values of c's metrics by name and labels, as the
+// exposition format names them.
+func gather(t *testing.T, c *Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.Metrics())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			if len(m.GetLabel()) != 0 {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+`="`+l.GetValue()+`"`)
+				}
+				name += "{" + strings.Join(ls, ",") + "}"
+			}
+			switch {
+			case m.GetCounter() != nil:
+				out[name] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[name] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // TestTCPTimeouts: a connection that sends nothing for the idle timeout
@@ -237,6 +287,7 @@ func TestTCPTimeouts(t *testing.T) {
 	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true}
 	flows := collecttest.Flows(30, 13, exportTime)
 
+	start := time.Now() // no connection can be closed before start plus the shorter timeout
 	silent := dialTCP(t, addr)
 	talked := dialTCP(t, addr)
 	if _, err := talked.Write(e.Encode(exportTime, flows, 30)[0]); err != nil {
@@ -246,7 +297,6 @@ func TestTCPTimeouts(t *testing.T) {
 	if _, err := half.Write(stalledHeader); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	for _, conn := range []net.Conn{silent, talked, half} {
 		if !closedByPeer(t, conn) {
 			t.Fatal("a connection was not closed")
