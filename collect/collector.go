@@ -191,8 +191,9 @@ func (c *Collector) Addrs() []string { return c.addrs }
 // 100 ms more (a message that is not whole then is counted as Shutdown). Next returns the records of all that, then
 // capture.ErrClosed: the pipeline reading the source ends as at the end
 // of a file, every window closed. The kernel's drop count is the one of
-// the moment Drain was called. Close still closes the sockets; what the
-// pipeline did not read by then is counted as Shutdown. Safe to call
+// the moment Drain was called; Close counts the datagrams the filter
+// dropped after (on their way then, or sent later) as Shutdown, and what
+// the pipeline did not read by then. Safe to call
 // more than once, and from any goroutine.
 func (c *Collector) Drain() { c.src.drain() }
 

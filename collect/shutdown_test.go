@@ -1,11 +1,16 @@
+//go:build linux
+
 package collect
 
 import (
 	"context"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
@@ -18,7 +23,12 @@ const burstRecords = 30
 
 // burst sends n IPFIX datagrams of burstRecords records each (templates in
 // every one, so that each decodes on its own) from one loopback socket to
-// addr, as fast as it can, and returns how many were sent.
+// addr, as fast as it can, and returns how many were sent once each has
+// reached the collector's socket or been dropped there. On a loaded
+// machine a datagram can still be on its way (the kernel's backlog, worked
+// by ksoftirqd) when its write returns; the backlog is a queue per CPU, so
+// burst sends from one CPU and, last, a datagram to a socket of its own,
+// and waits for that one.
 func burst(t *testing.T, addr string, n int) uint64 {
 	t.Helper()
 	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true, TemplateEvery: 1}
@@ -26,17 +36,51 @@ func burst(t *testing.T, addr string, n int) uint64 {
 	if len(msgs) != n {
 		t.Fatalf("%d datagrams encoded, want %d", len(msgs), n)
 	}
+	marker, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marker.Close()
 	conn, err := net.Dial("udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	mconn, err := net.Dial("udp", marker.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mconn.Close()
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	for cpu := range 1 << 10 {
+		if all.IsSet(cpu) {
+			one.Set(cpu)
+			break
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &all)
 	var sent uint64
 	for _, m := range msgs {
 		if _, err := conn.Write(m); err != nil {
 			t.Fatal(err)
 		}
 		sent++
+	}
+	if _, err := mconn.Write([]byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	marker.SetReadDeadline(time.Now().Add(waitLimit))
+	if _, _, err := marker.ReadFrom(make([]byte, 16)); err != nil {
+		t.Fatalf("the marker after the burst: %v", err)
 	}
 	return sent
 }

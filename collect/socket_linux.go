@@ -251,6 +251,33 @@ func (r *receiver) stop() {
 	r.conn.SetReadDeadline(time.Now()) // wakes a reader waiting in Read
 }
 
+// lateDrops returns the datagrams the socket dropped since stop: those
+// its filter dropped, which came after stop, or were on their way (in the
+// kernel's backlog) when it was called. For Close, before the socket
+// closes.
+func (r *receiver) lateDrops() uint64 {
+	if !r.stopped.Load() {
+		return 0
+	}
+	return uint64(r.liveDrops() - r.finalDrops)
+}
+
+// unread returns the bytes c's socket received that were not read
+// (SIOCINQ), 0 when it cannot tell.
+func unread(c net.Conn) int {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	raw.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n
+}
+
 // discard reads and counts what the socket holds, after stop: datagrams
 // received and not to be decoded.
 func (r *receiver) discard() uint64 {

@@ -86,6 +86,10 @@ func (r *receiver) stop() {
 	r.conn.SetReadDeadline(time.Now().Add(drainWait))
 }
 
+func (r *receiver) lateDrops() uint64 { return 0 }
+
+func unread(net.Conn) int { return 0 }
+
 // discard counts nothing: what the socket holds is lost at its close
 // without a number here (Linux counts it).
 func (r *receiver) discard() uint64 { return 0 }

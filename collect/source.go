@@ -237,6 +237,7 @@ func (s *source) Close() error {
 		}
 		s.wg.Wait()
 		for _, rx := range s.rxs {
+			s.stats.shutdown(rx.lateDrops())
 			errs = append(errs, rx.close())
 		}
 	queued:

@@ -22,8 +22,9 @@ const (
 	// instead (malformed_by, skipped_by).
 	MissingField = "missing_field"
 	// Shutdown: a datagram (or TCP message) received but not decoded
-	// because the collector was closing: what its sockets held, or its
-	// readers had read, when the pipeline stopped reading (Close).
+	// because the collector was stopping: what its sockets held, or its
+	// readers had read, when the pipeline stopped reading (Close), and
+	// what came to a socket after Drain or Close stopped its intake.
 	Shutdown = "shutdown"
 )
 

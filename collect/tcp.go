@@ -123,13 +123,13 @@ func (tl *tcpListener) read(c net.Conn, e *exporter) {
 		tl.deadline(c, tl.idle)
 		n, err := c.Read(b[:ipfixHeaderLen])
 		if err != nil {
-			tl.failed(err, false)
+			tl.failed(c, err, false)
 			return
 		}
 		// It began: it must be whole within the message timeout.
 		tl.deadline(c, tl.msgMax)
 		if _, err := io.ReadFull(c, b[n:ipfixHeaderLen]); err != nil {
-			tl.failed(err, true)
+			tl.failed(c, err, true)
 			return
 		}
 		hdr := b[:ipfixHeaderLen]
@@ -141,7 +141,7 @@ func (tl *tcpListener) read(c net.Conn, e *exporter) {
 			return
 		}
 		if b, err = readBody(c, b[:ipfixHeaderLen], length); err != nil {
-			tl.failed(err, true)
+			tl.failed(c, err, true)
 			return
 		}
 		select {
@@ -191,15 +191,17 @@ func (tl *tcpListener) deadline(c net.Conn, d time.Duration) {
 	}
 }
 
-// failed counts why a connection's read failed: within a message
-// (begun) or between two.
-func (tl *tcpListener) failed(err error, begun bool) {
+// failed counts why a read of c failed: within a message (begun) or
+// between two.
+func (tl *tcpListener) failed(c net.Conn, err error, begun bool) {
 	st := tl.src.stats
 	stopping := tl.drainAt.Load() != 0 || isClosed(tl.src.done)
 	switch {
 	case stopping:
-		if begun {
-			st.shutdown(1) // partly received when the collector stopped
+		// Partly received when the collector stopped, or received by
+		// the kernel and not read in time (Drain's grace).
+		if begun || (errors.Is(err, os.ErrDeadlineExceeded) && unread(c) > 0) {
+			st.shutdown(1)
 		}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		if begun {

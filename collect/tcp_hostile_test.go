@@ -337,7 +337,9 @@ func TestTCPDrain(t *testing.T) {
 	if _, err := half.Write(stalledHeader); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the records decoded", func() bool { return k.packets.Load() == int64(len(flows)) })
+	waitUntil(t, "the records decoded and both connections accepted", func() bool {
+		return k.packets.Load() == int64(len(flows)) && c.Stats().TCPOpen == 2
+	})
 	c.Drain()
 	k.wait(t)
 	if !closedByPeer(t, half) {
