@@ -30,6 +30,16 @@ const (
 	// DefaultMaxExporters bounds the exporter addresses each socket keeps
 	// templates and sequence numbers for.
 	DefaultMaxExporters = 1024
+	// DefaultTCPIdleTimeout is how long an IPFIX-over-TCP connection may
+	// send nothing before it is closed (an exporter sends templates, and
+	// flowdedup's own export its records, well within it).
+	DefaultTCPIdleTimeout = 5 * time.Minute
+	// DefaultTCPMessageTimeout is how long an IPFIX message whose first
+	// bytes came may take to come whole (64 KiB at 20 kbit/s).
+	DefaultTCPMessageTimeout = 30 * time.Second
+	// tcpDrainGrace is how long Drain reads the TCP connections on for
+	// the messages they are still sending.
+	tcpDrainGrace = 100 * time.Millisecond
 )
 
 // Config says what a Collector listens on and how it keys.
@@ -54,6 +64,11 @@ type Config struct {
 	PollInterval time.Duration
 	// MaxObservers, MaxExporters: 0 means the defaults.
 	MaxObservers, MaxExporters int
+	// TCPIdleTimeout closes an IPFIX-over-TCP connection on which no
+	// message began for that long, TCPMessageTimeout one whose message
+	// began but was not whole within it (both counted, Stats). 0 means
+	// DefaultTCPIdleTimeout, DefaultTCPMessageTimeout.
+	TCPIdleTimeout, TCPMessageTimeout time.Duration
 	// Limits bound each exporter's templates and domains.
 	Limits netflow.Limits
 	// Warnings receives a line when a socket's receive buffer is smaller
@@ -94,11 +109,18 @@ func Open(cfg Config) (*Collector, error) {
 	if cfg.MaxExporters <= 0 {
 		cfg.MaxExporters = DefaultMaxExporters
 	}
+	if cfg.TCPIdleTimeout <= 0 {
+		cfg.TCPIdleTimeout = DefaultTCPIdleTimeout
+	}
+	if cfg.TCPMessageTimeout <= 0 {
+		cfg.TCPMessageTimeout = DefaultTCPMessageTimeout
+	}
 	c := &Collector{cfg: cfg, reg: newRegistry(cfg.MaxObservers)}
 	st := new(sourceStats)
 	s := &source{
 		decoder: decoder{kind: cfg.Key, reg: c.reg, stats: st, lim: cfg.Limits},
 		done:    make(chan struct{}),
+		drained: make(chan struct{}),
 		timer:   time.NewTimer(time.Hour),
 		timeout: cfg.PollInterval,
 		allow:   cfg.Allow,
@@ -113,7 +135,7 @@ func Open(cfg Config) (*Collector, error) {
 	var udps []udp
 	for _, l := range cfg.Listeners {
 		if l.Protocol == IPFIXTCP {
-			tl, err := listenTCP(l.Addr)
+			tl, err := listenTCP(l.Addr, cfg.TCPIdleTimeout, cfg.TCPMessageTimeout)
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("collect: listen on %s: %w", l, err)
@@ -161,7 +183,25 @@ func (c *Collector) Source() capture.Source { return c.src }
 // (the port the kernel chose for port 0).
 func (c *Collector) Addrs() []string { return c.addrs }
 
-// Close closes every socket and listener. Safe to call more than once.
+// Drain stops receiving and ends the source once what was received is
+// decoded: for a stop (SIGTERM) that loses nothing. The UDP sockets take
+// no more datagrams (Linux: a socket filter drops every new one) and
+// their readers read what the sockets hold without waiting; the TCP
+// listeners take no more connections, and the connections are read for
+// 100 ms more (a message that is not whole then is counted as Shutdown). Next returns the records of all that, then
+// capture.ErrClosed: the pipeline reading the source ends as at the end
+// of a file, every window closed. The kernel's drop count is the one of
+// the moment Drain was called; Close counts the datagrams the filter
+// dropped after (on their way then, or sent later) as Shutdown, and what
+// the pipeline did not read by then. Safe to call
+// more than once, and from any goroutine.
+func (c *Collector) Drain() { c.src.drain() }
+
+// Close closes every socket and listener. What was received and not
+// decoded (datagrams a socket held, batches and messages read but not
+// yet decoded) is counted in Stats as Datagrams and as the error
+// Shutdown: every datagram is decoded, dropped by the kernel (KernelDrops)
+// or counted. Safe to call more than once.
 func (c *Collector) Close() error { return c.src.Close() }
 
 // ObserverName returns the name of observer id (pipeline.Record.Observer):
@@ -183,6 +223,11 @@ func (c *Collector) Stats() Stats {
 		Connections:      st.connections.Load(),
 		StartAhead:       st.startAhead.Load(),
 		ObserverOverflow: c.reg.overflow.Load(),
+
+		TCPOpen:          uint64(max(0, st.tcpOpen.Load())),
+		TCPRefused:       st.tcpRefused.Load(),
+		TCPIdleClosed:    st.tcpIdle.Load(),
+		TCPStalledClosed: st.tcpStalled.Load(),
 	}
 	for i := range st.errors {
 		s.Errors[reasons[i]] = st.errors[i].Load()

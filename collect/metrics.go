@@ -29,9 +29,18 @@ var (
 	descExpSampling  = desc("exporter_sampling_rate", "An exporter's 1-in-N packet sampling rate as it last said it (0: never said; counts from sampled traffic are lower bounds).", "exporter", "protocol")
 )
 
+// IPFIX over TCP: connections open, refused for the limit, closed by a
+// timeout.
+var (
+	descConnsOpen    = desc("connections_open", "IPFIX-over-TCP connections open.")
+	descConnsRefused = desc("connections_refused_total", "IPFIX-over-TCP connections closed at once because the listener had its limit (1024) open.")
+	descConnsClosed  = desc("connections_closed_total", "IPFIX-over-TCP connections closed by a timeout, by reason: idle (no message began within --tcp-idle-timeout), stalled (a message began and was not whole within 30 s).", "reason")
+)
+
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDatagrams, descRecords, descErrors, descKernelDrops, descEvicted, descCounters,
-		descConnections, descOverflow, descExpDatagrams, descExpRecords, descExpLost, descExpSampling} {
+		descConnections, descOverflow, descExpDatagrams, descExpRecords, descExpLost, descExpSampling,
+		descConnsOpen, descConnsRefused, descConnsClosed} {
 		ch <- d
 	}
 }
@@ -53,6 +62,10 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descCounters, s.CounterSamples)
 	counter(descConnections, s.Connections)
 	counter(descOverflow, s.ObserverOverflow)
+	ch <- prometheus.MustNewConstMetric(descConnsOpen, prometheus.GaugeValue, float64(s.TCPOpen))
+	counter(descConnsRefused, s.TCPRefused)
+	counter(descConnsClosed, s.TCPIdleClosed, "idle")
+	counter(descConnsClosed, s.TCPStalledClosed, "stalled")
 	for _, o := range s.Observers {
 		if o.Datagrams == 0 {
 			continue // "other" before anything overflowed

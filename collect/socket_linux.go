@@ -50,7 +50,21 @@ type receiver struct {
 	readFn func(fd uintptr) bool
 	ovfl   atomic.Uint32 // the largest SO_RXQ_OVFL count seen
 	ctlLen int
+
+	// After stop: the socket takes no more datagrams, its drop count is
+	// final (the filter's drops are of datagrams that came after), and
+	// the reader reads what it holds without waiting, at most
+	// maxQueuedBatches recvmmsg calls (with no filter, a flood could
+	// otherwise keep it reading).
+	stopped    atomic.Bool
+	finalDrops uint32 // written before stopped is set
+	queued     int    // recvmmsg calls after stop
+	sink       *batch // small buffers: datagrams counted, not kept
 }
+
+// maxQueuedBatches bounds the batches read from a socket after stop: more
+// than a 2 GiB receive buffer holds.
+const maxQueuedBatches = 1 << 16
 
 // batch is batchSize datagram buffers with their recvmmsg(2) headers.
 type batch struct {
@@ -115,24 +129,25 @@ func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 	}
 	r := &receiver{conn: conn, raw: raw, free: make(chan *batch, batchesPerSocket), ctlLen: unix.CmsgSpace(4)}
 	for range batchesPerSocket {
-		r.free <- r.newBatch()
+		r.free <- r.newBatch(maxDatagram)
 	}
 	r.readFn = r.read
 	return r, granted, nil
 }
 
-func (r *receiver) newBatch() *batch {
+// newBatch returns a batch of buffers of size bytes.
+func (r *receiver) newBatch(size int) *batch {
 	b := &batch{
 		rx:      r,
 		msgs:    make([]mmsghdr, batchSize),
 		iovs:    make([]unix.Iovec, batchSize),
-		bufs:    make([]byte, batchSize*maxDatagram),
+		bufs:    make([]byte, batchSize*size),
 		names:   make([]unix.RawSockaddrInet6, batchSize),
 		control: make([]byte, batchSize*r.ctlLen),
 	}
 	for i := range b.msgs {
-		b.iovs[i].Base = &b.bufs[i*maxDatagram]
-		b.iovs[i].SetLen(maxDatagram)
+		b.iovs[i].Base = &b.bufs[i*size]
+		b.iovs[i].SetLen(size)
 		h := &b.msgs[i].hdr
 		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
 		h.Iov = &b.iovs[i]
@@ -143,11 +158,18 @@ func (r *receiver) newBatch() *batch {
 }
 
 // recv waits for datagrams and reads a batch of them into b. It returns an
-// error once the socket is closed.
+// error once the socket is closed, and errDrained after stop once the
+// socket holds no more.
 func (r *receiver) recv(b *batch) error {
 	r.cur = b
 	for {
+		if r.stopped.Load() {
+			return r.recvQueued(b)
+		}
 		if err := r.raw.Read(r.readFn); err != nil {
+			if r.stopped.Load() {
+				continue // woken by stop: read what the socket holds
+			}
 			return errClosed
 		}
 		if r.errno != nil {
@@ -160,20 +182,40 @@ func (r *receiver) recv(b *batch) error {
 	}
 }
 
+// errDrained: after stop, the socket holds no more datagrams.
+var errDrained = errors.New("collect: socket drained")
+
+// recvQueued reads a batch of what the socket holds into b, without
+// waiting: errDrained when it holds nothing (or after maxQueuedBatches).
+func (r *receiver) recvQueued(b *batch) error {
+	for range 16 { // EINTR
+		if r.queued++; r.queued > maxQueuedBatches {
+			return errDrained
+		}
+		var n int
+		var e syscall.Errno
+		if err := r.raw.Control(func(fd uintptr) { n, e = recvmmsg(fd, b) }); err != nil {
+			return errClosed
+		}
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e != 0 || n == 0:
+			return errDrained // EAGAIN: empty
+		}
+		b.n, b.now = n, time.Now().UnixNano()
+		return nil
+	}
+	return errDrained
+}
+
 // read is the RawConn.Read callback: one recvmmsg(2) into r.cur, false to
 // wait when nothing is there.
 func (r *receiver) read(fd uintptr) bool {
-	b := r.cur
-	for i := range b.msgs {
-		h := &b.msgs[i].hdr
-		h.Namelen = uint32(unsafe.Sizeof(b.names[0]))
-		h.SetControllen(r.ctlLen)
-		h.Flags = 0
-	}
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.msgs)), unix.MSG_DONTWAIT, 0, 0)
+	n, e := recvmmsg(fd, r.cur)
 	switch e {
 	case 0:
-		r.n, r.errno = int(n), nil
+		r.n, r.errno = n, nil
 		return true
 	case unix.EAGAIN:
 		return false
@@ -183,6 +225,73 @@ func (r *receiver) read(fd uintptr) bool {
 	}
 	r.n, r.errno = 0, e
 	return true
+}
+
+// recvmmsg reads what fd holds into b, up to a batch, without waiting.
+func recvmmsg(fd uintptr, b *batch) (int, syscall.Errno) {
+	for i := range b.msgs {
+		h := &b.msgs[i].hdr
+		h.Namelen = uint32(unsafe.Sizeof(b.names[0]))
+		h.SetControllen(b.rx.ctlLen)
+		h.Flags = 0
+	}
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.msgs)), unix.MSG_DONTWAIT, 0, 0)
+	return int(n), e
+}
+
+// stop makes the socket take no more datagrams: a socket filter that
+// drops every one (the datagrams it holds stay), then takes the drop
+// count, final from now on, and wakes the reader, which then reads what
+// the socket holds without waiting (recvQueued). Without the filter (an
+// error), the reader still reads no more than maxQueuedBatches.
+func (r *receiver) stop() {
+	r.raw.Control(func(fd uintptr) {
+		prog := [1]unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
+		unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &prog[0]})
+	})
+	r.finalDrops = r.liveDrops()
+	r.stopped.Store(true)
+	r.conn.SetReadDeadline(time.Now()) // wakes a reader waiting in Read
+}
+
+// lateDrops returns the datagrams the socket dropped since stop: those
+// its filter dropped, which came after stop, or were on their way (in the
+// kernel's backlog) when it was called. For Close, before the socket
+// closes.
+func (r *receiver) lateDrops() uint64 {
+	if !r.stopped.Load() {
+		return 0
+	}
+	return uint64(r.liveDrops() - r.finalDrops)
+}
+
+// unread returns the bytes c's socket received that were not read
+// (SIOCINQ), 0 when it cannot tell.
+func unread(c net.Conn) int {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	raw.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n
+}
+
+// discard reads and counts what the socket holds, after stop: datagrams
+// received and not to be decoded.
+func (r *receiver) discard() uint64 {
+	if r.sink == nil {
+		r.sink = r.newBatch(1) // truncated: only counted
+	}
+	var n uint64
+	for r.recvQueued(r.sink) == nil {
+		n += uint64(r.sink.n)
+	}
+	return n
 }
 
 // datagram returns datagram i of the batch, in its buffer (valid until the
@@ -218,6 +327,13 @@ func (b *batch) datagram(i int) (d []byte, from netip.Addr, truncated bool) {
 // of room in its buffer: the larger of what SO_RXQ_OVFL said and what
 // SO_MEMINFO says now (drops after the last datagram read show there).
 func (r *receiver) drops() uint64 {
+	if r.stopped.Load() {
+		return uint64(max(r.finalDrops, r.ovfl.Load()))
+	}
+	return uint64(r.liveDrops())
+}
+
+func (r *receiver) liveDrops() uint32 {
 	d := r.ovfl.Load()
 	r.raw.Control(func(fd uintptr) {
 		var mem [unix.SK_MEMINFO_VARS]uint32
@@ -227,7 +343,7 @@ func (r *receiver) drops() uint64 {
 			d = max(d, mem[unix.SK_MEMINFO_DROPS])
 		}
 	})
-	return uint64(d)
+	return d
 }
 
 func (r *receiver) close() error { return r.conn.Close() }

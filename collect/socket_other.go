@@ -3,8 +3,10 @@
 package collect
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -16,7 +18,16 @@ type receiver struct {
 	conn *net.UDPConn
 	free chan *batch
 	ovfl atomic.Uint32
+	// stopped: the reader reads for drainWait more, then ends
+	// (errDrained); there is no socket filter to stop the intake here.
+	stopped atomic.Bool
 }
+
+// drainWait is how long a stopped receiver reads on.
+const drainWait = 20 * time.Millisecond
+
+// errDrained: the receiver stopped and read what came within drainWait.
+var errDrained = errors.New("collect: socket drained")
 
 // batch holds one datagram.
 type batch struct {
@@ -57,6 +68,9 @@ func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 func (r *receiver) recv(b *batch) error {
 	n, _, _, from, err := r.conn.ReadMsgUDPAddrPort(b.buf, nil)
 	if err != nil {
+		if r.stopped.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			return errDrained
+		}
 		return errClosed
 	}
 	b.n, b.len, b.from, b.trunc, b.now = 1, min(n, maxDatagram), from.Addr().Unmap(), n > maxDatagram, time.Now().UnixNano()
@@ -66,6 +80,19 @@ func (r *receiver) recv(b *batch) error {
 func (b *batch) datagram(int) ([]byte, netip.Addr, bool) { return b.buf[:b.len], b.from, b.trunc }
 
 func (r *receiver) drops() uint64 { return 0 }
+
+func (r *receiver) stop() {
+	r.stopped.Store(true)
+	r.conn.SetReadDeadline(time.Now().Add(drainWait))
+}
+
+func (r *receiver) lateDrops() uint64 { return 0 }
+
+func unread(net.Conn) int { return 0 }
+
+// discard counts nothing: what the socket holds is lost at its close
+// without a number here (Linux counts it).
+func (r *receiver) discard() uint64 { return 0 }
 
 func (r *receiver) close() error { return r.conn.Close() }
 

@@ -21,6 +21,11 @@ const (
 	// header flow.Parse found no key in is counted by the pipeline
 	// instead (malformed_by, skipped_by).
 	MissingField = "missing_field"
+	// Shutdown: a datagram (or TCP message) received but not decoded
+	// because the collector was stopping: what its sockets held, or its
+	// readers had read, when the pipeline stopped reading (Close), and
+	// what came to a socket after Drain or Close stopped its intake.
+	Shutdown = "shutdown"
 )
 
 // reasons lists every label of Stats.Errors, in index order: collect's
@@ -29,6 +34,7 @@ const (
 var reasons = []string{
 	RejectedExporter, Oversize, MissingField,
 	"truncated", "bad_version", "bad_set", "bad_template", "no_template", "no_header",
+	Shutdown,
 }
 
 const (
@@ -37,8 +43,11 @@ const (
 	errMissing
 	errTruncated
 	errBadVersion
-	numReasons = 9
+	numReasons = 10
 )
+
+// errShutdown is the index of Shutdown in reasons.
+var errShutdown int
 
 // Reasons returns the labels of Stats.Errors, for metrics registered up
 // front. The caller owns the slice.
@@ -58,6 +67,7 @@ func init() {
 		}
 		panic("collect: no reason " + label)
 	}
+	errShutdown = index(Shutdown)
 	for r := range netflow.NumReasons {
 		netflowReason[r] = index(r.String())
 	}
@@ -82,6 +92,11 @@ type sourceStats struct {
 	kernelDrops      atomic.Uint64
 	connections      atomic.Uint64 // TCP
 	startAhead       atomic.Uint64
+
+	// IPFIX over TCP: connections open now, refused for the limit,
+	// closed by the idle timeout and by the message timeout.
+	tcpOpen                         atomic.Int64
+	tcpRefused, tcpIdle, tcpStalled atomic.Uint64
 }
 
 // Stats are a Collector's counters since it opened. Safe to take from any
@@ -107,6 +122,13 @@ type Stats struct {
 	// minute after their arrival (an exporter's clock that is wrong):
 	// their arrival was taken as their time instead.
 	StartAhead uint64
+	// IPFIX over TCP: TCPOpen is the connections open now;
+	// TCPRefused counts the connections closed at once because the
+	// listener had its limit (1024) open; TCPIdleClosed those closed
+	// because no message began within Config.TCPIdleTimeout, and
+	// TCPStalledClosed those closed because a message that had begun
+	// was not whole within Config.TCPMessageTimeout.
+	TCPOpen, TCPRefused, TCPIdleClosed, TCPStalledClosed uint64
 	// ObserverOverflow counts the exporters that came after the observer
 	// registry was full (Config.MaxObservers), counted as OtherName.
 	ObserverOverflow uint64

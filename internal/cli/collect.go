@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -22,10 +23,11 @@ import (
 // CollectConfig holds the flags of `flowdedup collect`.
 type CollectConfig struct {
 	CaptureConfig
-	Listen  []string // --listen URL, repeatable
-	Allow   []string // --allow CIDR, repeatable
-	Rcvbuf  int64    // --rcvbuf, bytes
-	Sockets int      // --sockets per UDP listener; 0: --workers
+	Listen  []string      // --listen URL, repeatable
+	Allow   []string      // --allow CIDR, repeatable
+	Rcvbuf  int64         // --rcvbuf, bytes
+	Sockets int           // --sockets per UDP listener; 0: --workers
+	TCPIdle time.Duration // --tcp-idle-timeout
 
 	listeners []collect.Listener
 	allow     []netip.Prefix
@@ -36,7 +38,7 @@ type CollectConfig struct {
 // window, since a router exports a flow when it ends or at its active
 // timeout, minutes after it began.
 func newCollectConfig() CollectConfig {
-	c := CollectConfig{CaptureConfig: newCaptureConfig(), Rcvbuf: collect.DefaultRcvbuf}
+	c := CollectConfig{CaptureConfig: newCaptureConfig(), Rcvbuf: collect.DefaultRcvbuf, TCPIdle: collect.DefaultTCPIdleTimeout}
 	c.Summary = "-"
 	c.lateDefault = math.MaxInt64 // capped at one window
 	return c
@@ -48,6 +50,7 @@ func (c *CollectConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Allow, "allow", nil, "take datagrams and connections only from exporters in `CIDR` (repeatable), e.g. --allow 10.0.0.0/8; others are counted as rejected_exporter and dropped")
 	fs.Var(sizeValue{p: &c.Rcvbuf}, "rcvbuf", "receive buffer `SIZE` of each UDP socket, e.g. 64MiB: forced with CAP_NET_ADMIN, else at most net.core.rmem_max (a warning says so); a burst that does not fit is dropped by the kernel and counted (dropped_by kernel)")
 	fs.IntVar(&c.Sockets, "sockets", 1, "UDP sockets per listener, each read by a goroutine of its own (SO_REUSEPORT: the kernel sends each exporter to one of them); their records are keyed by one goroutine")
+	fs.Var(durationValue{p: &c.TCPIdle}, "tcp-idle-timeout", "close an IPFIX-over-TCP connection on which no message began for `D` (counted: flowdedup_collect_connections_closed_total{reason=\"idle\"}); a message that began must be whole within 30 s (reason stalled)")
 	c.CaptureConfig.BindFlags(fs)
 	if f := fs.Lookup("lateness"); f != nil {
 		f.Usage = "allowed lateness `D`: a window closes when the newest record's flow start passes its end plus D; records that began earlier are counted as late. Routers export a flow when it ends or at its active timeout: set D to that timeout, at least (default: one --window). Each worker keeps ceil(D/window)+1 filters"
@@ -133,6 +136,9 @@ func (c *CollectConfig) check(budget memoryBudget) error {
 	if c.Sockets < 1 {
 		return usagef("--sockets must be at least 1")
 	}
+	if c.TCPIdle <= 0 {
+		return usagef("--tcp-idle-timeout must be positive, e.g. 5m")
+	}
 	return c.CaptureConfig.check(budget)
 }
 
@@ -148,7 +154,7 @@ func runCollect(ctx context.Context, cfg *CollectConfig, args []string, stdout, 
 	sockets := cfg.Sockets
 	c, err := collect.Open(collect.Config{
 		Listeners: cfg.listeners, Allow: cfg.allow, Key: cfg.Key,
-		Sockets: sockets, Rcvbuf: int(cfg.Rcvbuf), Warnings: stderr,
+		Sockets: sockets, Rcvbuf: int(cfg.Rcvbuf), Warnings: stderr, TCPIdleTimeout: cfg.TCPIdle,
 	})
 	if err != nil {
 		return err
@@ -166,10 +172,22 @@ func runCollect(ctx context.Context, cfg *CollectConfig, args []string, stdout, 
 		where = append(where, cfg.listeners[i].Protocol.String()+"://"+a)
 	}
 	fmt.Fprintf(stderr, "flowdedup collect: listening on %s (%d sockets per UDP listener), %s\n", strings.Join(where, ", "), sockets, cfg.describe())
-	err = s.run(ctx, c.Source())
+	// SIGINT or SIGTERM drains the collector (its source ends once what it
+	// received is decoded) rather than stopping the pipeline, which would
+	// stop reading it within 500 ms; the pipeline is stopped only if the
+	// drain takes longer than collectDrainLimit. Close counts what was not
+	// decoded (shutdown) before the totals.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { c.Drain(); time.AfterFunc(collectDrainLimit, cancel) })()
+	err = s.run(runCtx, c.Source())
+	c.Close()
 	fmt.Fprint(stderr, collectTotals(c.Stats()))
 	return err
 }
+
+// collectDrainLimit bounds the drain of collect at a stop.
+const collectDrainLimit = 10 * time.Second
 
 // collectCounts makes the collect part of each summary: what the
 // collector counted since the previous one.
