@@ -19,6 +19,9 @@ type Limits struct {
 	// one beyond it evicts one that sent nothing since the last eviction,
 	// counted in Stats.DomainsEvicted. Default 64.
 	MaxDomains int
+	// Budget, when not nil, bounds the memory of the templates of every
+	// Session that shares it (see Budget); nil: MaxTemplates alone.
+	Budget *Budget
 }
 
 // Default limits.
@@ -120,7 +123,7 @@ type Domain struct {
 	// said (which collectors read as unsampled).
 	SamplingRate uint32
 
-	initMs  int64 // IPFIX systemInitTimeMilliseconds, 0 unknown
+	initMs  uint64 // IPFIX systemInitTimeMilliseconds, 0 unknown
 	version uint16
 	used    bool // sent something since the last eviction pass (CLOCK)
 }
@@ -141,6 +144,7 @@ type Session struct {
 	dclock    []uint32
 	dhand     int
 	scratch   template // templates are compiled here, then copied if new
+	bytes     int64    // the cost of the templates (Budget)
 }
 
 // NewSession returns an empty Session bounded by lim.
