@@ -293,7 +293,8 @@ func TestTCP(t *testing.T) {
 // nothing once the exporter is known.
 func TestNoAllocPerRecord(t *testing.T) {
 	c := open(t, NetFlow, flow.KeySrc, func(cfg *Config) { cfg.PollInterval = time.Second })
-	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true}
+	// One exporter, one socket: its templates are of its transport session.
+	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true, TemplateEvery: 1}
 	flows := collecttest.Flows(30, 7, exportTime)
 	msgs := e.Encode(exportTime, flows, 30)
 	msgs = append(msgs, e.Encode(exportTime, flows, 30)...)

@@ -128,22 +128,32 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 		return new(sourceStats)
 	}
 	sflow := b[0]&1 == 1
-	reg := newRegistry(4)
+	reg := newRegistry(4, 2, time.Hour)
 	st := new(sourceStats)
-	d := decoder{kind: flow.Key5Tuple, reg: reg, stats: st, lim: netflow.Limits{MaxTemplates: 8, MaxDomains: 4}}
+	budget := netflow.NewBudget(64 << 10)
+	d := decoder{kind: flow.Key5Tuple, reg: reg, stats: st, lim: netflow.Limits{MaxTemplates: 8, MaxDomains: 4, Budget: budget}, ahead: int64(DefaultMaxClockAhead)}
 	exps := newExporters(2, d.lim, st)
 	from := netip.MustParseAddr("192.0.2.7")
+	proto := NetFlow
+	if sflow {
+		proto = SFlow
+	}
+	// The datagrams come after the seeds' exporters sent them (2026),
+	// from the same address and, a byte of the input says, from one of
+	// four source ports (transport sessions).
+	arrival := fuzzArrival.UnixNano()
 	var p capture.Packet
+	port := uint16(b[0] >> 1 & 3)
 	b = b[1:]
 	for len(b) >= 2 {
 		n := min(int(binary.BigEndian.Uint16(b)), len(b)-2)
 		msg := b[2 : 2+n]
 		b = b[2+n:]
-		e := exps.get(from)
+		e := exps.get(from, 1000+port, proto, arrival)
 		if sflow {
-			d.startSFlow(msg, e, 1)
+			d.startSFlow(msg, e, arrival)
 		} else {
-			d.startNetFlow(msg, e, 1)
+			d.startNetFlow(msg, e, arrival)
 		}
 		for d.next(&p) {
 			switch {
@@ -153,14 +163,22 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 				t.Fatalf("a frame of %d bytes (wire %d) from a datagram of %d", len(p.Data), p.WireLen, len(msg))
 			case p.Observer == 0 || reg.name(p.Observer) == "":
 				t.Fatalf("observer %d", p.Observer)
+			case p.TimeNs < minSaneNs || p.TimeNs > arrival+d.ahead:
+				t.Fatalf("a packet of time %d, arrival %d", p.TimeNs, arrival)
 			}
 		}
+		if budget.Used() > budget.Max() {
+			t.Fatalf("templates of %d bytes, budget %d", budget.Used(), budget.Max())
+		}
 	}
-	if n := len(reg.observers()); n > 4+2 {
-		t.Fatalf("%d observers, limit 4", n-2)
+	if n := len(reg.observers(arrival)); n > 4+1 { // and other
+		t.Fatalf("%d observers, limit 4", n-1)
 	}
 	return st
 }
+
+// fuzzArrival is when FuzzDatagramToKey's datagrams come.
+var fuzzArrival = exportTime.Add(time.Hour)
 
 // FuzzDatagramToKey runs datagrams through the whole path from bytes to
 // keys (the decoders, the exporter and observer tables, key making) and

@@ -21,6 +21,10 @@ const (
 	// header flow.Parse found no key in is counted by the pipeline
 	// instead (malformed_by, skipped_by).
 	MissingField = "missing_field"
+	// BadTime: a flow record whose start is no sane time (before 1993,
+	// or not a time at all: e.g. 1 ms before 1970, flowStartMilliseconds
+	// 2^64-1). It is keyed with its arrival.
+	BadTime = "bad_time"
 )
 
 // reasons lists every label of Stats.Errors, in index order: collect's
@@ -29,6 +33,7 @@ const (
 var reasons = []string{
 	RejectedExporter, Oversize, MissingField,
 	"truncated", "bad_version", "bad_set", "bad_template", "no_template", "no_header",
+	BadTime,
 }
 
 const (
@@ -37,7 +42,11 @@ const (
 	errMissing
 	errTruncated
 	errBadVersion
-	numReasons = 9
+)
+
+const (
+	errBadTime = 9
+	numReasons = 10
 )
 
 // Reasons returns the labels of Stats.Errors, for metrics registered up
@@ -103,10 +112,20 @@ type Stats struct {
 	CounterSamples uint64
 	// Connections counts the IPFIX-over-TCP connections accepted.
 	Connections uint64
-	// StartAhead counts the flow records whose start was more than a
-	// minute after their arrival (an exporter's clock that is wrong):
-	// their arrival was taken as their time instead.
+	// StartAhead counts the flow records whose start was more than
+	// Config.MaxClockAhead after their arrival (an exporter's clock that
+	// is wrong): their arrival was taken as their time instead.
 	StartAhead uint64
+	// Registry and template memory (issue 25): ObserverShareOverflow
+	// counts the exporters' domains counted under their address's
+	// ShareName (past Config.ObserversPerAddress); ObserversEvicted the
+	// observers that left the registry, idle for Config.ObserverIdle;
+	// TemplateMemoryEvicted the templates evicted to keep every session's
+	// templates within Config.TemplateMemory; TemplateMemory the bytes
+	// they take now.
+	ObserverShareOverflow, ObserversEvicted uint64
+	TemplateMemoryEvicted                   uint64
+	TemplateMemory                          int64
 	// ObserverOverflow counts the exporters that came after the observer
 	// registry was full (Config.MaxObservers), counted as OtherName.
 	ObserverOverflow uint64

@@ -110,8 +110,9 @@ type Domain struct {
 	// domain ID, or (v5) the engine type << 8 | the engine ID.
 	ID uint32
 	// Tag is the caller's: a collector keeps here what it keys the
-	// domain's records with (its observer). 0 until the caller sets it.
-	Tag uint32
+	// domain's records with (its observer). nil until the caller sets
+	// it.
+	Tag any
 
 	// Seq counts the messages and records lost in transit, from the
 	// sequence numbers: v9 numbers messages, v5 and IPFIX records.

@@ -9,12 +9,14 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/collect"
+	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/units"
 )
@@ -26,6 +28,9 @@ type CollectConfig struct {
 	Allow   []string // --allow CIDR, repeatable
 	Rcvbuf  int64    // --rcvbuf, bytes
 	Sockets int      // --sockets per UDP listener; 0: --workers
+	// Hostile networks (issue 25).
+	TemplateMemory int64         // --template-memory, bytes
+	MaxClockAhead  time.Duration // --max-clock-ahead
 
 	listeners []collect.Listener
 	allow     []netip.Prefix
@@ -36,7 +41,8 @@ type CollectConfig struct {
 // window, since a router exports a flow when it ends or at its active
 // timeout, minutes after it began.
 func newCollectConfig() CollectConfig {
-	c := CollectConfig{CaptureConfig: newCaptureConfig(), Rcvbuf: collect.DefaultRcvbuf}
+	c := CollectConfig{CaptureConfig: newCaptureConfig(), Rcvbuf: collect.DefaultRcvbuf,
+		TemplateMemory: netflow.DefaultTemplateMemory, MaxClockAhead: collect.DefaultMaxClockAhead}
 	c.Summary = "-"
 	c.lateDefault = math.MaxInt64 // capped at one window
 	return c
@@ -48,6 +54,8 @@ func (c *CollectConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Allow, "allow", nil, "take datagrams and connections only from exporters in `CIDR` (repeatable), e.g. --allow 10.0.0.0/8; others are counted as rejected_exporter and dropped")
 	fs.Var(sizeValue{p: &c.Rcvbuf}, "rcvbuf", "receive buffer `SIZE` of each UDP socket, e.g. 64MiB: forced with CAP_NET_ADMIN, else at most net.core.rmem_max (a warning says so); a burst that does not fit is dropped by the kernel and counted (dropped_by kernel)")
 	fs.IntVar(&c.Sockets, "sockets", 1, "UDP sockets per listener, each read by a goroutine of its own (SO_REUSEPORT: the kernel sends each exporter to one of them); their records are keyed by one goroutine")
+	fs.Var(sizeValue{p: &c.TemplateMemory}, "template-memory", "bound the NetFlow v9 and IPFIX templates of every exporter and TCP connection together to `SIZE`, e.g. 64MiB; past it the templates least in use are evicted (counted: evicted template_memory) and learnt again from the exporter's next refresh")
+	fs.Var(durationValue{p: &c.MaxClockAhead}, "max-clock-ahead", "a flow record that starts more than `D` after it arrived (an exporter's clock is fast) takes its arrival as its time, counted as start_ahead, so that one wrong clock does not close the windows of the others")
 	c.CaptureConfig.BindFlags(fs)
 	if f := fs.Lookup("lateness"); f != nil {
 		f.Usage = "allowed lateness `D`: a window closes when the newest record's flow start passes its end plus D; records that began earlier are counted as late. Routers export a flow when it ends or at its active timeout: set D to that timeout, at least (default: one --window). Each worker keeps ceil(D/window)+1 filters"
@@ -133,6 +141,12 @@ func (c *CollectConfig) check(budget memoryBudget) error {
 	if c.Sockets < 1 {
 		return usagef("--sockets must be at least 1")
 	}
+	if c.TemplateMemory < 64<<10 {
+		return usagef("--template-memory %s: at least 64KiB", units.FormatBytes(c.TemplateMemory))
+	}
+	if c.MaxClockAhead <= 0 {
+		return usagef("--max-clock-ahead must be more than 0, e.g. 5s")
+	}
 	return c.CaptureConfig.check(budget)
 }
 
@@ -149,6 +163,7 @@ func runCollect(ctx context.Context, cfg *CollectConfig, args []string, stdout, 
 	c, err := collect.Open(collect.Config{
 		Listeners: cfg.listeners, Allow: cfg.allow, Key: cfg.Key,
 		Sockets: sockets, Rcvbuf: int(cfg.Rcvbuf), Warnings: stderr,
+		TemplateMemory: cfg.TemplateMemory, MaxClockAhead: cfg.MaxClockAhead,
 	})
 	if err != nil {
 		return err

@@ -48,6 +48,9 @@ type collectProc struct {
 	logs strings.Builder
 	dead chan struct{}
 	err  error
+	// conns holds each exporter's socket: its templates are of its
+	// transport session (address and port), as a router's are.
+	conns map[*collecttest.Exporter]net.Conn
 }
 
 var listening = regexp.MustCompile(`listening on netflow://(\S+?)[, ]`)
@@ -100,11 +103,18 @@ func (c *collectProc) log() string {
 // send sends the messages of flows, as exporter e, to the collector.
 func (c *collectProc) send(t *testing.T, e *collecttest.Exporter, flows []collecttest.Flow) {
 	t.Helper()
-	conn, err := net.Dial("udp", c.addr)
-	if err != nil {
-		t.Fatal(err)
+	conn := c.conns[e]
+	if conn == nil {
+		var err error
+		if conn, err = net.Dial("udp", c.addr); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if c.conns == nil {
+			c.conns = map[*collecttest.Exporter]net.Conn{}
+		}
+		c.conns[e] = conn
 	}
-	defer conn.Close()
 	for _, m := range e.Encode(time.Now().Truncate(time.Second), flows, 30) {
 		if _, err := conn.Write(m); err != nil {
 			t.Fatal(err)
