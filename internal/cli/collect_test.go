@@ -32,6 +32,8 @@ func TestCollectUsageErrors(t *testing.T) {
 		{"collect", "--listen", "netflow://127.0.0.1:2055", "--key", "mac"},
 		{"collect", "--listen", "netflow://127.0.0.1:2055", "capture.pcap"},
 		{"collect", "--listen", "netflow://127.0.0.1:2055", "--lateness", "5s"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--template-memory", "1KiB"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--max-clock-ahead", "0s"},
 	} {
 		code, _, errs := run(args...)
 		if code != ExitUsage || errs == "" {
