@@ -27,8 +27,9 @@ const (
 	// collector numbers (and labels metrics with); the ones after share
 	// the observer OtherName.
 	DefaultMaxObservers = 1024
-	// DefaultMaxExporters bounds the exporter addresses each socket keeps
-	// templates and sequence numbers for.
+	// DefaultMaxExporters bounds the exporters' transport sessions (UDP
+	// source address and port) the collector keeps templates and
+	// sequence numbers for.
 	DefaultMaxExporters = 1024
 )
 
