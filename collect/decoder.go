@@ -56,9 +56,9 @@ func (d *decoder) startNetFlow(b []byte, e *exporter, now int64) {
 		return
 	}
 	d.dom = d.msg.Domain()
-	if o, _ := d.dom.Tag.(*observer); o != nil && o.live.Load() {
-		o.seen.Store(now)
-		d.netflowObserver(o)
+	if tg, _ := d.dom.Tag.(*tag); tg != nil && tg.valid(now) {
+		tg.obs.seen.Store(now)
+		d.netflowObserver(tg.obs)
 	}
 	d.state = stateNetFlow
 }
@@ -79,7 +79,7 @@ func (d *decoder) startSFlow(b []byte, e *exporter, now int64) {
 		return
 	}
 	d.akey = agentKey{d.sfd.Agent.Unmap(), d.sfd.SubAgent}
-	if a := e.agents[d.akey]; a != nil && a.obs != nil && a.obs.live.Load() {
+	if a := e.agents[d.akey]; a != nil && a.valid(now) {
 		a.obs.seen.Store(now)
 		d.sflowObserver(a)
 	}
@@ -106,16 +106,46 @@ func (d *decoder) register() {
 	e := d.exp
 	switch d.state {
 	case stateNetFlow:
-		o := d.reg.lookup(e.addr, e.addr, d.dom.ID, d.arrival)
-		d.dom.Tag = o
-		d.netflowObserver(o)
+		tg, _ := d.dom.Tag.(*tag)
+		if tg == nil {
+			tg = new(tag) // once per domain: not per datagram
+			d.dom.Tag = tg
+		}
+		tg.set(d.reg.lookup(e.addr, e.addr, d.dom.ID, d.arrival), d.arrival)
+		d.netflowObserver(tg.obs)
 	case stateSFlow:
 		a := e.agent(d.akey)
-		if a.obs == nil || !a.obs.live.Load() {
-			a.obs = d.reg.lookup(e.addr, d.akey.addr, d.akey.sub, d.arrival)
+		if !a.valid(d.arrival) {
+			a.set(d.reg.lookup(e.addr, d.akey.addr, d.akey.sub, d.arrival), d.arrival)
 		}
 		d.sflowObserver(a)
 	}
+}
+
+// tag is what a source keeps of the observer of a domain or an sFlow
+// agent (netflow.Domain.Tag, agent): the observer, and when one lumped
+// with others (OtherObserver, ADDR#other) is to be looked up again, in
+// case the registry has room by then.
+type tag struct {
+	obs   *observer
+	retry int64 // Unix ns; 0: never
+}
+
+// lumpedRetry is how often an exporter counted as OtherObserver or
+// under its address's ShareName is looked up again.
+const lumpedRetry = int64(10 * time.Second)
+
+func (tg *tag) set(o *observer, now int64) {
+	tg.obs, tg.retry = o, 0
+	if o.id == OtherObserver || o.key.share {
+		tg.retry = now + lumpedRetry
+	}
+}
+
+// valid reports whether the observer kept is the one to count under at
+// now: known, in the registry, and not lumped past its retry time.
+func (tg *tag) valid(now int64) bool {
+	return tg.obs != nil && tg.obs.live.Load() && (tg.retry == 0 || now < tg.retry)
 }
 
 // next fills p with the next packet of the datagram being read and

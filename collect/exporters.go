@@ -34,8 +34,8 @@ type agentKey struct {
 
 // agent is an sFlow agent (and sub-agent) as a source tracks it.
 type agent struct {
+	tag  // its observer
 	seq  seqnum.Counter
-	obs  *observer
 	used bool
 }
 

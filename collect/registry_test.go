@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
+	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 )
@@ -227,5 +229,49 @@ func TestRegistryIdle(t *testing.T) {
 	}
 	if len(r.retired) > 4 || len(r.byID) > 1+4+4 {
 		t.Errorf("%d retired, %d named: over the bounds", len(r.retired), len(r.byID))
+	}
+}
+
+// TestLumpedLookedUpAgain: an exporter that came while the registry was
+// full counts as other; looked up again (every 10 s) once an idle
+// observer has left, it has one of its own.
+func TestLumpedLookedUpAgain(t *testing.T) {
+	reg := newRegistry(2, DefaultObserversPerAddress, time.Minute)
+	st := new(sourceStats)
+	d := decoder{kind: flow.KeySrc, reg: reg, stats: st, lim: netflow.Limits{Budget: netflow.NewBudget(1 << 20)}, ahead: int64(DefaultMaxClockAhead)}
+	exps := newExporters(16, d.lim, st)
+	f := []collecttest.Flow{{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: 6, SrcPort: 1, DstPort: 2,
+		Start: exportTime.Add(-time.Minute), End: exportTime}}
+	decode := func(from string, now time.Duration) string {
+		t.Helper()
+		e := exps.get(netip.MustParseAddr(from), 2055, NetFlow, exportTime.Add(now).UnixNano())
+		x := collecttest.Exporter{Version: 5, Boot: exportTime.Add(-time.Hour)}
+		d.startNetFlow(x.Encode(exportTime, f, 1)[0], e, exportTime.Add(now).UnixNano())
+		var p capture.Packet
+		name := ""
+		for d.next(&p) {
+			name = reg.name(p.Observer)
+		}
+		return name
+	}
+	for _, tc := range []struct {
+		from string
+		at   time.Duration
+		want string
+	}{
+		{"192.0.2.1", 0, "192.0.2.1#0"},
+		{"192.0.2.2", 0, "192.0.2.2#0"},
+		{"192.0.2.3", 0, OtherName}, // the registry is full
+		{"192.0.2.2", time.Minute, "192.0.2.2#0"},
+		{"192.0.2.3", 5 * time.Second, OtherName},     // not looked up again yet
+		{"192.0.2.3", 2 * time.Minute, "192.0.2.3#0"}, // 192.0.2.1 idle for 2 minutes: it left
+		{"192.0.2.3", 3 * time.Minute, "192.0.2.3#0"},
+	} {
+		if got := decode(tc.from, tc.at); got != tc.want {
+			t.Errorf("%s at +%v: observer %q, want %q", tc.from, tc.at, got, tc.want)
+		}
+	}
+	if reg.evicted.Load() != 1 {
+		t.Errorf("%d observers evicted, want 1", reg.evicted.Load())
 	}
 }

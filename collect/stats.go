@@ -127,7 +127,9 @@ type Stats struct {
 	TemplateMemoryEvicted                   uint64
 	TemplateMemory                          int64
 	// ObserverOverflow counts the exporters that came after the observer
-	// registry was full (Config.MaxObservers), counted as OtherName.
+	// registry was full (Config.MaxObservers), counted as OtherName (and
+	// again each time one, looked up again every 10 s, still finds no
+	// room; so does ObserverShareOverflow).
 	ObserverOverflow uint64
 	// Observers holds each exporter's observation domain, by number.
 	Observers []ObserverStats
