@@ -303,7 +303,10 @@ func TestTCP(t *testing.T) {
 // nothing once the exporter is known.
 func TestNoAllocPerRecord(t *testing.T) {
 	c := open(t, NetFlow, flow.KeySrc, func(cfg *Config) { cfg.PollInterval = time.Second })
-	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true}
+	// send dials a socket of its own per call, a transport session of its
+	// own: the templates come with every message (a refresh identical to
+	// the template held allocates nothing).
+	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true, TemplateEvery: 1}
 	flows := collecttest.Flows(30, 7, exportTime)
 	msgs := e.Encode(exportTime, flows, 30)
 	msgs = append(msgs, e.Encode(exportTime, flows, 30)...)

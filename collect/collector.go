@@ -27,8 +27,9 @@ const (
 	// collector numbers (and labels metrics with); the ones after share
 	// the observer OtherName.
 	DefaultMaxObservers = 1024
-	// DefaultMaxExporters bounds the exporter addresses each socket keeps
-	// templates and sequence numbers for.
+	// DefaultMaxExporters bounds the exporters' transport sessions (UDP
+	// source address and port) the collector keeps templates and
+	// sequence numbers for.
 	DefaultMaxExporters = 1024
 	// DefaultTCPIdleTimeout is how long an IPFIX-over-TCP connection may
 	// send nothing before it is closed (an exporter sends templates, and
@@ -71,6 +72,20 @@ type Config struct {
 	TCPIdleTimeout, TCPMessageTimeout time.Duration
 	// Limits bound each exporter's templates and domains.
 	Limits netflow.Limits
+	// Hostile networks (issue 25). TemplateMemory bounds the bytes of
+	// every UDP exporter's and TCP connection's templates together
+	// (netflow.Budget); 0 means netflow.DefaultTemplateMemory.
+	// ObserversPerAddress is the share of MaxObservers one source
+	// address may take; 0 means DefaultObserversPerAddress.
+	// ObserverIdle is how long an observer may be silent before it
+	// leaves the registry; 0 means DefaultObserverIdle. MaxClockAhead is
+	// how far a record's start may be after its arrival before the
+	// arrival is taken (counted, StartAhead); 0 means
+	// DefaultMaxClockAhead.
+	TemplateMemory      int64
+	ObserversPerAddress int
+	ObserverIdle        time.Duration
+	MaxClockAhead       time.Duration
 	// Warnings receives a line when a socket's receive buffer is smaller
 	// than Rcvbuf (the kernel caps it at net.core.rmem_max without
 	// CAP_NET_ADMIN). nil: none.
@@ -115,10 +130,25 @@ func Open(cfg Config) (*Collector, error) {
 	if cfg.TCPMessageTimeout <= 0 {
 		cfg.TCPMessageTimeout = DefaultTCPMessageTimeout
 	}
-	c := &Collector{cfg: cfg, reg: newRegistry(cfg.MaxObservers)}
+	if cfg.TemplateMemory <= 0 {
+		cfg.TemplateMemory = netflow.DefaultTemplateMemory
+	}
+	if cfg.ObserversPerAddress <= 0 {
+		cfg.ObserversPerAddress = DefaultObserversPerAddress
+	}
+	if cfg.ObserverIdle <= 0 {
+		cfg.ObserverIdle = DefaultObserverIdle
+	}
+	if cfg.MaxClockAhead <= 0 {
+		cfg.MaxClockAhead = DefaultMaxClockAhead
+	}
+	if cfg.Limits.Budget == nil {
+		cfg.Limits.Budget = netflow.NewBudget(cfg.TemplateMemory)
+	}
+	c := &Collector{cfg: cfg, reg: newRegistry(cfg.MaxObservers, cfg.ObserversPerAddress, cfg.ObserverIdle)}
 	st := new(sourceStats)
 	s := &source{
-		decoder: decoder{kind: cfg.Key, reg: c.reg, stats: st, lim: cfg.Limits},
+		decoder: decoder{kind: cfg.Key, reg: c.reg, stats: st, lim: cfg.Limits, ahead: int64(cfg.MaxClockAhead)},
 		done:    make(chan struct{}),
 		drained: make(chan struct{}),
 		timer:   time.NewTimer(time.Hour),
@@ -224,15 +254,19 @@ func (c *Collector) Stats() Stats {
 		StartAhead:       st.startAhead.Load(),
 		ObserverOverflow: c.reg.overflow.Load(),
 
-		TCPOpen:          uint64(max(0, st.tcpOpen.Load())),
-		TCPRefused:       st.tcpRefused.Load(),
-		TCPIdleClosed:    st.tcpIdle.Load(),
-		TCPStalledClosed: st.tcpStalled.Load(),
+		TCPOpen:               uint64(max(0, st.tcpOpen.Load())),
+		TCPRefused:            st.tcpRefused.Load(),
+		TCPIdleClosed:         st.tcpIdle.Load(),
+		TCPStalledClosed:      st.tcpStalled.Load(),
+		ObserverShareOverflow: c.reg.shareOverflow.Load(),
+		ObserversEvicted:      c.reg.evicted.Load(),
+		TemplateMemoryEvicted: c.cfg.Limits.Budget.Evicted(),
+		TemplateMemory:        c.cfg.Limits.Budget.Used(),
 	}
 	for i := range st.errors {
 		s.Errors[reasons[i]] = st.errors[i].Load()
 	}
-	for _, o := range c.reg.observers()[1:] {
+	for _, o := range c.reg.observers(time.Now().UnixNano()) {
 		s.Observers = append(s.Observers, o.stats())
 	}
 	return s

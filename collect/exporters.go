@@ -7,16 +7,24 @@ import (
 	"github.com/flowdedup/flowdedup/collect/netflow"
 )
 
-// exporter is what a source keeps of one address that sends it datagrams:
-// a NetFlow/IPFIX session (templates, domains) and the sFlow agents whose
-// datagrams come from it.
+// exporter is what a source keeps of one transport session (RFC 7011
+// section 3.2: templates and sequence numbers are scoped to it): of a
+// UDP source address and port, or of a TCP connection. It holds a
+// NetFlow/IPFIX session (templates, domains) and the sFlow agents whose
+// datagrams come from its address (sFlow keeps no per-session state: its
+// sessions are per address, port 0). The observers its domains are
+// counted under (the router's identity, for deduplication) are of the
+// address and domain alone: a router that restarts comes from another
+// port, and is the same observer.
 type exporter struct {
 	addr   netip.Addr
+	port   uint16           // UDP source port; 0 for sFlow and TCP
 	nf     *netflow.Session // nil until its first NetFlow or IPFIX datagram
 	agents map[agentKey]*agent
 	aclock []agentKey
 	ahand  int
-	used   bool // sent something since the CLOCK last passed
+	used   bool  // sent something since the CLOCK last passed
+	seen   int64 // its last datagram, Unix ns
 }
 
 type agentKey struct {
@@ -26,8 +34,8 @@ type agentKey struct {
 
 // agent is an sFlow agent (and sub-agent) as a source tracks it.
 type agent struct {
+	tag  // its observer
 	seq  seqnum.Counter
-	obs  *observer
 	used bool
 }
 
@@ -36,34 +44,56 @@ type agent struct {
 // number of them.
 const maxAgents = 64
 
-// exporters is a source's table of exporters, bounded: a new exporter
+// maxSessionsPerAddr bounds the transport sessions (source ports) kept
+// per address: a new one beyond it takes the place of the address's
+// least recently heard, so that one address sending from many ports
+// cannot push other exporters out of the table.
+const maxSessionsPerAddr = 16
+
+// exporters is a source's table of transport sessions, bounded: a new one
 // beyond max evicts one that sent nothing since the CLOCK last passed it
-// (its templates are learnt again from its next refresh).
+// (its templates are learnt again from its next refresh), and one
+// address holds at most maxSessionsPerAddr.
 type exporters struct {
-	m     map[netip.Addr]*exporter
-	clock []netip.Addr
-	hand  int
-	max   int
-	lim   netflow.Limits
-	stats *sourceStats
+	m      map[netip.AddrPort]*exporter
+	clock  []netip.AddrPort
+	hand   int
+	byAddr map[netip.Addr][]*exporter
+	max    int
+	lim    netflow.Limits
+	stats  *sourceStats
 }
 
 func newExporters(max int, lim netflow.Limits, stats *sourceStats) exporters {
-	return exporters{m: make(map[netip.Addr]*exporter), max: max, lim: lim, stats: stats}
+	return exporters{m: make(map[netip.AddrPort]*exporter), byAddr: make(map[netip.Addr][]*exporter), max: max, lim: lim, stats: stats}
 }
 
-// get returns the exporter of addr, making it if new.
-func (t *exporters) get(addr netip.Addr) *exporter {
-	if e, ok := t.m[addr]; ok {
-		e.used = true
+// get returns the exporter of the datagram of protocol proto from addr
+// and port that came at now, making it if new.
+func (t *exporters) get(addr netip.Addr, port uint16, proto Protocol, now int64) *exporter {
+	if proto == SFlow {
+		port = 0
+	}
+	k := netip.AddrPortFrom(addr, port)
+	if e, ok := t.m[k]; ok {
+		e.used, e.seen = true, now
 		return e
 	}
-	if len(t.m) >= t.max {
+	if s := t.byAddr[addr]; len(s) >= maxSessionsPerAddr {
+		old := s[0]
+		for _, e := range s[1:] {
+			if e.seen < old.seen {
+				old = e
+			}
+		}
+		t.remove(old)
+	} else if len(t.m) >= t.max {
 		t.evict()
 	}
-	e := &exporter{addr: addr}
-	t.m[addr] = e
-	t.clock = append(t.clock, addr)
+	e := &exporter{addr: addr, port: port, seen: now}
+	t.m[k] = e
+	t.clock = append(t.clock, k)
+	t.byAddr[addr] = append(t.byAddr[addr], e)
 	return e
 }
 
@@ -72,17 +102,53 @@ func (t *exporters) evict() {
 		if t.hand >= len(t.clock) {
 			t.hand = 0
 		}
-		a := t.clock[t.hand]
-		if e := t.m[a]; e.used {
+		e := t.m[t.clock[t.hand]]
+		if e.used {
 			e.used = false
 			t.hand++
 			continue
 		}
-		delete(t.m, a)
-		t.clock = append(t.clock[:t.hand], t.clock[t.hand+1:]...)
-		t.stats.exportersEvicted.Add(1)
+		t.remove(e)
 		return
 	}
+}
+
+// remove forgets exporter e, counted, and gives its templates' memory
+// back.
+func (t *exporters) remove(e *exporter) {
+	k := netip.AddrPortFrom(e.addr, e.port)
+	delete(t.m, k)
+	if i := indexOf(t.clock, k); i >= 0 {
+		t.clock = append(t.clock[:i], t.clock[i+1:]...)
+		if t.hand > i {
+			t.hand--
+		}
+	}
+	s := t.byAddr[e.addr]
+	for i, x := range s {
+		if x == e {
+			s = append(s[:i], s[i+1:]...)
+			break
+		}
+	}
+	if len(s) == 0 {
+		delete(t.byAddr, e.addr)
+	} else {
+		t.byAddr[e.addr] = s
+	}
+	if e.nf != nil {
+		e.nf.Release()
+	}
+	t.stats.exportersEvicted.Add(1)
+}
+
+func indexOf(s []netip.AddrPort, k netip.AddrPort) int {
+	for i, x := range s {
+		if x == k {
+			return i
+		}
+	}
+	return -1
 }
 
 // session returns e's NetFlow session, making it if new.
@@ -93,9 +159,9 @@ func (e *exporter) session(lim netflow.Limits) *netflow.Session {
 	return e.nf
 }
 
-// agent returns the sFlow agent k of e, making it (with its observer from
-// reg) if new.
-func (e *exporter) agent(k agentKey, reg *registry) *agent {
+// agent returns the sFlow agent k of e, making it if new; its observer
+// is the caller's to set.
+func (e *exporter) agent(k agentKey) *agent {
 	if a, ok := e.agents[k]; ok {
 		a.used = true
 		return a
@@ -106,7 +172,7 @@ func (e *exporter) agent(k agentKey, reg *registry) *agent {
 	if len(e.agents) >= maxAgents {
 		e.evictAgent()
 	}
-	a := &agent{obs: reg.lookup(k.addr, k.sub)}
+	a := new(agent)
 	e.agents[k] = a
 	e.aclock = append(e.aclock, k)
 	return a

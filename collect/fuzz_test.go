@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -128,22 +129,32 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 		return new(sourceStats)
 	}
 	sflow := b[0]&1 == 1
-	reg := newRegistry(4)
+	reg := newRegistry(4, 2, time.Hour)
 	st := new(sourceStats)
-	d := decoder{kind: flow.Key5Tuple, reg: reg, stats: st, lim: netflow.Limits{MaxTemplates: 8, MaxDomains: 4}}
+	budget := netflow.NewBudget(64 << 10)
+	d := decoder{kind: flow.Key5Tuple, reg: reg, stats: st, lim: netflow.Limits{MaxTemplates: 8, MaxDomains: 4, Budget: budget}, ahead: int64(DefaultMaxClockAhead)}
 	exps := newExporters(2, d.lim, st)
 	from := netip.MustParseAddr("192.0.2.7")
+	proto := NetFlow
+	if sflow {
+		proto = SFlow
+	}
+	// The datagrams come after the seeds' exporters sent them (2026),
+	// from the same address and, a byte of the input says, from one of
+	// four source ports (transport sessions).
+	arrival := fuzzArrival.UnixNano()
 	var p capture.Packet
+	port := uint16(b[0] >> 1 & 3)
 	b = b[1:]
 	for len(b) >= 2 {
 		n := min(int(binary.BigEndian.Uint16(b)), len(b)-2)
 		msg := b[2 : 2+n]
 		b = b[2+n:]
-		e := exps.get(from)
+		e := exps.get(from, 1000+port, proto, arrival)
 		if sflow {
-			d.startSFlow(msg, e, 1)
+			d.startSFlow(msg, e, arrival)
 		} else {
-			d.startNetFlow(msg, e, 1)
+			d.startNetFlow(msg, e, arrival)
 		}
 		for d.next(&p) {
 			switch {
@@ -153,14 +164,22 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 				t.Fatalf("a frame of %d bytes (wire %d) from a datagram of %d", len(p.Data), p.WireLen, len(msg))
 			case p.Observer == 0 || reg.name(p.Observer) == "":
 				t.Fatalf("observer %d", p.Observer)
+			case p.TimeNs < minSaneNs || p.TimeNs > arrival+d.ahead:
+				t.Fatalf("a packet of time %d, arrival %d", p.TimeNs, arrival)
 			}
 		}
+		if budget.Used() > budget.Max() {
+			t.Fatalf("templates of %d bytes, budget %d", budget.Used(), budget.Max())
+		}
 	}
-	if n := len(reg.observers()); n > 4+2 {
-		t.Fatalf("%d observers, limit 4", n-2)
+	if n := len(reg.observers(arrival)); n > 4+1 { // and other
+		t.Fatalf("%d observers, limit 4", n-1)
 	}
 	return st
 }
+
+// fuzzArrival is when FuzzDatagramToKey's datagrams come.
+var fuzzArrival = exportTime.Add(time.Hour)
 
 // FuzzDatagramToKey runs datagrams through the whole path from bytes to
 // keys (the decoders, the exporter and observer tables, key making) and
@@ -169,4 +188,72 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 // their bounds. Seeds: TestWriteSeeds.
 func FuzzDatagramToKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { decodeFuzz(t, b) })
+}
+
+// hostileSeeds are the datagrams of issue 25 as FuzzDatagramToKey's
+// inputs: what made collect stop, merge exporters or grow.
+func hostileSeeds() map[string][]byte {
+	ipfixMax := ipfixMsg(1, 0, layoutA.template(256), layoutA.records(256, 1, 0, 1))
+	binary.BigEndian.PutUint64(ipfixMax[len(ipfixMax)-8:], 1<<64-1)
+	var truncated, domains [][]byte
+	frame := testutil.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
+	for i := range 40 {
+		a := &collecttest.SFlow{Agent: netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})}
+		d := a.Datagram([]collecttest.SFlowSample{{Header: frame, Protocol: 1, FrameLength: 60}}, false)
+		truncated = append(truncated, d[:len(d)-20])
+		e := collecttest.Exporter{Version: 5, Boot: exportTime.Add(-time.Hour), Domain: uint32(i * 7919)}
+		domains = append(domains, e.Encode(exportTime, collecttest.Flows(1, 1, exportTime), 1)...)
+	}
+	varOverrun := ipfixMsg(1, 0, ipfixSet(2, []byte{1, 44, 0, 2, 0, 82, 255, 255, 0, 8, 0, 4}),
+		ipfixSet(300, []byte{2, 'e', 'n', 10, 0, 0, 1, 200, 'x', 10, 0, 0, 2}))
+	layouts := fuzzInput(false, [][]byte{
+		ipfixMsg(5, 0, layoutA.template(256), layoutA.records(256, 1, 0, 5)),
+		ipfixMsg(5, 0, layoutB.template(256), layoutB.records(256, 2, 0, 5)),
+	})
+	layouts[0] |= 2 << 1 // another source port
+	return map[string][]byte{
+		"v5-before-epoch":     fuzzInput(false, [][]byte{v5Epoch()}),
+		"ipfix-start-max":     fuzzInput(false, [][]byte{ipfixMax}),
+		"ipfix-fast-clock":    fuzzInput(false, [][]byte{startsAt(1, 5, fuzzArrival.Add(30*time.Second))}),
+		"sflow-truncated":     fuzzInput(true, truncated),
+		"v5-random-domains":   fuzzInput(false, domains),
+		"ipfix-var-overrun":   fuzzInput(false, [][]byte{varOverrun}),
+		"ipfix-layouts-port2": layouts,
+	}
+}
+
+// TestWriteHostileSeeds writes hostileSeeds to FuzzDatagramToKey's corpus
+// with -write-seeds, and checks that they are there and that each is
+// counted by its reason.
+func TestWriteHostileSeeds(t *testing.T) {
+	want := map[string]string{
+		"v5-before-epoch": BadTime, "ipfix-start-max": BadTime, "sflow-truncated": "truncated", "ipfix-var-overrun": "truncated",
+	}
+	for name, b := range hostileSeeds() {
+		path := filepath.Join("testdata", "fuzz", "FuzzDatagramToKey", name)
+		if *writeSeeds {
+			if err := os.WriteFile(path, fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b) {
+			t.Errorf("%s: not in the corpus (go test ./collect -run TestWriteHostileSeeds -write-seeds)", path)
+		}
+		st := decodeFuzz(t, b)
+		if r, ok := want[name]; ok && st.errors[reasonIndex(r)].Load() == 0 {
+			t.Errorf("%s: no %s counted", name, r)
+		}
+		if name == "ipfix-fast-clock" && st.startAhead.Load() != 5 {
+			t.Errorf("%s: start_ahead %d, want 5", name, st.startAhead.Load())
+		}
+	}
+}
+
+func reasonIndex(reason string) int {
+	for i, r := range reasons {
+		if r == reason {
+			return i
+		}
+	}
+	panic(reason)
 }

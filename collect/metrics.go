@@ -19,10 +19,12 @@ var (
 	descRecords      = desc("records_total", "Flow records and sFlow flow samples decoded.")
 	descErrors       = desc("errors_total", "Datagrams, sets and records not keyed, by reason.", "reason")
 	descKernelDrops  = desc("kernel_drops_total", "Datagrams the kernel dropped because a socket's receive buffer was full (SO_RXQ_OVFL).")
-	descEvicted      = desc("evicted_total", "Exporter state dropped for room, by what: templates, domains, exporters.", "what")
+	descEvicted      = desc("evicted_total", "Exporter state dropped for room, by what: templates, domains, exporters, observers (idle), template_memory (--template-memory).", "what")
 	descCounters     = desc("counter_samples_total", "sFlow counter samples, which carry no flows.")
 	descConnections  = desc("connections_total", "IPFIX-over-TCP connections accepted.")
 	descOverflow     = desc("observer_overflow_total", "Exporters counted as 'other' because the observer registry was full.")
+	descShare        = desc("observer_share_overflow_total", "Exporters' domains counted as ADDR#other because their source address had its share of the observer registry.")
+	descTmplMem      = desc("template_memory_bytes", "Memory the templates of every exporter and connection take, as counted against --template-memory.")
 	descExpDatagrams = desc("exporter_datagrams_total", "Datagrams of an exporter's observation domain.", "exporter", "protocol")
 	descExpRecords   = desc("exporter_records_total", "Flow records (sFlow: flow samples) of an exporter's observation domain.", "exporter", "protocol")
 	descExpLost      = desc("exporter_lost_total", "What an exporter's sequence numbers say was lost in transit, in unit datagrams (NetFlow v9, sFlow) or records (v5, IPFIX).", "exporter", "protocol", "unit")
@@ -39,7 +41,7 @@ var (
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDatagrams, descRecords, descErrors, descKernelDrops, descEvicted, descCounters,
-		descConnections, descOverflow, descExpDatagrams, descExpRecords, descExpLost, descExpSampling,
+		descConnections, descOverflow, descShare, descTmplMem, descExpDatagrams, descExpRecords, descExpLost, descExpSampling,
 		descConnsOpen, descConnsRefused, descConnsClosed} {
 		ch <- d
 	}
@@ -66,6 +68,10 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnsRefused, s.TCPRefused)
 	counter(descConnsClosed, s.TCPIdleClosed, "idle")
 	counter(descConnsClosed, s.TCPStalledClosed, "stalled")
+	counter(descShare, s.ObserverShareOverflow)
+	counter(descEvicted, s.ObserversEvicted, "observers")
+	counter(descEvicted, s.TemplateMemoryEvicted, "template_memory")
+	ch <- prometheus.MustNewConstMetric(descTmplMem, prometheus.GaugeValue, float64(s.TemplateMemory))
 	for _, o := range s.Observers {
 		if o.Datagrams == 0 {
 			continue // "other" before anything overflowed

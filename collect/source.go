@@ -163,7 +163,7 @@ func (s *source) datagram(b *batch, i int) {
 		s.stats.errors[errRejected].Add(1)
 		return
 	}
-	e := s.exps.get(from)
+	e := s.exps.get(from, b.port(i), s.cur.proto, b.now)
 	if s.cur.proto == SFlow {
 		s.startSFlow(d, e, b.now)
 	} else {

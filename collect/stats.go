@@ -26,6 +26,10 @@ const (
 	// readers had read, when the pipeline stopped reading (Close), and
 	// what came to a socket after Drain or Close stopped its intake.
 	Shutdown = "shutdown"
+	// BadTime: a flow record whose start is no sane time (before 1993,
+	// or not a time at all: e.g. 1 ms before 1970, flowStartMilliseconds
+	// 2^64-1). It is keyed with its arrival.
+	BadTime = "bad_time"
 )
 
 // reasons lists every label of Stats.Errors, in index order: collect's
@@ -35,6 +39,7 @@ var reasons = []string{
 	RejectedExporter, Oversize, MissingField,
 	"truncated", "bad_version", "bad_set", "bad_template", "no_template", "no_header",
 	Shutdown,
+	BadTime,
 }
 
 const (
@@ -43,7 +48,11 @@ const (
 	errMissing
 	errTruncated
 	errBadVersion
-	numReasons = 10
+)
+
+const (
+	errBadTime = 10
+	numReasons = 11
 )
 
 // errShutdown is the index of Shutdown in reasons.
@@ -118,9 +127,9 @@ type Stats struct {
 	CounterSamples uint64
 	// Connections counts the IPFIX-over-TCP connections accepted.
 	Connections uint64
-	// StartAhead counts the flow records whose start was more than a
-	// minute after their arrival (an exporter's clock that is wrong):
-	// their arrival was taken as their time instead.
+	// StartAhead counts the flow records whose start was more than
+	// Config.MaxClockAhead after their arrival (an exporter's clock that
+	// is wrong): their arrival was taken as their time instead.
 	StartAhead uint64
 	// IPFIX over TCP: TCPOpen is the connections open now;
 	// TCPRefused counts the connections closed at once because the
@@ -129,8 +138,20 @@ type Stats struct {
 	// TCPStalledClosed those closed because a message that had begun
 	// was not whole within Config.TCPMessageTimeout.
 	TCPOpen, TCPRefused, TCPIdleClosed, TCPStalledClosed uint64
+	// Registry and template memory (issue 25): ObserverShareOverflow
+	// counts the exporters' domains counted under their address's
+	// ShareName (past Config.ObserversPerAddress); ObserversEvicted the
+	// observers that left the registry, idle for Config.ObserverIdle;
+	// TemplateMemoryEvicted the templates evicted to keep every session's
+	// templates within Config.TemplateMemory; TemplateMemory the bytes
+	// they take now.
+	ObserverShareOverflow, ObserversEvicted uint64
+	TemplateMemoryEvicted                   uint64
+	TemplateMemory                          int64
 	// ObserverOverflow counts the exporters that came after the observer
-	// registry was full (Config.MaxObservers), counted as OtherName.
+	// registry was full (Config.MaxObservers), counted as OtherName (and
+	// again each time one, looked up again every 10 s, still finds no
+	// room; so does ObserverShareOverflow).
 	ObserverOverflow uint64
 	// Observers holds each exporter's observation domain, by number.
 	Observers []ObserverStats

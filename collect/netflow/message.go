@@ -3,6 +3,7 @@ package netflow
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"net/netip"
 )
 
@@ -53,8 +54,11 @@ type Record struct {
 	Proto            uint8
 	SrcPort, DstPort uint16
 	HasProto         bool
-	HasPorts         bool  // both ports were in the record
-	StartNs          int64 // the flow's start, Unix ns (the export time when the record had none)
+	HasPorts         bool // both ports were in the record
+	// StartNs is the flow's start, Unix ns (the export time when the
+	// record had none), as the exporter says it: BadTime when it cannot
+	// be one. A collector checks that it is sane.
+	StartNs int64
 }
 
 // Message decodes one message. Reset it onto a message, then call Next
@@ -366,6 +370,13 @@ func (m *Message) nextData(r *Record) bool {
 		} else {
 			n, ok := walk(t.fields, m.data, &scratch)
 			if !ok {
+				if len(m.data) >= t.minLen {
+					// Not padding, which is shorter than any record: a
+					// variable-length field runs past the set's end.
+					m.s.Stats.Errors[Truncated]++
+					m.gap = true
+				}
+				m.data = nil
 				return false
 			}
 			rec, m.data = m.data[:n], m.data[n:]
@@ -435,6 +446,19 @@ func uintAt(rec []byte, l loc) uint64 {
 	return v
 }
 
+// BadTime is Record.StartNs of a record whose time cannot be a time in
+// Unix ns (an absolute time in ms past the year 2262).
+const BadTime = math.MinInt64
+
+// msToNs converts a time in Unix ms to Unix ns, BadTime when it does not
+// fit.
+func msToNs(ms uint64) int64 {
+	if ms > math.MaxInt64/1_000_000 {
+		return BadTime
+	}
+	return int64(ms) * 1e6
+}
+
 // ntpEpoch is the NTP era 0 epoch (1900) in Unix seconds.
 const ntpEpoch = -2208988800
 
@@ -485,7 +509,7 @@ func (m *Message) record(rec []byte, l *[numSlots]loc, r *Record) {
 func (m *Message) startNs(rec []byte, l *[numSlots]loc) int64 {
 	switch {
 	case l[slotMilli].n != 0:
-		return int64(uintAt(rec, l[slotMilli])) * 1e6
+		return msToNs(uintAt(rec, l[slotMilli]))
 	case l[slotSec].n != 0:
 		return int64(uintAt(rec, l[slotSec])) * 1e9
 	case l[slotMicro].n != 0:
@@ -500,7 +524,10 @@ func (m *Message) startNs(rec []byte, l *[numSlots]loc) int64 {
 			return m.uptimeToNs(ms)
 		}
 		if init := m.dom.initMs; init != 0 {
-			return (init + int64(ms)) * 1e6
+			if init > math.MaxUint64-uint64(ms) {
+				return BadTime
+			}
+			return msToNs(init + uint64(ms))
 		}
 	}
 	return m.Header.ExportNs
@@ -510,7 +537,7 @@ func (m *Message) startNs(rec []byte, l *[numSlots]loc) int64 {
 func (m *Message) option(rec []byte, l *[numSlots]loc) {
 	m.s.Stats.Options++
 	if l[slotInit].n != 0 {
-		m.dom.initMs = int64(uintAt(rec, l[slotInit]))
+		m.dom.initMs = uintAt(rec, l[slotInit])
 	}
 	m.sampling(rec, l)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
+	"math/bits"
 	"net/netip"
 
 	gfnetflow "github.com/netsampler/goflow2/v2/decoders/netflow"
@@ -167,7 +169,7 @@ func (ref *reference) record(values []gfnetflow.DataField, version uint16, expor
 	}
 	switch {
 	case milli != nil:
-		r.StartNs = int64(beUint(milli)) * 1e6
+		r.StartNs = refMs(beUint(milli), 0)
 	case sec != nil:
 		r.StartNs = int64(beUint(sec)) * 1e9
 	case micro != nil:
@@ -179,7 +181,7 @@ func (ref *reference) record(values []gfnetflow.DataField, version uint16, expor
 	case upt != nil && version == 9:
 		r.StartNs = uptimeNs(exportNs, uptime, uint32(beUint(upt)))
 	case upt != nil && ref.initMs[domain] != 0:
-		r.StartNs = (int64(ref.initMs[domain]) + int64(beUint(upt))) * 1e6
+		r.StartNs = refMs(ref.initMs[domain], beUint(upt))
 	default:
 		r.StartNs = exportNs
 	}
@@ -195,6 +197,16 @@ func uptimeNs(exportNs int64, uptime, first uint32) int64 {
 		return exportNs + int64(first-uptime)*1e6
 	}
 	return exportNs - int64(uptime-first)*1e6
+}
+
+// refMs is the time of base+ms Unix ms in Unix ns, or math.MinInt64 (a
+// time that cannot be) when the sum overflows 64 bits or int64 ns.
+func refMs(base, ms uint64) int64 {
+	sum, carry := bits.Add64(base, ms, 0)
+	if carry != 0 || sum > (1<<63-1)/1_000_000 {
+		return math.MinInt64
+	}
+	return int64(sum) * 1e6
 }
 
 func beUint(b []byte) uint64 {

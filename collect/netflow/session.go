@@ -19,6 +19,9 @@ type Limits struct {
 	// one beyond it evicts one that sent nothing since the last eviction,
 	// counted in Stats.DomainsEvicted. Default 64.
 	MaxDomains int
+	// Budget, when not nil, bounds the memory of the templates of every
+	// Session that shares it (see Budget); nil: MaxTemplates alone.
+	Budget *Budget
 }
 
 // Default limits.
@@ -107,8 +110,9 @@ type Domain struct {
 	// domain ID, or (v5) the engine type << 8 | the engine ID.
 	ID uint32
 	// Tag is the caller's: a collector keeps here what it keys the
-	// domain's records with (its observer). 0 until the caller sets it.
-	Tag uint32
+	// domain's records with (its observer). nil until the caller sets
+	// it.
+	Tag any
 
 	// Seq counts the messages and records lost in transit, from the
 	// sequence numbers: v9 numbers messages, v5 and IPFIX records.
@@ -120,7 +124,7 @@ type Domain struct {
 	// said (which collectors read as unsampled).
 	SamplingRate uint32
 
-	initMs  int64 // IPFIX systemInitTimeMilliseconds, 0 unknown
+	initMs  uint64 // IPFIX systemInitTimeMilliseconds, 0 unknown
 	version uint16
 	used    bool // sent something since the last eviction pass (CLOCK)
 }
@@ -141,6 +145,7 @@ type Session struct {
 	dclock    []uint32
 	dhand     int
 	scratch   template // templates are compiled here, then copied if new
+	bytes     int64    // the cost of the templates (Budget)
 }
 
 // NewSession returns an empty Session bounded by lim.

@@ -3,6 +3,7 @@ package netflow
 import (
 	"bytes"
 	"encoding/binary"
+	"unsafe"
 )
 
 // Information elements the decoder reads (IANA "IPFIX Information
@@ -131,6 +132,12 @@ type template struct {
 	locs   [numSlots]loc
 	fields []field // the fields, when a field is variable; nil otherwise
 	raw    []byte  // the template record as received: a refresh is compared with it
+
+	// Its place in its Session and in the Budget's CLOCK.
+	owner *Session
+	key   templateKey
+	size  int64 // its cost charged (Budget)
+	ring  int   // its index in the Budget's ring
 }
 
 // parseTemplate compiles the fields of a template record (raw: the
@@ -209,51 +216,126 @@ func (s *Session) store(k templateKey, raw []byte, t *template) {
 			return // a refresh of what we have
 		}
 		// Changed: reuse the old one's memory.
-		fields, oldRaw := old.fields, old.raw
+		fields, oldRaw, size, ring := old.fields, old.raw, old.size, old.ring
+		if cap(fields) < len(t.fields) {
+			fields = make([]field, 0, len(t.fields))
+		}
+		if cap(oldRaw) < len(raw) {
+			oldRaw = make([]byte, 0, len(raw))
+		}
+		grow := templateOverhead + int64(cap(fields))*int64(unsafe.Sizeof(field{})) + int64(cap(oldRaw)) - size
+		if !s.room(grow, old) {
+			s.drop(old) // the new layout does not fit: the old one must not be used
+			s.lim.Budget.evicted.Add(1)
+			return
+		}
 		*old = *t
 		old.fields = append(fields[:0], t.fields...)
 		old.raw = append(oldRaw[:0], raw...)
+		old.owner, old.key, old.size, old.ring = s, k, size, ring
 		old.used = true
+		s.charge(old, old.cost())
 		s.Stats.Templates++
 		return
 	}
 	if len(s.templates) >= s.lim.MaxTemplates {
-		s.evictTemplate()
+		if s.evictTemplate(nil) {
+			s.Stats.TemplatesEvicted++
+		}
 	}
 	nt := new(template)
 	*nt = *t
 	nt.fields = append([]field(nil), t.fields...)
 	nt.raw = append([]byte(nil), raw...)
+	if !s.room(nt.cost(), nil) {
+		s.lim.Budget.evicted.Add(1) // not kept: counted as evicted at once
+		return
+	}
 	// Not used yet: a template flood's templates, never used, are the
 	// first the CLOCK evicts, before those data sets use.
 	nt.used = false
+	nt.owner, nt.key, nt.size, nt.ring = s, k, 0, -1
 	s.templates[k] = nt
 	s.clock = append(s.clock, k)
+	s.charge(nt, nt.cost())
+	if b := s.lim.Budget; b != nil {
+		b.enroll(nt)
+	}
 	s.Stats.Templates++
 }
 
 // evictTemplate drops one template, the first the CLOCK finds unused
-// since its hand last passed it.
-func (s *Session) evictTemplate() {
+// since its hand last passed it, never keep; false when there is none to
+// drop.
+func (s *Session) evictTemplate(keep *template) bool {
 	for range 2*len(s.clock) + 1 {
+		if len(s.clock) == 0 {
+			return false
+		}
 		if s.hand >= len(s.clock) {
 			s.hand = 0
 		}
 		k := s.clock[s.hand]
 		t, ok := s.templates[k]
-		if ok && t.used {
-			t.used = false
+		if ok && (t.used || t == keep) {
+			if t != keep {
+				t.used = false
+			}
 			s.hand++
 			continue
 		}
-		s.clock = append(s.clock[:s.hand], s.clock[s.hand+1:]...)
-		if ok {
-			delete(s.templates, k)
-			s.Stats.TemplatesEvicted++
-			return
+		if !ok {
+			s.unclock(s.hand)
+			continue
 		}
+		s.drop(t)
+		return true
+	}
+	return false
+}
+
+// unclock removes entry i of the Session's CLOCK.
+func (s *Session) unclock(i int) {
+	s.clock = append(s.clock[:i], s.clock[i+1:]...)
+	if s.hand > i {
+		s.hand--
 	}
 }
+
+// drop removes template t from the Session, its CLOCK and its budget.
+func (s *Session) drop(t *template) {
+	delete(s.templates, t.key)
+	for i, k := range s.clock {
+		if k == t.key {
+			s.unclock(i)
+			break
+		}
+	}
+	s.charge(t, 0)
+	if b := s.lim.Budget; b != nil {
+		b.unenroll(t)
+	}
+	t.owner = nil
+}
+
+// Release drops every template of the Session, giving their memory back
+// to its Budget: a collector calls it when it forgets the exporter or
+// its connection closes. The Session may still be used: it learns its
+// templates again.
+func (s *Session) Release() {
+	for len(s.clock) > 0 {
+		k := s.clock[len(s.clock)-1]
+		if t, ok := s.templates[k]; ok {
+			s.drop(t)
+		} else {
+			s.clock = s.clock[:len(s.clock)-1]
+		}
+	}
+	s.hand = 0
+}
+
+// TemplateBytes returns the cost of the Session's templates (Budget).
+func (s *Session) TemplateBytes() int64 { return s.bytes }
 
 // withdraw drops template k (IPFIX template withdrawal); id of the set
 // (2 or 3) withdraws every template of the domain of that kind.
@@ -268,11 +350,7 @@ func (s *Session) withdraw(k templateKey, setID uint16) {
 		if !ok || (all && t.options != (setID == 3)) || (!all && c.id != k.id) {
 			continue
 		}
-		delete(s.templates, c)
-		s.clock = append(s.clock[:i], s.clock[i+1:]...)
-		if s.hand > i {
-			s.hand--
-		}
+		s.drop(t)
 		i--
 		s.Stats.Withdrawn++
 	}

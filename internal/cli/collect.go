@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flowdedup/flowdedup/collect"
+	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/units"
 )
@@ -28,6 +29,9 @@ type CollectConfig struct {
 	Rcvbuf  int64         // --rcvbuf, bytes
 	Sockets int           // --sockets per UDP listener; 0: --workers
 	TCPIdle time.Duration // --tcp-idle-timeout
+	// Hostile networks.
+	TemplateMemory int64         // --template-memory, bytes
+	MaxClockAhead  time.Duration // --max-clock-ahead
 
 	listeners []collect.Listener
 	allow     []netip.Prefix
@@ -38,7 +42,8 @@ type CollectConfig struct {
 // window, since a router exports a flow when it ends or at its active
 // timeout, minutes after it began.
 func newCollectConfig() CollectConfig {
-	c := CollectConfig{CaptureConfig: newCaptureConfig(), Rcvbuf: collect.DefaultRcvbuf, TCPIdle: collect.DefaultTCPIdleTimeout}
+	c := CollectConfig{CaptureConfig: newCaptureConfig(), Rcvbuf: collect.DefaultRcvbuf, TCPIdle: collect.DefaultTCPIdleTimeout,
+		TemplateMemory: netflow.DefaultTemplateMemory, MaxClockAhead: collect.DefaultMaxClockAhead}
 	c.Summary = "-"
 	c.lateDefault = math.MaxInt64 // capped at one window
 	return c
@@ -51,6 +56,8 @@ func (c *CollectConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(sizeValue{p: &c.Rcvbuf}, "rcvbuf", "receive buffer `SIZE` of each UDP socket, e.g. 64MiB: forced with CAP_NET_ADMIN, else at most net.core.rmem_max (a warning says so); a burst that does not fit is dropped by the kernel and counted (dropped_by kernel)")
 	fs.IntVar(&c.Sockets, "sockets", 1, "UDP sockets per listener, each read by a goroutine of its own (SO_REUSEPORT: the kernel sends each exporter to one of them); their records are keyed by one goroutine")
 	fs.Var(durationValue{p: &c.TCPIdle}, "tcp-idle-timeout", "close an IPFIX-over-TCP connection on which no message began for `D` (counted: flowdedup_collect_connections_closed_total{reason=\"idle\"}); a message that began must be whole within 30 s (reason stalled)")
+	fs.Var(sizeValue{p: &c.TemplateMemory}, "template-memory", "bound the NetFlow v9 and IPFIX templates of every exporter and TCP connection together to `SIZE`, e.g. 64MiB; past it the templates least in use are evicted (counted: evicted template_memory) and learnt again from the exporter's next refresh")
+	fs.Var(durationValue{p: &c.MaxClockAhead}, "max-clock-ahead", "a flow record that starts more than `D` after it arrived (an exporter's clock is fast) takes its arrival as its time, counted as start_ahead, so that one wrong clock does not close the windows of the others")
 	c.CaptureConfig.BindFlags(fs)
 	if f := fs.Lookup("lateness"); f != nil {
 		f.Usage = "allowed lateness `D`: a window closes when the newest record's flow start passes its end plus D; records that began earlier are counted as late. Routers export a flow when it ends or at its active timeout: set D to that timeout, at least (default: one --window). Each worker keeps ceil(D/window)+1 filters"
@@ -139,6 +146,12 @@ func (c *CollectConfig) check(budget memoryBudget) error {
 	if c.TCPIdle <= 0 {
 		return usagef("--tcp-idle-timeout must be positive, e.g. 5m")
 	}
+	if c.TemplateMemory < 64<<10 {
+		return usagef("--template-memory %s: at least 64KiB", units.FormatBytes(c.TemplateMemory))
+	}
+	if c.MaxClockAhead <= 0 {
+		return usagef("--max-clock-ahead must be more than 0, e.g. 5s")
+	}
 	return c.CaptureConfig.check(budget)
 }
 
@@ -155,6 +168,7 @@ func runCollect(ctx context.Context, cfg *CollectConfig, args []string, stdout, 
 	c, err := collect.Open(collect.Config{
 		Listeners: cfg.listeners, Allow: cfg.allow, Key: cfg.Key,
 		Sockets: sockets, Rcvbuf: int(cfg.Rcvbuf), Warnings: stderr, TCPIdleTimeout: cfg.TCPIdle,
+		TemplateMemory: cfg.TemplateMemory, MaxClockAhead: cfg.MaxClockAhead,
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"net"
 	"os"
@@ -32,6 +33,8 @@ func TestCollectUsageErrors(t *testing.T) {
 		{"collect", "--listen", "netflow://127.0.0.1:2055", "--key", "mac"},
 		{"collect", "--listen", "netflow://127.0.0.1:2055", "capture.pcap"},
 		{"collect", "--listen", "netflow://127.0.0.1:2055", "--lateness", "5s"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--template-memory", "1KiB"},
+		{"collect", "--listen", "netflow://127.0.0.1:2055", "--max-clock-ahead", "0s"},
 	} {
 		code, _, errs := run(args...)
 		if code != ExitUsage || errs == "" {
@@ -48,6 +51,9 @@ type collectProc struct {
 	logs strings.Builder
 	dead chan struct{}
 	err  error
+	// conns holds each exporter's socket: its templates are of its
+	// transport session (address and port), as a router's are.
+	conns map[*collecttest.Exporter]net.Conn
 }
 
 var listening = regexp.MustCompile(`listening on netflow://(\S+?)[, ]`)
@@ -100,11 +106,18 @@ func (c *collectProc) log() string {
 // send sends the messages of flows, as exporter e, to the collector.
 func (c *collectProc) send(t *testing.T, e *collecttest.Exporter, flows []collecttest.Flow) {
 	t.Helper()
-	conn, err := net.Dial("udp", c.addr)
-	if err != nil {
-		t.Fatal(err)
+	conn := c.conns[e]
+	if conn == nil {
+		var err error
+		if conn, err = net.Dial("udp", c.addr); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if c.conns == nil {
+			c.conns = map[*collecttest.Exporter]net.Conn{}
+		}
+		c.conns[e] = conn
 	}
-	defer conn.Close()
 	for _, m := range e.Encode(time.Now().Truncate(time.Second), flows, 30) {
 		if _, err := conn.Write(m); err != nil {
 			t.Fatal(err)
@@ -226,5 +239,53 @@ func TestCollectQuietWindowListsNoExporters(t *testing.T) {
 	s := lines(t, sum)
 	if len(s) != 1 || !strings.Contains(s[0], `"collect":{"datagrams":0,"records":0,"start_ahead":0,"errors":{},"exporters":[]}`) {
 		t.Errorf("summaries of a quiet run: %q", s)
+	}
+}
+
+// TestCollectBadTimes: a NetFlow v5 record of 1 ms before 1970 (header
+// unix_secs 0, sysUptime 1, First 0) and an IPFIX record of
+// flowStartMilliseconds 2^64-1 (issue 25, item 1) are counted as
+// bad_time and keyed with their arrival; collect, writing summaries to a
+// time pattern, goes on and keys the records after them.
+func TestCollectBadTimes(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "sources.jsonl")
+	c := startCollect(t, "--key", "src", "--window", "1m", "--out", out, "--summary", filepath.Join(dir, "sum-%Y%m%d.jsonl"))
+	conn, err := net.Dial("udp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	v5 := make([]byte, 24+48)
+	binary.BigEndian.PutUint16(v5, 5)
+	binary.BigEndian.PutUint16(v5[2:], 1)
+	binary.BigEndian.PutUint32(v5[4:], 1) // sysUptime 1, unix_secs 0, First 0
+	copy(v5[24:], []byte{10, 7, 0, 1, 10, 7, 0, 2})
+	// IPFIX: a template of sourceIPv4Address and flowStartMilliseconds,
+	// one record starting at 2^64-1 ms.
+	ipfix := []byte{0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+		0, 2, 0, 16, 1, 0, 0, 2, 0, 8, 0, 4, 0, 152, 0, 8,
+		1, 0, 0, 16, 10, 7, 0, 3, 255, 255, 255, 255, 255, 255, 255, 255}
+	binary.BigEndian.PutUint16(ipfix[2:], uint16(len(ipfix)))
+	for _, m := range [][]byte{v5, ipfix} {
+		if _, err := conn.Write(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the two records in --out", func() bool { return len(lines(t, out)) == 2 }, c.log)
+	e := &collecttest.Exporter{Version: 9, Boot: time.Now().Add(-time.Hour), Domain: 7}
+	flows := collecttest.Flows(20, 3, time.Now().Truncate(time.Second))
+	c.send(t, e, flows)
+	waitFor(t, "the later records in --out", func() bool { return len(lines(t, out)) >= 2+10 }, c.log)
+	c.stop(t, syscall.SIGTERM)
+	if c.err != nil {
+		t.Errorf("collect exited: %v\n%s", c.err, c.log())
+	}
+	if !strings.Contains(c.log(), "bad_time 2") {
+		t.Errorf("no bad_time 2 in the totals:\n%s", c.log())
+	}
+	sums, _ := filepath.Glob(filepath.Join(dir, "sum-*.jsonl"))
+	if len(sums) == 0 || strings.Contains(strings.Join(sums, " "), "sum-1969") || strings.Contains(strings.Join(sums, " "), "sum-1970") {
+		t.Errorf("summary files %q", sums)
 	}
 }
