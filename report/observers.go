@@ -29,8 +29,9 @@ type CollectCounts struct {
 	// Datagrams and Records received (TCP: IPFIX messages) and decoded.
 	Datagrams uint64 `json:"datagrams"`
 	Records   uint64 `json:"records"`
-	// StartAhead counts the records whose flow start was more than a
-	// minute after their arrival (an exporter's clock that is wrong):
+	// StartAhead counts the records whose flow start was more than
+	// collect's --max-clock-ahead after their arrival (an exporter's
+	// clock that is wrong):
 	// they took their arrival as their time.
 	StartAhead uint64 `json:"start_ahead"`
 	// Errors counts the datagrams, sets and records not keyed, by reason
