@@ -132,9 +132,13 @@ func TestCollectEpochRecordKeepsRunning(t *testing.T) {
 			}
 		}
 	}
-	if packets != 2 || summaries < 2 || totals != 0 {
+	// collect keys the epoch record with its arrival (bad_time), so both
+	// may be in one window: the windows at and before the epoch are the
+	// pipeline's and report's tests (TestWindowsAtAnyTime,
+	// TestWindowFilesAtAnyTime).
+	if packets != 2 || summaries < 1 || totals != 0 {
 		// The totals line goes to the summary files with --export only.
-		t.Errorf("summaries: %d lines counting %d packets and %d totals lines, want 2 packets in 2 or more and no totals\n%s", summaries, packets, totals, c.log())
+		t.Errorf("summaries: %d lines counting %d packets and %d totals lines, want 2 packets and no totals\n%s", summaries, packets, totals, c.log())
 		for _, e := range entries {
 			b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
 			t.Logf("%s:\n%s", e.Name(), b)
