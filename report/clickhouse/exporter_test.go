@@ -63,7 +63,7 @@ func TestRecordsEdges(t *testing.T) {
 	recs := []pipeline.Record{
 		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 0},
 		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 1_700_000_000e9},
-		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: maxNs, WindowNs: int64(math.MaxUint32) * 1e9, WindowEndNs: maxNs},
+		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: maxNs, WindowNs: int64(math.MaxUint32) * 1e9, WindowEndNs: maxNs, Windowed: true},
 		// The same key at the same nanosecond twice (a filter may report
 		// a key again): two rows.
 		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 5e9 + 1},

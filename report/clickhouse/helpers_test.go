@@ -73,6 +73,7 @@ func records(kind flow.KeyKind, n, seed int) []pipeline.Record {
 			TimeNs:      ts,
 			WindowNs:    ts - ts%60e9,
 			WindowEndNs: ts - ts%60e9 + 60e9,
+			Windowed:    true,
 		}
 	}
 	return recs
