@@ -14,22 +14,18 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // waitLimit bounds every wait of these tests: a last resort against a
 // hang, far beyond what a loaded machine takes.
 const waitLimit = 2 * time.Minute
 
-// waitUntil polls cond until it holds.
+// waitUntil polls cond until it holds (testutil.WaitFor, bounded by
+// waitLimit).
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, waitLimit)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, what, waitLimit, cond)
 }
 
 // consumer reads a source in a goroutine of its own, as the pipeline's
