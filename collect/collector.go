@@ -192,6 +192,9 @@ func Open(cfg Config) (*Collector, error) {
 					fmt.Fprintf(cfg.Warnings, "flowdedup collect: warning: %s: receive buffer %d bytes, not the %d asked for: a burst of datagrams may be dropped (counted as dropped_by kernel); run with CAP_NET_ADMIN, or raise the limit: sysctl -w net.core.rmem_max=%d\n",
 						l, granted, cfg.Rcvbuf, cfg.Rcvbuf)
 				}
+				if err := rx.dropCountErr(); err != nil && cfg.Warnings != nil {
+					fmt.Fprintf(cfg.Warnings, "flowdedup collect: warning: %s: datagrams the kernel drops for want of buffer may go uncounted (%v)\n", l, err)
+				}
 			}
 		}
 	}

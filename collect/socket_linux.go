@@ -50,6 +50,7 @@ type receiver struct {
 	readFn func(fd uintptr) bool
 	ovfl   atomic.Uint32 // the largest SO_RXQ_OVFL count seen
 	ctlLen int
+	noOvfl error // why SO_RXQ_OVFL was refused (nil: it was taken)
 
 	// After stop: the socket takes no more datagrams, its drop count is
 	// final (the filter's drops are of datagrams that came after), and
@@ -86,6 +87,7 @@ type batch struct {
 // kernel granted, which the caller compares with what it asked.
 func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 	var granted int
+	var noOvfl error
 	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -105,7 +107,9 @@ func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 			// Where the option is unknown (ENOPROTOOPT: qemu-user, which
 			// make test-32bit runs the tests under, and some sandboxes)
 			// drops() still reads the count from SO_MEMINFO.
-			if err := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
+			if err := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); errors.Is(err, unix.ENOPROTOOPT) {
+				noOvfl = err
+			} else if err != nil {
 				serr = fmt.Errorf("SO_RXQ_OVFL: %w", err)
 				return
 			}
@@ -127,7 +131,7 @@ func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 		conn.Close()
 		return nil, 0, err
 	}
-	r := &receiver{conn: conn, raw: raw, free: make(chan *batch, batchesPerSocket), ctlLen: unix.CmsgSpace(4)}
+	r := &receiver{noOvfl: noOvfl, conn: conn, raw: raw, free: make(chan *batch, batchesPerSocket), ctlLen: unix.CmsgSpace(4)}
 	for range batchesPerSocket {
 		r.free <- r.newBatch(maxDatagram)
 	}
@@ -347,5 +351,11 @@ func (r *receiver) liveDrops() uint32 {
 }
 
 func (r *receiver) close() error { return r.conn.Close() }
+
+// dropCountErr says why the kernel's drops on this socket may go
+// uncounted: SO_RXQ_OVFL refused (they are read from SO_MEMINFO alone,
+// which qemu-user and some sandboxes do not answer either); nil when it
+// was taken.
+func (r *receiver) dropCountErr() error { return r.noOvfl }
 
 func (r *receiver) localAddr() net.Addr { return r.conn.LocalAddr() }

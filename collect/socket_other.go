@@ -81,6 +81,11 @@ func (b *batch) datagram(int) ([]byte, netip.Addr, bool) { return b.buf[:b.len],
 
 func (r *receiver) drops() uint64 { return 0 }
 
+// dropCountErr: this platform counts no kernel drops.
+func (r *receiver) dropCountErr() error { return errNoDropCount }
+
+var errNoDropCount = errors.New("no kernel drop count on this platform")
+
 func (r *receiver) stop() {
 	r.stopped.Store(true)
 	r.conn.SetReadDeadline(time.Now().Add(drainWait))
