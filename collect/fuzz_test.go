@@ -14,11 +14,11 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/collect/netflow"
+	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
-	"github.com/flowdedup/flowdedup/report/ipfix"
 )
 
 // writeSeeds rewrites FuzzDatagramToKey's seed corpus from the real

@@ -12,14 +12,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/delivery"
+	"github.com/flowdedup/flowdedup/export"
 
+	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
-	"github.com/flowdedup/flowdedup/report/clickhouse"
-	"github.com/flowdedup/flowdedup/report/export"
 	"github.com/flowdedup/flowdedup/sketch"
 )
 
@@ -198,7 +197,7 @@ func TestExportSpoolLeftForNextRun(t *testing.T) {
 	}
 	// The spool is locked while a run uses it: two at once is an error
 	// of the run (exit 1), not a usage error.
-	sp, err := delivery.OpenSpool(spool, 1<<20)
+	sp, err := export.OpenSpool(spool, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,46 @@
+// Package delivery carries a run's records and window summaries to its
+// --export destinations (an IPFIX collector, ClickHouse) without ever
+// slowing the pipeline, and counts what it could not deliver.
+//
+// A [Queue] wraps one report.Destination. Records and Window copy what they
+// are given into memory bounded by QueueConfig.MaxQueued and return at
+// once; a manager goroutine decides what to send, spool or drop, and a
+// caller goroutine makes the destination's calls, one at a time. A Queue is
+// a report.Export: hand it to report.Config.Exports.
+//
+//   - Batching: records go out in batches of QueueConfig.BatchSize, sealed
+//     when full or BatchAge after their first record, then a Flush; a
+//     window's summary follows the records given before it. A batch has an
+//     ID (a random base per Queue plus a sequence) and keeps it, with its
+//     observer and observation domain, on every retry and through the
+//     spool, so a destination can make a retried write idempotent.
+//   - Retry: an error that does not wrap report.ErrRejected is transient:
+//     the batch is retried, in order, after a backoff doubling from
+//     RetryMin to RetryMax with jitter. The error is said once when the
+//     destination begins to fail, and once more for each new thing the
+//     operator must fix (report.Fixer), never at each retry. A rejected
+//     batch is counted and, with a spool, kept in the destination's
+//     rejected directory of the spool for inspection (records as JSON
+//     lines, errors.log saying why), within the spool's bound.
+//   - Spool ([Spool], --spool DIR, bounded by --spool-max): while a
+//     destination fails, or when memory is half full, batches go to disk,
+//     oldest first, and come back in order before anything newer, in this
+//     run or the next. The file format is in spoolfile.go.
+//   - Losses are counted by reason ([DropReasons]): in each summary
+//     (export_dropped), in the totals, and in Prometheus ([NewCollector]).
+//     A full memory drops the newest records (the caller never waits,
+//     unless QueueConfig.Wait and the destination is up: replay); a full
+//     spool likewise.
+//   - Close delivers what is left, from memory and spool, for up to
+//     QueueConfig.DrainTimeout (--export-drain), then spools or counts the
+//     rest as shutdown.
+//
+// Notices (a destination down, back, a first rejection, a full or corrupt
+// spool) go to QueueConfig.Notices, one line each.
+//
+// Example:
+//
+//	spool, err := delivery.OpenSpool("/var/spool/flowdedup", 1<<30)
+//	q, err := delivery.NewQueue("ipfix://collector:4739", exporter, delivery.QueueConfig{Spool: spool, Notices: os.Stderr})
+//	r, err := report.New(report.Config{Kind: flow.KeySrc, Exports: []report.Export{q}})
+package export
