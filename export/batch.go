@@ -4,8 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Records copies the records of b into the Queue and returns at once; it
@@ -17,7 +16,7 @@ import (
 // go with the records into the Queue's batches, and through the spool:
 // records of another observer or domain than the batch being filled
 // begin a new batch.
-func (q *Queue) Records(b *report.Batch) error {
+func (q *Queue) Records(b *record.Batch) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing {
@@ -34,7 +33,7 @@ func (q *Queue) Records(b *report.Batch) error {
 // put copies recs, of the observer obs and the domain dom, into the
 // batches being filled, as many as MaxQueued leaves room for; q.mu is
 // held.
-func (q *Queue) put(recs []pipeline.Record, obs string, dom report.Domain) {
+func (q *Queue) put(recs []record.Record, obs string, dom record.Domain) {
 	if q.fill != nil && len(recs) > 0 && (obs != q.fillObs || dom != q.fillDom) {
 		q.seal()
 	}
@@ -68,13 +67,13 @@ func (q *Queue) put(recs []pipeline.Record, obs string, dom report.Domain) {
 // getBuf returns an empty record buffer of BatchSize; q.mu is held. The
 // buffers in use are those of full batches and the one being filled, so
 // there are at most MaxQueued/BatchSize+1 of them.
-func (q *Queue) getBuf() []pipeline.Record {
+func (q *Queue) getBuf() []record.Record {
 	if n := len(q.free); n > 0 {
 		b := q.free[n-1]
 		q.free = q.free[:n-1]
 		return b
 	}
-	return make([]pipeline.Record, 0, q.cfg.BatchSize)
+	return make([]record.Record, 0, q.cfg.BatchSize)
 }
 
 // seal ends the batch being filled: it gets its ID and waits for the
@@ -92,7 +91,7 @@ func (q *Queue) seal() {
 		recs, pooled = slices.Clone(recs), false
 		q.free = append(q.free, q.fill[:0])
 	}
-	it.batch = report.Batch{ID: q.base + q.seq, Records: recs, Observer: q.fillObs, Domain: q.fillDom}
+	it.batch = record.Batch{ID: q.base + q.seq, Records: recs, Observer: q.fillObs, Domain: q.fillDom}
 	it.pooled, it.counted = pooled, true
 	q.seq++
 	q.fill = nil
@@ -142,7 +141,7 @@ func (q *Queue) signal() {
 // closes windows many times a second, filled the memory bound with
 // nearly empty batches and dropped records (queue_full) to a destination
 // that was keeping up.
-func (q *Queue) Window(s *report.Summary) error {
+func (q *Queue) Window(s *record.Summary) error {
 	c := cloneSummary(s)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -165,7 +164,7 @@ func (q *Queue) Window(s *report.Summary) error {
 	return nil
 }
 
-func cloneSummary(s *report.Summary) *report.Summary {
+func cloneSummary(s *record.Summary) *record.Summary {
 	c := *s
 	c.MalformedBy = cloneMap(s.MalformedBy)
 	c.SkippedBy = cloneMap(s.SkippedBy)

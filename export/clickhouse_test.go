@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/export"
+	"github.com/flowdedup/flowdedup/record"
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -39,15 +39,15 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: "r1", Filter: "exact", Exports: []report.Export{q}})
+	r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: "r1", Filter: "exact", Exports: []record.Export{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	window := func(i int) *pipeline.WindowSummary {
+	window := func(i int) *record.WindowSummary {
 		start := time.Date(2026, 1, 1, i, 0, 0, 0, time.UTC)
-		return &pipeline.WindowSummary{StartNs: start.UnixNano(), EndNs: start.Add(time.Hour).UnixNano(), Distinct: uint64(1000 * (i + 1))}
+		return &record.WindowSummary{StartNs: start.UnixNano(), EndNs: start.Add(time.Hour).UnixNano(), Distinct: uint64(1000 * (i + 1))}
 	}
-	give := func(recs []pipeline.Record, w *pipeline.WindowSummary) {
+	give := func(recs []record.Record, w *record.WindowSummary) {
 		for i := range recs {
 			if err := r.Record(&recs[i]); err != nil {
 				t.Fatal(err)
@@ -101,7 +101,7 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	dir := t.TempDir()
-	run := func(observer string, recs []pipeline.Record, hour int) report.ExportStats {
+	run := func(observer string, recs []record.Record, hour int) record.ExportStats {
 		t.Helper()
 		spool, err := export.OpenSpool(dir, 1<<30)
 		if err != nil {
@@ -114,7 +114,7 @@ func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Filter: "exact", Exports: []report.Export{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Filter: "exact", Exports: []record.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 			}
 		}
 		start := time.Date(2026, 1, 1, hour, 0, 0, 0, time.UTC)
-		if err := r.Window(&pipeline.WindowSummary{StartNs: start.UnixNano(), EndNs: start.Add(time.Hour).UnixNano(), Distinct: uint64(len(recs))}); err != nil {
+		if err := r.Window(&record.WindowSummary{StartNs: start.UnixNano(), EndNs: start.Add(time.Hour).UnixNano(), Distinct: uint64(len(recs))}); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Close(); err != nil {
@@ -147,7 +147,7 @@ func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 	if st.Sent != 2200 || st.SentWindows != 2 || st.Spooled != 0 || lost != 0 {
 		t.Errorf("second run: %+v; want both runs' 2200 records and 2 summaries sent, nothing left or lost", st)
 	}
-	for observer, recs := range map[string][]pipeline.Record{"edge-fra1": first, "edge-fra2": second} {
+	for observer, recs := range map[string][]record.Record{"edge-fra1": first, "edge-fra2": second} {
 		var want []string
 		for _, r := range recs {
 			want = append(want, r.Key.String())
@@ -202,7 +202,7 @@ func TestClickHousePasswordFile(t *testing.T) {
 		if q.Dest() != dest {
 			t.Errorf("%s: Dest %q, want %q", tc.name, q.Dest(), dest)
 		}
-		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: tc.observer, Filter: "exact", Exports: []report.Export{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: tc.observer, Filter: "exact", Exports: []record.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}

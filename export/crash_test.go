@@ -16,23 +16,22 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // spoolDown fills a spool in dir with the records of batches batches of
 // size records each, and a window summary after them, as a run whose
 // destination was down leaves it: the first batch was given to the
 // destination (and failed), the others never were.
-func spoolDown(t *testing.T, dir string, batches, size int) []pipeline.Record {
+func spoolDown(t *testing.T, dir string, batches, size int) []record.Record {
 	t.Helper()
 	spool := openSpool(t, dir, 1<<30)
 	defer spool.Close()
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: size, BatchAge: time.Hour, Spool: spool, RetryMin: time.Hour, RetryMax: time.Hour, DrainTimeout: time.Hour, Notices: &testutil.SyncBuffer{}})
 	recs := genRecords(0, batches*size)
 	put(t, q, recs)
-	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Packets: uint64(len(recs))}, Observer: "r1"})
+	q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Packets: uint64(len(recs))}, Observer: "r1"})
 	q.Close()
 	if st := q.Stats(); st.Spooled != len(recs) || st.SpooledWins != 1 {
 		t.Fatalf("spooling: %+v, want %d records and a summary in the spool", st, len(recs))
@@ -65,7 +64,7 @@ func attemptedOnDisk(t *testing.T, dir string) map[uint64]bool {
 // before the destination is given it (issue 25: a batch that landed just
 // before a kill -9 was sent again by the next run without the read-back).
 // The first attempt of a file that was never given goes without
-// report.Batch.Retry (no read-back is needed); one that was goes with it.
+// record.Batch.Retry (no read-back is needed); one that was goes with it.
 func TestSpoolMarkedBeforeSent(t *testing.T) {
 	dir := t.TempDir()
 	recs := spoolDown(t, dir, 5, 20)
@@ -76,7 +75,7 @@ func TestSpoolMarkedBeforeSent(t *testing.T) {
 	var marked []bool // at each Records call: does the batch's file say attempted?
 	var retry []bool
 	up := &fakeSink{}
-	up.fail = func(op string, b *report.Batch) error {
+	up.fail = func(op string, b *record.Batch) error {
 		if op == "records" {
 			marked = append(marked, attemptedOnDisk(t, dir)[b.ID])
 			retry = append(retry, b.Retry)
@@ -154,13 +153,13 @@ const crashEnv = "FLOWDEDUP_TEST_SPOOL_CRASH"
 // file is marked, nothing sent) or after the exporter took it ("after":
 // the rows landed, the file not yet removed).
 type crashSink struct {
-	report.Destination
+	record.Destination
 	at    int    // the Records call to die at, from 1; 0: never
 	when  string // "before" or "after"
 	calls int
 }
 
-func (c *crashSink) Records(b *report.Batch) error {
+func (c *crashSink) Records(b *record.Batch) error {
 	c.calls++
 	if c.calls == c.at && c.when == "before" {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -323,7 +322,7 @@ func respool(t *testing.T, dir, from, to string) {
 		if f.summary {
 			err = dst.put(nil, &f.sum, f.attempted, false)
 		} else {
-			err = dst.put(&report.Batch{ID: f.id, Records: f.records, Observer: f.observer, Domain: f.domain}, nil, f.attempted, false)
+			err = dst.put(&record.Batch{ID: f.id, Records: f.records, Observer: f.observer, Domain: f.domain}, nil, f.attempted, false)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -351,7 +350,7 @@ func BenchmarkSpoolReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 		for i := range files {
-			if err := d.put(&report.Batch{ID: uint64(i + 1), Records: recs[i*size : (i+1)*size]}, nil, false, false); err != nil {
+			if err := d.put(&record.Batch{ID: uint64(i + 1), Records: recs[i*size : (i+1)*size]}, nil, false, false); err != nil {
 				b.Fatal(err)
 			}
 		}

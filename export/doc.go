@@ -2,11 +2,11 @@
 // --export destinations (an IPFIX collector, ClickHouse) without ever
 // slowing the pipeline, and counts what it could not deliver.
 //
-// A [Queue] wraps one report.Destination. Records and Window copy what they
+// A [Queue] wraps one record.Destination. Records and Window copy what they
 // are given into memory bounded by QueueConfig.MaxQueued and return at
 // once; a manager goroutine decides what to send, spool or drop, and a
 // caller goroutine makes the destination's calls, one at a time. A Queue is
-// a report.Export: hand it to report.Config.Exports.
+// a record.Export: hand it to report.Config.Exports.
 //
 //   - Batching: records go out in batches of QueueConfig.BatchSize, sealed
 //     when full or BatchAge after their first record, then a Flush; a
@@ -14,11 +14,11 @@
 //     ID (a random base per Queue plus a sequence) and keeps it, with its
 //     observer and observation domain, on every retry and through the
 //     spool, so a destination can make a retried write idempotent.
-//   - Retry: an error that does not wrap report.ErrRejected is transient:
+//   - Retry: an error that does not wrap record.ErrRejected is transient:
 //     the batch is retried, in order, after a backoff doubling from
 //     RetryMin to RetryMax with jitter. The error is said once when the
 //     destination begins to fail, and once more for each new thing the
-//     operator must fix (report.Fixer), never at each retry. A rejected
+//     operator must fix (record.Fixer), never at each retry. A rejected
 //     batch is counted and, with a spool, kept in the destination's
 //     rejected directory of the spool for inspection (records as JSON
 //     lines, errors.log saying why), within the spool's bound.
@@ -42,5 +42,5 @@
 //
 //	spool, err := delivery.OpenSpool("/var/spool/flowdedup", 1<<30)
 //	q, err := delivery.NewQueue("ipfix://collector:4739", exporter, delivery.QueueConfig{Spool: spool, Notices: os.Stderr})
-//	r, err := report.New(report.Config{Kind: flow.KeySrc, Exports: []report.Export{q}})
+//	r, err := report.New(report.Config{Kind: flow.KeySrc, Exports: []record.Export{q}})
 package export

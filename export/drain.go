@@ -6,12 +6,12 @@ import (
 )
 
 // Close stops the Queue: it goes on delivering what is queued, memory and
-// spool, for up to DrainTimeout, then closes the report.Destination. When the destination
+// spool, for up to DrainTimeout, then closes the record.Destination. When the destination
 // is failing and a spool can hold the rest, it does not wait: what is left
 // goes to the spool at once, for the next run. What neither the
-// destination nor the spool took is counted as shutdown. A report.Destination call that
+// destination nor the spool took is counted as shutdown. A record.Destination call that
 // does not return by the deadline is abandoned (its goroutine stays until
-// it returns; the report.Destination is then not closed). Close returns nil, or
+// it returns; the record.Destination is then not closed). Close returns nil, or
 // ErrQueueClosed when called again: losses are counted, not errors.
 func (q *Queue) Close() error {
 	q.mu.Lock()
@@ -28,7 +28,7 @@ func (q *Queue) Close() error {
 }
 
 // finishing runs once Close began: it reports whether the Queue is done,
-// closing the report.Destination and counting what is left when it is.
+// closing the record.Destination and counting what is left when it is.
 func (q *Queue) finishing(now time.Time) bool {
 	q.mu.Lock()
 	empty := q.readyHead == len(q.ready) && q.fill == nil
@@ -38,7 +38,7 @@ func (q *Queue) finishing(now time.Time) bool {
 	case q.busy && now.Before(q.deadline):
 		return false // a call is on its way
 	case q.busy:
-		// The call is stuck past the deadline: give up on the report.Destination.
+		// The call is stuck past the deadline: give up on the record.Destination.
 		q.abandon("a call to it had not returned when the drain time (%s) ran out", true)
 		return true
 	case empty && q.inflight == nil && !spooled:
@@ -63,7 +63,7 @@ func (q *Queue) abandon(why string, stuck bool) {
 	lost := 0
 	// The item in flight goes first, as the oldest file. A stuck call may
 	// still deliver it: it goes as attempted, so that the next run sends it
-	// with report.Batch.Retry set. Its memory stays with the stuck call.
+	// with record.Batch.Retry set. Its memory stays with the stuck call.
 	if q.inflight != nil && !q.inflight.onDisk {
 		if q.spool == nil || !q.spillItem(q.inflight, true, q.inflight.attempted || stuck) {
 			lost += q.inflight.weight()
@@ -101,8 +101,8 @@ func (q *Queue) abandon(why string, stuck bool) {
 	q.inflight = nil
 }
 
-// closeSink closes the report.Destination, waiting for it until the drain deadline (and
-// at least a second, so that a report.Destination whose data are all delivered closes
+// closeSink closes the record.Destination, waiting for it until the drain deadline (and
+// at least a second, so that a record.Destination whose data are all delivered closes
 // cleanly even when draining took the whole time).
 func (q *Queue) closeSink() {
 	q.busy = true

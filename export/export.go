@@ -12,7 +12,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // ErrScheme: an --export URL whose scheme no destination serves.
@@ -55,7 +55,7 @@ type Options struct {
 }
 
 // opener makes the Sink of a URL and says how its Queue batches.
-type opener func(raw string, o *Options) (report.Destination, QueueConfig, error)
+type opener func(raw string, o *Options) (record.Destination, QueueConfig, error)
 
 // destination is what a scheme serves: check parses a URL (and reads the
 // secrets it names) without making anything, open makes its Sink.
@@ -193,7 +193,7 @@ func checkIPFIX(raw string, _ clickhouse.Env) error {
 	return err
 }
 
-func openIPFIX(raw string, o *Options) (report.Destination, QueueConfig, error) {
+func openIPFIX(raw string, o *Options) (record.Destination, QueueConfig, error) {
 	cfg, err := ipfix.ParseURL(raw)
 	if err != nil {
 		return nil, QueueConfig{}, err
@@ -207,7 +207,7 @@ func openIPFIX(raw string, o *Options) (report.Destination, QueueConfig, error) 
 	// The report defaults: batches of 1024 records (about 15 messages on a
 	// 1500-byte path), out within a second. The batches carry this run's
 	// domain, through the spool.
-	return e, QueueConfig{Domain: report.Domain{ID: o.ObservationDomain, Valid: true}}, nil
+	return e, QueueConfig{Domain: record.Domain{ID: o.ObservationDomain, Valid: true}}, nil
 }
 
 // ClickHouse batching: ClickHouse asks for inserts of 1,000 to 100,000
@@ -248,7 +248,7 @@ const ExposedPassword = "the password is written in the --export URL, where ever
 	"put it in a file readable by this user alone and add ?" + clickhouse.PasswordFileParam + "=PATH to the URL (with systemd: LoadCredential= and " +
 	clickhouse.PasswordFileParam + "=${" + clickhouse.CredentialsDirVar + "}/NAME), or set " + clickhouse.PasswordEnv + " and leave the password out"
 
-func openClickHouse(raw string, o *Options) (report.Destination, QueueConfig, error) {
+func openClickHouse(raw string, o *Options) (record.Destination, QueueConfig, error) {
 	cfg, exposed, err := clickHouseConfig(raw, o.Env)
 	if err != nil {
 		return nil, QueueConfig{}, err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,7 +19,7 @@ func TestExportCollector(t *testing.T) {
 	defer close(sink.gate)
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Hour, DrainTimeout: time.Millisecond})
 	defer q.Close()
-	q.Records(&report.Batch{Records: genRecords(0, 25)})
+	q.Records(&record.Batch{Records: genRecords(0, 25)})
 	c := NewCollector([]*Queue{q})
 	want := `
 # HELP flowdedup_export_dropped_total Records and window summaries an export destination did not get, by reason.

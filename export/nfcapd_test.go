@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/export"
+	"github.com/flowdedup/flowdedup/record"
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -36,13 +36,13 @@ func (n *notices) String() string {
 
 // tcpRecords returns n distinct IPv4 TCP 5-tuple records, a millisecond
 // apart, numbered from `from`.
-func tcpRecords(from, n int) []pipeline.Record {
+func tcpRecords(from, n int) []record.Record {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	recs := make([]pipeline.Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
 		k := from + i
 		src := netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)})
-		recs[i] = pipeline.Record{
+		recs[i] = record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, src, netip.MustParseAddr("192.0.2.7"), 6, uint16(1024+k), 443),
 			TimeNs: t0 + int64(k)*int64(time.Millisecond),
 		}
@@ -84,11 +84,11 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []report.Export{q}})
+			r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []record.Export{q}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			give := func(recs []pipeline.Record) {
+			give := func(recs []record.Record) {
 				for i := range recs {
 					if err := r.Record(&recs[i]); err != nil {
 						t.Fatal(err)
@@ -157,7 +157,7 @@ func TestNfcapdDownAtStart(t *testing.T) {
 func TestNfcapdSpoolKeepsDomain(t *testing.T) {
 	port := testutil.FreeUDPPort(t)
 	dir := t.TempDir()
-	run := func(domain uint32, recs []pipeline.Record, drain time.Duration) report.ExportStats {
+	run := func(domain uint32, recs []record.Record, drain time.Duration) record.ExportStats {
 		t.Helper()
 		spool, err := export.OpenSpool(dir, 1<<30)
 		if err != nil {
@@ -170,7 +170,7 @@ func TestNfcapdSpoolKeepsDomain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []report.Export{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Exports: []record.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestNfcapdSpoolKeepsDomain(t *testing.T) {
 	if cst := col.Stop(t); cst.SequenceErrors != 0 || cst.BadPackets != 0 || cst.Dropped != 0 {
 		t.Errorf("nfcapd counted %+v; want no errors", cst)
 	}
-	want := map[uint32][]pipeline.Record{7: first, 9: second}
+	want := map[uint32][]record.Record{7: first, 9: second}
 	if len(exps) != len(want) {
 		var domains []uint32
 		for _, e := range exps {

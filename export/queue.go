@@ -10,9 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flowdedup/flowdedup/report"
-
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Defaults of QueueConfig's zero fields.
@@ -29,7 +27,7 @@ const (
 	// destination within a second.
 	DefaultBatchAge = time.Second
 	// DefaultMaxQueued: records held in memory per destination, about
-	// 18 MiB (a pipeline.Record is 72 bytes): at 100000 distinct flows a
+	// 18 MiB (a record.Record is 72 bytes): at 100000 distinct flows a
 	// second, 2.6 s of a destination that stalls, without a spool, before
 	// records are dropped (queue_full).
 	DefaultMaxQueued = 1 << 18
@@ -61,7 +59,7 @@ const (
 	// DropSpoolFull: memory and the spool (--spool-max) were both full:
 	// the newest records were dropped.
 	DropSpoolFull = "spool_full"
-	// DropRejected: the destination refused them for good (report.ErrRejected).
+	// DropRejected: the destination refused them for good (record.ErrRejected).
 	DropRejected = "rejected"
 	// DropShutdown: still undelivered when Close's drain time ran out,
 	// without a spool to keep them (or with a full one).
@@ -105,11 +103,11 @@ type QueueConfig struct {
 	// Spool, when not nil, keeps batches on disk while the destination
 	// fails, across restarts (--spool).
 	Spool *Spool
-	// report.Domain is the observation domain of the run (--observation-domain)
+	// record.Domain is the observation domain of the run (--observation-domain)
 	// that the Queue gives the records of a batch without one
-	// (report.Batch.Domain), so that they keep it through the spool into a later
-	// run. The zero report.Domain leaves such batches without one.
-	Domain report.Domain
+	// (record.Batch.Domain), so that they keep it through the spool into a later
+	// run. The zero record.Domain leaves such batches without one.
+	Domain record.Domain
 	// DrainTimeout bounds how long Close tries to deliver what is queued.
 	DrainTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between attempts.
@@ -132,41 +130,41 @@ type QueueConfig struct {
 }
 
 // A Queue takes batches and window summaries for one export destination
-// and delivers them to its report.Destination from goroutines of its own, so that a slow
+// and delivers them to its record.Destination from goroutines of its own, so that a slow
 // or dead destination never slows the caller: Records and Window copy
 // what they are given into memory bounded by MaxQueued and return at once.
 // Records are gathered into batches of BatchSize, each given to the
 // destination when it is full or BatchAge old, followed by a Flush; a
 // summary goes after the records before it. Batches carry IDs, a random
 // base per Queue plus a sequence, and the observer and observation domain
-// of their records (report.Batch.Observer, report.Batch.Domain), which stay the same on
+// of their records (record.Batch.Observer, record.Batch.Domain), which stay the same on
 // every retry and through the spool, into a later run.
 //
 // A transient error is retried, after a backoff from RetryMin doubling to
-// RetryMax, with report.Batch.Retry set; a batch the destination rejects
-// (report.ErrRejected) is dropped and counted. While the destination fails, and
+// RetryMax, with record.Batch.Retry set; a batch the destination rejects
+// (record.ErrRejected) is dropped and counted. While the destination fails, and
 // whenever memory is half full, batches go to the Spool, if there is one,
 // oldest first, and come back from it in order. What cannot be held is
 // dropped, newest first, and counted by reason (see DropReasons).
 //
-// A Queue is a report.Destination: Records, Window and Flush may be called from one
+// A Queue is a record.Destination: Records, Window and Flush may be called from one
 // goroutine (the Reporter's), Stats from any. Close drains and stops it.
 type Queue struct {
 	dest string
-	sink report.Destination
+	sink record.Destination
 	cfg  QueueConfig
 	base uint64
 
 	mu          sync.Mutex
-	room        sync.Cond         // on mu: a buffer was freed, or the destination failed (Wait)
-	fill        []pipeline.Record // the batch being filled, nil when none
+	room        sync.Cond       // on mu: a buffer was freed, or the destination failed (Wait)
+	fill        []record.Record // the batch being filled, nil when none
 	fillSince   time.Time
-	fillObs     string        // the observer of fill's records (report.Batch.Observer)
-	fillDom     report.Domain // the observation domain of fill's records (report.Batch.Domain)
+	fillObs     string        // the observer of fill's records (record.Batch.Observer)
+	fillDom     record.Domain // the observation domain of fill's records (record.Batch.Domain)
 	after       []*item       // summaries given while fill was being filled: they follow its batch
 	ready       []*item       // sealed, oldest first (ready[readyHead:])
 	readyHead   int
-	free        [][]pipeline.Record // empty buffers of BatchSize
+	free        [][]record.Record // empty buffers of BatchSize
 	freeItems   []*item
 	queued      int // records in memory: fill, ready and in flight; at most cfg.MaxQueued
 	windows     int // summaries in ready
@@ -183,7 +181,7 @@ type Queue struct {
 
 	// Manager goroutine state.
 	spool      *destSpool
-	spoolBuf   []pipeline.Record // records of a batch read back from the spool
+	spoolBuf   []record.Record // records of a batch read back from the spool
 	inflight   *item
 	busy       bool // a call is with the caller goroutine
 	down       bool
@@ -197,7 +195,7 @@ type Queue struct {
 	// rejectedKept counts those kept in this run.
 	rejectLostSaid bool
 	rejectedKept   int
-	fixSaid        map[string]bool // the Fixes (report.FixOf) said since the destination began failing
+	fixSaid        map[string]bool // the Fixes (record.FixOf) said since the destination began failing
 	fullSaid       bool
 	spoolErr       bool // a spool write failed (not for room): said once
 	markErr        bool // a spool file could not be marked attempted (Queue.mark): said once
@@ -217,12 +215,12 @@ type Queue struct {
 	reported [numReasons]uint64
 }
 
-var _ report.Destination = (*Queue)(nil)
+var _ record.Destination = (*Queue)(nil)
 
 // item is a batch or a summary on its way.
 type item struct {
-	batch     report.Batch
-	sum       *report.Summary // a summary, when not nil
+	batch     record.Batch
+	sum       *record.Summary // a summary, when not nil
 	pooled    bool            // batch.Records is a buffer of BatchSize, for the free list when done
 	counted   bool            // its records are in memory, counted in Queue.queued
 	onDisk    bool            // it is the oldest file of the spool
@@ -238,7 +236,7 @@ func (it *item) weight() int {
 	return len(it.batch.Records)
 }
 
-// call is one call of the report.Destination, made by the caller goroutine.
+// call is one call of the record.Destination, made by the caller goroutine.
 type call struct {
 	op  uint8
 	it  *item
@@ -260,7 +258,7 @@ var noticeMu sync.Mutex
 // (it calls Close on it), under the name dest: the destination's URL
 // without credentials, as summaries and metrics show it. With a spool, it
 // first sends what an earlier run left there for dest.
-func NewQueue(dest string, sink report.Destination, cfg QueueConfig) (*Queue, error) {
+func NewQueue(dest string, sink record.Destination, cfg QueueConfig) (*Queue, error) {
 	if dest == "" || len(dest) > maxDestLen {
 		return nil, fmt.Errorf("delivery: export queue: destination name of %d bytes, want 1 to %d", len(dest), maxDestLen)
 	}
@@ -321,8 +319,8 @@ func orDefault[T int | time.Duration](v, def T) T {
 func (q *Queue) Dest() string { return q.dest }
 
 // Stats returns the Queue's counts. Safe from any goroutine.
-func (q *Queue) Stats() report.ExportStats {
-	st := report.ExportStats{
+func (q *Queue) Stats() record.ExportStats {
+	st := record.ExportStats{
 		Dest:        q.dest,
 		Sent:        q.sent.Load(),
 		SentWindows: q.sentWindows.Load(),

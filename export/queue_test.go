@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
 )
 
 // fakeSink is a test double of a destination: the Queue's policy (what it
@@ -23,17 +22,17 @@ import (
 // destination's behaviour is scripted: slow, failing, rejecting, hanging.
 type fakeSink struct {
 	mu      sync.Mutex
-	batches []report.Batch   // delivered batches, with copies of their records
+	batches []record.Batch   // delivered batches, with copies of their records
 	order   []string         // "b<id>" and "w<start>" in delivery order
-	windows []report.Summary // delivered summaries
-	tries   []report.Batch   // every Records call: ID, Retry, Observer and report.Domain (no records)
+	windows []record.Summary // delivered summaries
+	tries   []record.Batch   // every Records call: ID, Retry, Observer and record.Domain (no records)
 	calls   []time.Time
 	flushes int
 	closes  int
 
 	// fail, when set, decides the outcome of each call: op is "records",
 	// "window" or "flush"; b is nil for window and flush.
-	fail func(op string, b *report.Batch) error
+	fail func(op string, b *record.Batch) error
 	// gate, when set, makes every call wait until it is closed.
 	gate chan struct{}
 	// delay makes every call take that long.
@@ -42,7 +41,7 @@ type fakeSink struct {
 
 var errDown = fmt.Errorf("fake: connection refused: %w", syscall.ECONNREFUSED)
 
-func (s *fakeSink) enter(op string, b *report.Batch) error {
+func (s *fakeSink) enter(op string, b *record.Batch) error {
 	if s.gate != nil {
 		<-s.gate
 	}
@@ -52,7 +51,7 @@ func (s *fakeSink) enter(op string, b *report.Batch) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, time.Now())
 	if b != nil {
-		s.tries = append(s.tries, report.Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain})
+		s.tries = append(s.tries, record.Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain})
 	}
 	fail := s.fail
 	s.mu.Unlock()
@@ -62,18 +61,18 @@ func (s *fakeSink) enter(op string, b *report.Batch) error {
 	return nil
 }
 
-func (s *fakeSink) Records(b *report.Batch) error {
+func (s *fakeSink) Records(b *record.Batch) error {
 	if err := s.enter("records", b); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batches = append(s.batches, report.Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain, Records: slices.Clone(b.Records)})
+	s.batches = append(s.batches, record.Batch{ID: b.ID, Retry: b.Retry, Observer: b.Observer, Domain: b.Domain, Records: slices.Clone(b.Records)})
 	s.order = append(s.order, fmt.Sprintf("b%d", b.ID))
 	return nil
 }
 
-func (s *fakeSink) Window(w *report.Summary) error {
+func (s *fakeSink) Window(w *record.Summary) error {
 	if err := s.enter("window", nil); err != nil {
 		return err
 	}
@@ -102,17 +101,17 @@ func (s *fakeSink) Close() error {
 }
 
 // records returns every record delivered, in order.
-func (s *fakeSink) records() []pipeline.Record {
+func (s *fakeSink) records() []record.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var all []pipeline.Record
+	var all []record.Record
 	for _, b := range s.batches {
 		all = append(all, b.Records...)
 	}
 	return all
 }
 
-func (s *fakeSink) snapshot() (batches []report.Batch, windows []report.Summary, order []string) {
+func (s *fakeSink) snapshot() (batches []record.Batch, windows []record.Summary, order []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.batches), slices.Clone(s.windows), slices.Clone(s.order)
@@ -129,12 +128,12 @@ func at(s string) int64 {
 
 // genRecords returns n distinct 5-tuple records, numbered by their source
 // port and address so that a test can tell them apart and order them.
-func genRecords(from, n int) []pipeline.Record {
-	recs := make([]pipeline.Record, n)
+func genRecords(from, n int) []record.Record {
+	recs := make([]record.Record, n)
 	for i := range recs {
 		k := from + i
 		src := netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)})
-		recs[i] = pipeline.Record{
+		recs[i] = record.Record{
 			Key:         flow.MakeKey(flow.Key5Tuple, src, netip.MustParseAddr("192.0.2.1"), 6, uint16(k), 80),
 			TimeNs:      at("2026-01-01T00:00:00Z") + int64(k)*int64(time.Millisecond),
 			WindowNs:    at("2026-01-01T00:00:00Z"),
@@ -157,7 +156,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func newTestQueue(t *testing.T, sink report.Destination, cfg QueueConfig) *Queue {
+func newTestQueue(t *testing.T, sink record.Destination, cfg QueueConfig) *Queue {
 	t.Helper()
 	q, err := NewQueue("fake://dest", sink, cfg)
 	if err != nil {
@@ -166,14 +165,14 @@ func newTestQueue(t *testing.T, sink report.Destination, cfg QueueConfig) *Queue
 	return q
 }
 
-func put(t *testing.T, q *Queue, recs []pipeline.Record) {
+func put(t *testing.T, q *Queue, recs []record.Record) {
 	t.Helper()
-	if err := q.Records(&report.Batch{Records: recs}); err != nil {
+	if err := q.Records(&record.Batch{Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func dropped(st report.ExportStats) (all uint64) {
+func dropped(st record.ExportStats) (all uint64) {
 	for _, n := range st.Dropped {
 		all += n
 	}
@@ -182,7 +181,7 @@ func dropped(st report.ExportStats) (all uint64) {
 
 // TestQueueDelivers: records arrive once each, in order, in batches of at
 // most BatchSize with consecutive IDs, each followed by a Flush; a summary
-// arrives after the records given before it; Close closes the report.Destination once.
+// arrives after the records given before it; Close closes the record.Destination once.
 func TestQueueDelivers(t *testing.T) {
 	sink := &fakeSink{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 100, BatchAge: time.Hour})
@@ -190,10 +189,10 @@ func TestQueueDelivers(t *testing.T) {
 	for i := 0; i < len(all); i += 37 { // pieces that do not divide batches
 		put(t, q, all[i:min(i+37, len(all))])
 		if i == 37*10 {
-			q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 1}})
+			q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 1}})
 		}
 	}
-	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 2, Final: true}})
+	q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 2, Final: true}})
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +231,7 @@ func TestQueueDelivers(t *testing.T) {
 	if st.Sent != 1000 || st.SentWindows != 2 || dropped(st) != 0 || st.Queued != 0 {
 		t.Errorf("stats %+v", st)
 	}
-	if err := q.Records(&report.Batch{Records: all[:1]}); !errors.Is(err, ErrQueueClosed) {
+	if err := q.Records(&record.Batch{Records: all[:1]}); !errors.Is(err, ErrQueueClosed) {
 		t.Errorf("Records after Close: %v", err)
 	}
 	if err := q.Close(); !errors.Is(err, ErrQueueClosed) {
@@ -251,7 +250,7 @@ func TestQueueManyWindowsFewRecords(t *testing.T) {
 	all := genRecords(0, 250)
 	for w := range 50 {
 		put(t, q, all[w*5:w*5+5])
-		if err := q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(w)}}); err != nil {
+		if err := q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: int64(w)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -269,7 +268,7 @@ func TestQueueManyWindowsFewRecords(t *testing.T) {
 	if len(batches) != 3 || len(windows) != 50 {
 		t.Errorf("%d batches and %d summaries, want 3 and 50", len(batches), len(windows))
 	}
-	// report.Summary w follows the batch holding record 5w+4, its window's last.
+	// record.Summary w follows the batch holding record 5w+4, its window's last.
 	seen := 0
 	for _, o := range order {
 		var n int
@@ -313,9 +312,9 @@ func TestQueueNeverBlocks(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 100 {
-			q.Records(&report.Batch{Records: genRecords(i*10, 10)})
+			q.Records(&record.Batch{Records: genRecords(i*10, 10)})
 			if i%10 == 0 {
-				q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: int64(i)}})
+				q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: int64(i)}})
 			}
 		}
 	}()
@@ -348,7 +347,7 @@ func TestQueueNeverBlocks(t *testing.T) {
 	closes := sink.closes
 	sink.mu.Unlock()
 	if closes != 0 {
-		t.Errorf("a report.Destination stuck in a call was closed under it")
+		t.Errorf("a record.Destination stuck in a call was closed under it")
 	}
 }
 
@@ -364,7 +363,7 @@ func TestQueueBoundInRecords(t *testing.T) {
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 100, BatchAge: time.Hour})
 	all := genRecords(0, 1000)
 	for i := range all {
-		q.Records(&report.Batch{Records: all[i : i+1], Observer: []string{"r1", "r2"}[i%2]})
+		q.Records(&record.Batch{Records: all[i : i+1], Observer: []string{"r1", "r2"}[i%2]})
 	}
 	if st := q.Stats(); st.Queued != 100 || st.Dropped[DropQueueFull] != 900 {
 		t.Errorf("queued %d, dropped %v; want 100 queued, 900 queue_full", st.Queued, st.Dropped)
@@ -376,12 +375,12 @@ func TestQueueBoundInRecords(t *testing.T) {
 	}
 
 	notices := &testutil.SyncBuffer{}
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q = newTestQueue(t, down, QueueConfig{BatchSize: 10, MaxQueued: 100, BatchAge: time.Hour, DrainTimeout: time.Millisecond, Notices: notices})
 	put(t, q, all[:10]) // one full batch: the first attempt fails
 	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
 	for i := 10; i < len(all); i++ {
-		q.Records(&report.Batch{Records: all[i : i+1], Observer: []string{"r1", "r2"}[i%2]})
+		q.Records(&record.Batch{Records: all[i : i+1], Observer: []string{"r1", "r2"}[i%2]})
 	}
 	if st := q.Stats(); st.Queued != 100 || st.Dropped[DropQueueFull] != 900 {
 		t.Errorf("down: queued %d, dropped %v; want 100 queued, 900 queue_full", st.Queued, st.Dropped)
@@ -433,7 +432,7 @@ func TestQueueWait(t *testing.T) {
 	}
 
 	// A failing destination: Records returns, and counts what it drops.
-	sink = &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	sink = &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q = newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Wait: true})
 	put(t, q, genRecords(0, 10))
 	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
@@ -441,7 +440,7 @@ func TestQueueWait(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 100 {
-			q.Records(&report.Batch{Records: genRecords(10+i*10, 10)})
+			q.Records(&record.Batch{Records: genRecords(10+i*10, 10)})
 		}
 	}()
 	select {
@@ -456,7 +455,7 @@ func TestQueueWait(t *testing.T) {
 }
 
 // TestQueueBatchPerObserver: a batch holds the records of one observer
-// (report.Batch.Observer): records of another begin a batch, and a batch takes
+// (record.Batch.Observer): records of another begin a batch, and a batch takes
 // the observer of the records it holds.
 func TestQueueBatchPerObserver(t *testing.T) {
 	sink := &fakeSink{}
@@ -466,7 +465,7 @@ func TestQueueBatchPerObserver(t *testing.T) {
 		from, to int
 		observer string
 	}{{0, 10, "a"}, {10, 20, "a"}, {20, 30, "b"}, {30, 60, ""}} {
-		if err := q.Records(&report.Batch{Records: all[part.from:part.to], Observer: part.observer}); err != nil {
+		if err := q.Records(&record.Batch{Records: all[part.from:part.to], Observer: part.observer}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -485,24 +484,24 @@ func TestQueueBatchPerObserver(t *testing.T) {
 }
 
 // TestQueueBatchPerDomain: a batch holds the records of one observation
-// domain: a batch given with one (report.Batch.Domain) keeps it, one without
+// domain: a batch given with one (record.Batch.Domain) keeps it, one without
 // takes QueueConfig.Domain, domain 0 is a domain (not "none"), and
 // records of another domain begin a batch. Without QueueConfig.Domain,
 // batches without one stay without.
 func TestQueueBatchPerDomain(t *testing.T) {
 	sink := &fakeSink{}
-	q := newTestQueue(t, sink, QueueConfig{BatchSize: 25, BatchAge: time.Hour, Domain: report.Domain{ID: 9, Valid: true}})
+	q := newTestQueue(t, sink, QueueConfig{BatchSize: 25, BatchAge: time.Hour, Domain: record.Domain{ID: 9, Valid: true}})
 	all := genRecords(0, 70)
 	for _, part := range []struct {
 		from, to int
-		domain   report.Domain
+		domain   record.Domain
 	}{
-		{0, 10, report.Domain{}}, {10, 20, report.Domain{ID: 9, Valid: true}}, // the Queue's, both
-		{20, 30, report.Domain{ID: 7, Valid: true}},
-		{30, 40, report.Domain{ID: 0, Valid: true}},
-		{40, 70, report.Domain{}},
+		{0, 10, record.Domain{}}, {10, 20, record.Domain{ID: 9, Valid: true}}, // the Queue's, both
+		{20, 30, record.Domain{ID: 7, Valid: true}},
+		{30, 40, record.Domain{ID: 0, Valid: true}},
+		{40, 70, record.Domain{}},
 	} {
-		if err := q.Records(&report.Batch{Records: all[part.from:part.to], Domain: part.domain}); err != nil {
+		if err := q.Records(&record.Batch{Records: all[part.from:part.to], Domain: part.domain}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -521,14 +520,14 @@ func TestQueueBatchPerDomain(t *testing.T) {
 
 	none := &fakeSink{}
 	q = newTestQueue(t, none, QueueConfig{BatchSize: 25, BatchAge: time.Hour})
-	for _, d := range []report.Domain{{}, {ID: 0, Valid: true}} {
-		if err := q.Records(&report.Batch{Records: genRecords(0, 5), Domain: d}); err != nil {
+	for _, d := range []record.Domain{{}, {ID: 0, Valid: true}} {
+		if err := q.Records(&record.Batch{Records: genRecords(0, 5), Domain: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	q.Close()
 	batches, _, _ = none.snapshot()
-	if len(batches) != 2 || batches[0].Domain != (report.Domain{}) || batches[1].Domain != (report.Domain{ID: 0, Valid: true}) {
+	if len(batches) != 2 || batches[0].Domain != (record.Domain{}) || batches[1].Domain != (record.Domain{ID: 0, Valid: true}) {
 		t.Errorf("without QueueConfig.Domain: batches %+v, want one without a domain, then one of domain 0", batches)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -13,8 +14,8 @@ import (
 // destination's, is what the benchmarks and the allocation test measure.
 type discardSink struct{}
 
-func (discardSink) Records(*report.Batch) error  { return nil }
-func (discardSink) Window(*report.Summary) error { return nil }
+func (discardSink) Records(*record.Batch) error  { return nil }
+func (discardSink) Window(*record.Summary) error { return nil }
 func (discardSink) Flush() error                 { return nil }
 func (discardSink) Close() error                 { return nil }
 
@@ -30,7 +31,7 @@ func newBenchReporter(tb testing.TB, out io.Writer, exports int) (*report.Report
 		}
 		qs = append(qs, q)
 	}
-	var ex []report.Export
+	var ex []record.Export
 	for _, q := range qs {
 		ex = append(ex, q)
 	}

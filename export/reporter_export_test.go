@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -24,7 +24,7 @@ func TestReporterExports(t *testing.T) {
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Hour})
 	var out, summary, totals bytes.Buffer
 	r, err := report.New(report.Config{Out: &out, Format: "jsonl", Kind: flow.Key5Tuple, Summary: &summary, Totals: &totals,
-		Observer: "r1", Filter: "exact", Exports: []report.Export{q}})
+		Observer: "r1", Filter: "exact", Exports: []record.Export{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +34,14 @@ func TestReporterExports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w1 := pipeline.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 300}
+	w1 := record.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 300}
 	if err := r.Window(&w1); err != nil {
 		t.Fatal(err)
 	}
 	for i := range recs[300:] {
 		r.Record(&recs[300+i])
 	}
-	w2 := pipeline.WindowSummary{StartNs: w1.EndNs, EndNs: w1.EndNs + int64(time.Hour), Distinct: 100, Final: true}
+	w2 := record.WindowSummary{StartNs: w1.EndNs, EndNs: w1.EndNs + int64(time.Hour), Distinct: 100, Final: true}
 	if err := r.Window(&w2); err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +115,11 @@ func runTotalsOf(t *testing.T, summaries string) (rt struct {
 // the run totals after it do, and Reporter.Totals gives them to the
 // caller (replay's exit status).
 func TestReporterRunTotalsCountShutdown(t *testing.T) {
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: 10, BatchAge: time.Hour, DrainTimeout: 50 * time.Millisecond,
 		RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	var summary bytes.Buffer
-	r, err := report.New(report.Config{Kind: flow.KeySrc, Summary: &summary, Exports: []report.Export{q}})
+	r, err := report.New(report.Config{Kind: flow.KeySrc, Summary: &summary, Exports: []record.Export{q}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestReporterRunTotalsCountShutdown(t *testing.T) {
 	for i := range recs {
 		r.Record(&recs[i])
 	}
-	w := pipeline.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 95, Final: true}
+	w := record.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 95, Final: true}
 	if err := r.Window(&w); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestReporterRunTotalsCountShutdown(t *testing.T) {
 func TestReporterExportSurvivesFileError(t *testing.T) {
 	sink := &fakeSink{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 100, BatchAge: time.Hour})
-	r, err := report.New(report.Config{Out: enospcWriter{}, Kind: flow.Key5Tuple, Exports: []report.Export{q}})
+	r, err := report.New(report.Config{Out: enospcWriter{}, Kind: flow.Key5Tuple, Exports: []record.Export{q}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
-// caller makes the report.Destination calls the manager asks for, one at a time, so that
+// caller makes the record.Destination calls the manager asks for, one at a time, so that
 // the manager stays free to take new batches and spool while a call
 // blocks.
 func (q *Queue) caller() {
@@ -112,7 +112,7 @@ func (q *Queue) next() *item {
 				it.sum = &s
 			} else {
 				q.spoolBuf = f.records[:0]
-				it.batch = report.Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer, Domain: f.domain}
+				it.batch = record.Batch{ID: f.id, Records: f.records, Retry: f.attempted, Observer: f.observer, Domain: f.domain}
 			}
 			return it
 		}
@@ -225,7 +225,7 @@ func (q *Queue) handle(c *call) {
 			q.sent.Add(uint64(len(it.batch.Records)))
 		}
 		q.finish(it)
-	case errors.Is(c.err, report.ErrRejected):
+	case errors.Is(c.err, record.ErrRejected):
 		q.markUp() // it answered
 		q.drop(reasonRejected, it.weight())
 		q.reject(it, c.err)
@@ -251,7 +251,7 @@ func (q *Queue) reject(it *item, cause error) {
 		}
 		return
 	}
-	var b *report.Batch
+	var b *record.Batch
 	if it.sum == nil {
 		b = &it.batch
 	}
@@ -319,7 +319,7 @@ func (q *Queue) markDown(err error) {
 	q.attempts++
 	q.retryAt = time.Now().Add(backoff(q.cfg.RetryMin, q.cfg.RetryMax, q.attempts, q.rng))
 	q.lastErr = err
-	fix := report.FixOf(err)
+	fix := record.FixOf(err)
 	if fix != "" {
 		if q.fixSaid[fix] {
 			fix = "" // said already in this spell of failures

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // TestQueueRetries: transient failures are retried until they pass; the
@@ -22,7 +21,7 @@ import (
 func TestQueueRetries(t *testing.T) {
 	sink := &fakeSink{}
 	failures := 0
-	sink.fail = func(op string, b *report.Batch) error {
+	sink.fail = func(op string, b *record.Batch) error {
 		// Fail the 2nd batch's Records 3 times, then a Flush once.
 		switch {
 		case op == "records" && b.ID%1000 == 1 && failures < 3:
@@ -49,9 +48,9 @@ func TestQueueRetries(t *testing.T) {
 	sink.mu.Lock()
 	tries := slices.Clone(sink.tries)
 	sink.mu.Unlock()
-	want := []report.Batch{{ID: 1000}, {ID: 1001}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true},
+	want := []record.Batch{{ID: 1000}, {ID: 1001}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true}, {ID: 1001, Retry: true},
 		{ID: 1002}, {ID: 1003}, {ID: 1004}, {ID: 1005}}
-	if !slices.EqualFunc(tries, want, func(a, b report.Batch) bool { return a.ID == b.ID && a.Retry == b.Retry }) {
+	if !slices.EqualFunc(tries, want, func(a, b record.Batch) bool { return a.ID == b.ID && a.Retry == b.Retry }) {
 		t.Errorf("Records calls %+v\nwant %+v (a failed Flush retries the Flush, not the batch)", tries, want)
 	}
 	n := notices.String()
@@ -67,26 +66,26 @@ func TestQueueRetries(t *testing.T) {
 // the rest goes on; the first rejection is said with its error.
 func TestQueueRejected(t *testing.T) {
 	sink := &fakeSink{}
-	sink.fail = func(op string, b *report.Batch) error {
+	sink.fail = func(op string, b *record.Batch) error {
 		if op == "records" && b.Records[0].Worker == 1 {
-			return fmt.Errorf("fake: no column worker: %w", report.ErrRejected)
+			return fmt.Errorf("fake: no column worker: %w", record.ErrRejected)
 		}
 		if op == "window" {
-			return fmt.Errorf("fake: no table windows: %w", report.ErrRejected)
+			return fmt.Errorf("fake: no table windows: %w", record.ErrRejected)
 		}
 		return nil
 	}
 	notices := &testutil.SyncBuffer{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Notices: notices})
 	all := genRecords(0, 100)
-	var want []pipeline.Record
+	var want []record.Record
 	for i := 0; i < 100; i += 10 {
 		put(t, q, all[i:i+10])
 		if all[i].Worker != 1 {
 			want = append(want, all[i:i+10]...)
 		}
 	}
-	q.Window(&report.Summary{})
+	q.Window(&record.Summary{})
 	q.Close()
 	if got := sink.records(); !slices.Equal(got, want) {
 		t.Errorf("delivered %d records, want the %d not rejected", len(got), len(want))
@@ -120,7 +119,7 @@ func TestBackoff(t *testing.T) {
 	}
 	// And in a Queue: each wait is at least half its nominal one (timers
 	// never fire early); no retry storm.
-	sink := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	sink := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 1, RetryMin: 2 * time.Millisecond, RetryMax: 16 * time.Millisecond, DrainTimeout: time.Millisecond})
 	put(t, q, genRecords(0, 1))
 	waitFor(t, "8 attempts", func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return len(sink.calls) >= 8 })
@@ -138,15 +137,15 @@ func TestBackoff(t *testing.T) {
 
 // TestQueueSaysWhatToFixOnce: a destination that fails with a transient
 // error is said once when it begins to fail, not at each retry; when its
-// error changes to one the operator must fix (report.Fixer: a server that
+// error changes to one the operator must fix (record.Fixer: a server that
 // was down and now refuses the login), that is said once more, whatever
 // the number of retries; a Fix already said is not said again until the
 // destination was back.
 func TestQueueSaysWhatToFixOnce(t *testing.T) {
-	wrongPassword := report.WithFix(errors.New("fake: HTTP 401: wrong password"), "fix the password of the --export URL")
+	wrongPassword := record.WithFix(errors.New("fake: HTTP 401: wrong password"), "fix the password of the --export URL")
 	var calls int
 	var mu sync.Mutex
-	sink := &fakeSink{fail: func(op string, b *report.Batch) error {
+	sink := &fakeSink{fail: func(op string, b *record.Batch) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -182,9 +181,9 @@ func TestQueueSaysWhatToFixOnce(t *testing.T) {
 // notice, and not again.
 func TestQueueSaysWhatToFixFirst(t *testing.T) {
 	var calls atomic.Int32
-	sink := &fakeSink{fail: func(string, *report.Batch) error {
+	sink := &fakeSink{fail: func(string, *record.Batch) error {
 		if calls.Add(1) <= 20 {
-			return report.WithFix(errors.New("fake: HTTP 403"), "let the user write")
+			return record.WithFix(errors.New("fake: HTTP 403"), "let the user write")
 		}
 		return nil
 	}}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -44,14 +44,14 @@ func spoolFiles(t *testing.T, dir string) []string {
 // anything new, and deletes them once delivered.
 func TestSpoolRestart(t *testing.T) {
 	dir := t.TempDir()
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	notices := &testutil.SyncBuffer{}
 	spool := openSpool(t, dir, 1<<30)
 	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: time.Hour, Notices: notices}
 	q := newTestQueue(t, down, cfg)
 	first := genRecords(0, 230)
 	put(t, q, first[:100])
-	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 1, EndNs: 2, Packets: 7}, Observer: "r1"})
+	q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 1, EndNs: 2, Packets: 7}, Observer: "r1"})
 	put(t, q, first[100:])
 	start := time.Now()
 	q.Close()
@@ -106,10 +106,10 @@ func TestSpoolRestart(t *testing.T) {
 func TestSpoolFull(t *testing.T) {
 	dir := t.TempDir()
 	const batch = 10
-	fileSize := len(appendSpoolFile(nil, "fake://dest", &report.Batch{Records: genRecords(0, batch)}, nil, false))
+	fileSize := len(appendSpoolFile(nil, "fake://dest", &record.Batch{Records: genRecords(0, batch)}, nil, false))
 	spool := openSpool(t, dir, int64(3*fileSize)) // three batch files
 	notices := &testutil.SyncBuffer{}
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: batch, MaxQueued: 4 * batch, BatchAge: time.Hour, Spool: spool,
 		RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Notices: notices})
 	// One batch at a time, each waited for until it is on disk or the
@@ -164,7 +164,7 @@ func TestSpoolFull(t *testing.T) {
 func TestSpoolCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	spool := openSpool(t, dir, 1<<30)
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	all := genRecords(0, 60)
 	put(t, q, all)
@@ -243,7 +243,7 @@ func TestSpoolExclusive(t *testing.T) {
 	q := newTestQueue(t, &fakeSink{}, QueueConfig{Spool: s})
 	defer q.Close()
 	// A destination of an earlier run, not of this one.
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	old, err := NewQueue("ipfix://old:4739", down, QueueConfig{BatchSize: 5, Spool: s, RetryMin: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -300,14 +300,14 @@ func TestSpoolHighWater(t *testing.T) {
 // written first, without an observer or domain: the destination's own.
 func TestSpoolKeepsObserver(t *testing.T) {
 	dir := t.TempDir()
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	spool := openSpool(t, dir, 1<<30)
 	cfg := QueueConfig{BatchSize: 25, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
-	run := func(sink *fakeSink, observer string, domain uint32, recs []pipeline.Record) {
+	run := func(sink *fakeSink, observer string, domain uint32, recs []record.Record) {
 		t.Helper()
-		cfg.Domain = report.Domain{ID: domain, Valid: true}
+		cfg.Domain = record.Domain{ID: domain, Valid: true}
 		q := newTestQueue(t, sink, cfg)
-		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Exports: []report.Export{q}})
+		r, err := report.New(report.Config{Kind: flow.Key5Tuple, Observer: observer, Exports: []record.Export{q}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,14 +327,14 @@ func TestSpoolKeepsObserver(t *testing.T) {
 	}
 	down.mu.Lock()
 	for _, b := range down.tries {
-		if b.Observer != "edge-fra1" || b.Domain != (report.Domain{ID: 7, Valid: true}) {
+		if b.Observer != "edge-fra1" || b.Domain != (record.Domain{ID: 7, Valid: true}) {
 			t.Errorf("first run tried batch %d with observer %q, domain %+v; want edge-fra1, 7", b.ID, b.Observer, b.Domain)
 		}
 	}
 	down.mu.Unlock()
 	spool.Close()
 	old := genRecords(500, 5)
-	v1 := appendSpoolFileV1(nil, "fake://dest", &report.Batch{ID: 42, Records: old}, nil, false)
+	v1 := appendSpoolFileV1(nil, "fake://dest", &record.Batch{ID: 42, Records: old}, nil, false)
 	if err := os.WriteFile(filepath.Join(dir, destDirName("fake://dest"), fmt.Sprintf("%016x%s", uint64(firstSeq-1), spoolExt)), v1, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -349,15 +349,15 @@ func TestSpoolKeepsObserver(t *testing.T) {
 
 	type obsRec struct {
 		observer string
-		domain   report.Domain
-		rec      pipeline.Record
+		domain   record.Domain
+		rec      record.Record
 	}
 	var want, got []obsRec
 	for _, part := range []struct {
 		observer string
-		domain   report.Domain
-		recs     []pipeline.Record
-	}{{"", report.Domain{}, old}, {"edge-fra1", report.Domain{ID: 7, Valid: true}, first}, {"edge-fra2", report.Domain{ID: 9, Valid: true}, second}} {
+		domain   record.Domain
+		recs     []record.Record
+	}{{"", record.Domain{}, old}, {"edge-fra1", record.Domain{ID: 7, Valid: true}, first}, {"edge-fra2", record.Domain{ID: 9, Valid: true}, second}} {
 		for _, r := range part.recs {
 			want = append(want, obsRec{part.observer, part.domain, r})
 		}
@@ -386,7 +386,7 @@ func TestSpoolKeepsObserver(t *testing.T) {
 }
 
 // A batch whose observer a spool file cannot hold is not spooled: an error
-// (report.ErrObserver), no file, nothing taken from the bound. The Reporter never
+// (record.ErrObserver), no file, nothing taken from the bound. The Reporter never
 // makes one (New refuses such an observer).
 func TestSpoolObserverBound(t *testing.T) {
 	dir := t.TempDir()
@@ -396,9 +396,9 @@ func TestSpoolObserverBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := &report.Batch{ID: 1, Records: genRecords(0, 2), Observer: strings.Repeat("r", report.MaxObserverLen+1)}
-	if err := d.put(long, nil, false, false); !errors.Is(err, report.ErrObserver) {
-		t.Errorf("put of a batch with an observer of %d bytes: %v, want report.ErrObserver", len(long.Observer), err)
+	long := &record.Batch{ID: 1, Records: genRecords(0, 2), Observer: strings.Repeat("r", record.MaxObserverLen+1)}
+	if err := d.put(long, nil, false, false); !errors.Is(err, record.ErrObserver) {
+		t.Errorf("put of a batch with an observer of %d bytes: %v, want record.ErrObserver", len(long.Observer), err)
 	}
 	if files := spoolFiles(t, dir); len(files) != 0 || spool.Used() != 0 || len(d.entries) != 0 {
 		t.Errorf("after the refused put: files %v, %d bytes used, %d entries", files, spool.Used(), len(d.entries))
@@ -419,26 +419,26 @@ func TestSpoolObserverBound(t *testing.T) {
 func TestQueueKeepsRejected(t *testing.T) {
 	dir := t.TempDir()
 	spool := openSpool(t, dir, 1<<20)
-	sink := &fakeSink{fail: func(op string, b *report.Batch) error {
+	sink := &fakeSink{fail: func(op string, b *record.Batch) error {
 		switch {
 		case op == "records" && b.Records[0].Worker == 1:
-			return fmt.Errorf("fake: CANNOT_PARSE_TEXT in row 3: %w", report.ErrRejected)
+			return fmt.Errorf("fake: CANNOT_PARSE_TEXT in row 3: %w", record.ErrRejected)
 		case op == "window":
-			return fmt.Errorf("fake: no table windows: %w", report.ErrRejected)
+			return fmt.Errorf("fake: no table windows: %w", record.ErrRejected)
 		}
 		return nil
 	}}
 	notices := &testutil.SyncBuffer{}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, Notices: notices})
 	all := genRecords(0, 100)
-	var rejected [][]pipeline.Record
+	var rejected [][]record.Record
 	for i := 0; i < 100; i += 10 {
 		put(t, q, all[i:i+10])
 		if all[i].Worker == 1 {
 			rejected = append(rejected, all[i:i+10])
 		}
 	}
-	q.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 70}})
+	q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"), Distinct: 70}})
 	q.Close()
 	if st := q.Stats(); st.Dropped[DropRejected] != 31 || dropped(st) != 31 || st.Sent != 70 {
 		t.Errorf("stats %+v: want 70 sent, 30 records and 1 summary rejected", st)
@@ -522,7 +522,7 @@ func jsonlSources(t *testing.T, path string) []string {
 	return out
 }
 
-func sourcesOf(recs []pipeline.Record) []string {
+func sourcesOf(recs []record.Record) []string {
 	var out []string
 	for _, r := range recs {
 		out = append(out, r.Key.Src().String())
@@ -569,7 +569,7 @@ func TestSpoolEntryLost(t *testing.T) {
 // file system.
 func TestSpoolKeepsSummariesBehindALargeBatch(t *testing.T) {
 	const batch = 200
-	batchFile := len(appendSpoolFile(nil, "fake://dest", &report.Batch{Records: genRecords(0, batch)}, nil, false))
+	batchFile := len(appendSpoolFile(nil, "fake://dest", &record.Batch{Records: genRecords(0, batch)}, nil, false))
 	spool := openSpool(t, t.TempDir(), int64(batchFile-1))
 	defer spool.Close()
 	checkSummariesBehindLargeBatch(t, spool, batch)
@@ -583,17 +583,17 @@ func TestSpoolKeepsSummariesBehindALargeBatch(t *testing.T) {
 func checkSummariesBehindLargeBatch(t *testing.T, spool *Spool, batch int) {
 	t.Helper()
 	notices := &testutil.SyncBuffer{}
-	down := &fakeSink{fail: func(string, *report.Batch) error { return errDown }}
+	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q := newTestQueue(t, down, QueueConfig{BatchSize: batch, BatchAge: time.Hour, Spool: spool, Notices: notices,
 		RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: 20 * time.Millisecond})
 	window := func(i int) {
-		q.Window(&report.Summary{Observer: "r1", WindowSummary: pipeline.WindowSummary{StartNs: int64(i) * int64(time.Minute), EndNs: int64(i+1) * int64(time.Minute)}})
+		q.Window(&record.Summary{Observer: "r1", WindowSummary: record.WindowSummary{StartNs: int64(i) * int64(time.Minute), EndNs: int64(i+1) * int64(time.Minute)}})
 	}
-	q.Records(&report.Batch{Records: genRecords(0, 10), Observer: "r0"})
+	q.Records(&record.Batch{Records: genRecords(0, 10), Observer: "r0"})
 	for i := range 3 {
 		window(i)
 	}
-	q.Records(&report.Batch{Records: genRecords(10, batch), Observer: "r1"}) // seals the small one, then fills one of its own
+	q.Records(&record.Batch{Records: genRecords(10, batch), Observer: "r1"}) // seals the small one, then fills one of its own
 	for i := 3; i < 10; i++ {
 		window(i)
 	}

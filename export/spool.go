@@ -1,7 +1,6 @@
 package export
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -18,8 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // ErrSpoolFull is wrapped by the error of a spool write that would take the
@@ -343,9 +341,9 @@ func (d *destSpool) path(seq uint64) string {
 
 // put writes the batch b (or the summary s) as the newest file of the
 // spool, or as the oldest when head is set.
-func (d *destSpool) put(b *report.Batch, s *report.Summary, attempted, head bool) error {
-	if s == nil && len(b.Observer) > report.MaxObserverLen {
-		return fmt.Errorf("delivery: spool: batch %d: %w: %d bytes, want at most %d", b.ID, report.ErrObserver, len(b.Observer), report.MaxObserverLen)
+func (d *destSpool) put(b *record.Batch, s *record.Summary, attempted, head bool) error {
+	if s == nil && len(b.Observer) > record.MaxObserverLen {
+		return fmt.Errorf("delivery: spool: batch %d: %w: %d bytes, want at most %d", b.ID, record.ErrObserver, len(b.Observer), record.MaxObserverLen)
 	}
 	d.buf = appendSpoolFile(d.buf[:0], d.dest, b, s, attempted)
 	size := int64(len(d.buf))
@@ -399,7 +397,7 @@ func syncDir(dir string) error {
 // load reads the oldest file into f (a batch's records into recs). A
 // corrupt file is an error wrapping ErrSpoolCorrupt; the caller moves it
 // aside (dropHead).
-func (d *destSpool) load(recs []pipeline.Record, f *spoolFile) error {
+func (d *destSpool) load(recs []record.Record, f *spoolFile) error {
 	e := d.entries[0]
 	path := d.path(e.seq)
 	fi, err := os.Stat(path)
@@ -427,7 +425,7 @@ var openForMark = os.OpenFile
 // read last, and syncs it, before its batch or summary is given to the
 // destination: a crash (kill -9, power loss) after the destination took
 // it but before remove leaves a file the next run knows may have landed,
-// and sends with report.Batch.Retry set, so that the destination reads
+// and sends with record.Batch.Retry set, so that the destination reads
 // back what it holds rather than writing it twice.
 //
 // The file is changed in place, its flags byte and checksum, and needs no
@@ -528,13 +526,13 @@ func (d *destSpool) moveAside() (string, spoolEntry, error) {
 // valid kind), in the spool file format. The files count against the
 // spool's bound until the operator removes them: what does not fit is not
 // kept (an error wrapping ErrSpoolFull). It returns the file's path.
-func (d *destSpool) keepRejected(b *report.Batch, s *report.Summary, cause error, now time.Time) (string, error) {
+func (d *destSpool) keepRejected(b *record.Batch, s *record.Summary, cause error, now time.Time) (string, error) {
 	dir := d.rejectedDir()
 	var data []byte
 	var name, what string
 	switch {
 	case s != nil:
-		data = report.AppendSummary(nil, s)
+		data = record.AppendSummary(nil, s)
 		name = "summary-" + time.Unix(0, s.StartNs).UTC().Format("20060102T150405Z")
 		what = "window summary " + time.Unix(0, s.StartNs).UTC().Format(time.RFC3339)
 	default:
@@ -575,21 +573,13 @@ func (d *destSpool) keepRejected(b *report.Batch, s *report.Summary, cause error
 	return path, nil
 }
 
-// appendJSONLines appends recs as JSON lines (report.RecordWriter's
-// jsonl), or returns nil when one cannot be written so.
-func appendJSONLines(b []byte, recs []pipeline.Record) []byte {
-	if len(recs) == 0 {
-		return nil
+// appendJSONLines appends recs as JSON lines, as --out's jsonl has them
+// (record.AppendJSON).
+func appendJSONLines(b []byte, recs []record.Record) []byte {
+	for i := range recs {
+		b = record.AppendJSON(b, &recs[i])
 	}
-	var buf bytes.Buffer
-	rw, err := report.NewRecordWriter(&buf, "jsonl", recs[0].Key.Kind())
-	if err != nil {
-		return nil
-	}
-	if rw.Records(&report.Batch{Records: recs}) != nil || rw.Flush() != nil {
-		return nil
-	}
-	return append(b, buf.Bytes()...)
+	return b
 }
 
 func fileExists(path string) bool {

@@ -7,8 +7,7 @@ import (
 	"hash/crc32"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // The spool file format, version 2. A spool file holds one batch of
@@ -20,28 +19,28 @@ import (
 //	8          2     version, 2
 //	10         1     type: 1 a batch of records, 2 a window summary
 //	11         1     flags: bit 0 "attempted": given to the destination
-//	                 before, with an unknown outcome (report.Batch.Retry):
+//	                 before, with an unknown outcome (record.Batch.Retry):
 //	                 set, and synced, before each time it is given
 //	                 (destSpool.markAttempted); bit 1
 //	                 "domain": the observation domain follows the
 //	                 observer (never set for a summary); other bits zero
-//	12         8     batch ID (report.Batch.ID); 0 for a summary
+//	12         8     batch ID (record.Batch.ID); 0 for a summary
 //	20         4     records in the batch; 0 for a summary
 //	24         4     payload length L
 //	28         2     destination length D
 //	30         D     destination: the --export URL without credentials
-//	30+D       1     observer length O, at most report.MaxObserverLen; 0 for a
+//	30+D       1     observer length O, at most record.MaxObserverLen; 0 for a
 //	                 summary, whose payload holds its observer
-//	31+D       O     observer (report.Batch.Observer): the --observer of the run
+//	31+D       O     observer (record.Batch.Observer): the --observer of the run
 //	                 that produced the batch; empty for the sender's own
 //	31+D+O     P     P = 4 with flag bit 1, else 0: the IPFIX observation
-//	                 domain ID (report.Batch.Domain.ID) of the run that produced
+//	                 domain ID (record.Batch.Domain.ID) of the run that produced
 //	                 the batch; without it, the sender's own
 //	31+D+O+P   L     payload
 //	31+D+O+P+L 4     CRC-32C (Castagnoli) of bytes [0, 31+D+O+P+L)
 //
 // A flag says whether the domain is there because every uint32 is a
-// domain, 0 included: a batch without one (report.Batch.Domain not Valid) and one
+// domain, 0 included: a batch without one (record.Batch.Domain not Valid) and one
 // of domain 0 are different files.
 //
 // Version 1, written before batches carried their observer, is the same
@@ -56,7 +55,7 @@ import (
 // Observer and Windowed are not kept (no export reads them: a record read
 // back has them zero). A
 // summary's payload is its --summary JSON line without the newline
-// (SummaryWriter), which holds every field of a report.Summary.
+// (SummaryWriter), which holds every field of a record.Summary.
 const (
 	spoolMagic      = "FDDSPOOL"
 	spoolVersion    = 2 // written; version 1 is read too
@@ -75,7 +74,7 @@ const (
 	// are far smaller (QueueConfig.BatchSize).
 	maxSpoolRecords = 1 << 22
 	// maxSpoolFile bounds a spool file's size likewise.
-	maxSpoolFile = spoolHeaderLen + 1<<16 + 1 + report.MaxObserverLen + spoolDomainLen + maxSpoolRecords*spoolRecordLen + spoolCRCLen
+	maxSpoolFile = spoolHeaderLen + 1<<16 + 1 + record.MaxObserverLen + spoolDomainLen + maxSpoolRecords*spoolRecordLen + spoolCRCLen
 )
 
 // ErrSpoolCorrupt is wrapped by the error of a spool file that cannot be
@@ -95,8 +94,8 @@ func toggledChecksum(body []byte) uint32 {
 
 // appendSpoolFile appends the spool file of the batch b (when s is nil) or
 // of the summary s, for the destination dest. A batch's observer must be
-// at most report.MaxObserverLen bytes (destSpool.put checks).
-func appendSpoolFile(buf []byte, dest string, b *report.Batch, s *report.Summary, attempted bool) []byte {
+// at most record.MaxObserverLen bytes (destSpool.put checks).
+func appendSpoolFile(buf []byte, dest string, b *record.Batch, s *record.Summary, attempted bool) []byte {
 	start := len(buf)
 	buf = append(buf, spoolMagic...)
 	buf = binary.BigEndian.AppendUint16(buf, spoolVersion)
@@ -143,7 +142,7 @@ func appendSpoolFile(buf []byte, dest string, b *report.Batch, s *report.Summary
 			buf = binary.BigEndian.AppendUint32(buf, uint32(r.Worker))
 		}
 	} else {
-		buf = report.AppendSummary(buf, s)
+		buf = record.AppendSummary(buf, s)
 		buf = buf[:len(buf)-1] // no newline
 	}
 	binary.BigEndian.PutUint32(buf[lenAt:], uint32(len(buf)-payload))
@@ -155,10 +154,10 @@ type spoolFile struct {
 	summary   bool
 	attempted bool
 	id        uint64
-	observer  string            // a batch's; empty for the sender's own (and in version 1)
-	domain    report.Domain     // a batch's; not Valid for the sender's own (and in version 1)
-	records   []pipeline.Record // a batch's, in the buffer given to decodeSpoolFile
-	sum       report.Summary    // a summary's
+	observer  string          // a batch's; empty for the sender's own (and in version 1)
+	domain    record.Domain   // a batch's; not Valid for the sender's own (and in version 1)
+	records   []record.Record // a batch's, in the buffer given to decodeSpoolFile
+	sum       record.Summary  // a summary's
 }
 
 // spoolHeader reads the fixed header of a spool file: its type and record
@@ -174,7 +173,7 @@ func spoolHeader(data []byte) (summary bool, count int, ok bool) {
 // batch's records go into recs (grown as needed; f.records re-slices it).
 // Any defect is an error wrapping ErrSpoolCorrupt; it never panics, and
 // reads nothing past data.
-func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolFile) error {
+func decodeSpoolFile(data []byte, dest string, recs []record.Record, f *spoolFile) error {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrSpoolCorrupt}, args...)...)
 	}
@@ -241,7 +240,7 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 		if count != 0 || id != 0 || obsLen != 0 || domLen != 0 {
 			return corrupt("a summary with a record count, batch ID, observer or domain")
 		}
-		if err := report.ParseSummary(payload, &f.sum); err != nil {
+		if err := record.ParseSummary(payload, &f.sum); err != nil {
 			return corrupt("summary: %v", err)
 		}
 		return nil
@@ -253,11 +252,11 @@ func decodeSpoolFile(data []byte, dest string, recs []pipeline.Record, f *spoolF
 		f.observer = string(data[obsAt : obsAt+obsLen])
 	}
 	if domLen > 0 {
-		f.domain = report.Domain{ID: binary.BigEndian.Uint32(data[obsAt+obsLen:]), Valid: true}
+		f.domain = record.Domain{ID: binary.BigEndian.Uint32(data[obsAt+obsLen:]), Valid: true}
 	}
 	recs = recs[:0]
 	for p := payload; len(p) > 0; p = p[spoolRecordLen:] {
-		var r pipeline.Record
+		var r record.Record
 		if err := r.Key.UnmarshalBinary(p[:flow.KeySize]); err != nil {
 			return corrupt("record %d: %v", len(recs), err)
 		}

@@ -14,8 +14,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 func TestSpoolFileRoundTrip(t *testing.T) {
@@ -24,10 +23,10 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 	recs[0].TimeNs, recs[1].WindowNs = -5, -1<<62 // any int64 goes through
 	// No domain, domain 0 (a domain like any other, not "none"), the
 	// largest.
-	domains := []report.Domain{{}, {ID: 0, Valid: true}, {ID: 7, Valid: true}, {ID: 1<<32 - 1, Valid: true}}
-	for _, observer := range []string{"", "edge-fra1", strings.Repeat("o", report.MaxObserverLen)} {
+	domains := []record.Domain{{}, {ID: 0, Valid: true}, {ID: 7, Valid: true}, {ID: 1<<32 - 1, Valid: true}}
+	for _, observer := range []string{"", "edge-fra1", strings.Repeat("o", record.MaxObserverLen)} {
 		for _, dom := range domains {
-			b := report.Batch{ID: 1<<63 + 5, Records: recs, Observer: observer, Domain: dom}
+			b := record.Batch{ID: 1<<63 + 5, Records: recs, Observer: observer, Domain: dom}
 			for _, attempted := range []bool{false, true} {
 				data := appendSpoolFile([]byte("junk before"), "ipfix://[::1]:4739", &b, nil, attempted)[len("junk before"):]
 				// The header, the destination, the observer with its
@@ -87,12 +86,12 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 // s is nil) or the summary s, built by hand from the layout of version 1
 // as the package documents it: what a flowdedup before batches carried
 // their observer left in a spool.
-func appendSpoolFileV1(buf []byte, dest string, b *report.Batch, s *report.Summary, attempted bool) []byte {
+func appendSpoolFileV1(buf []byte, dest string, b *record.Batch, s *record.Summary, attempted bool) []byte {
 	var payload []byte
 	typ, id, count := byte(1), uint64(0), 0
 	if s != nil {
 		typ = 2
-		line := report.AppendSummary(nil, s)
+		line := record.AppendSummary(nil, s)
 		payload = line[:len(line)-1]
 	} else {
 		id, count = b.ID, len(b.Records)
@@ -128,7 +127,7 @@ func appendSpoolFileV1(buf []byte, dest string, b *report.Batch, s *report.Summa
 func TestSpoolFileVersion1(t *testing.T) {
 	recs := append(genRecords(0, 3), everyKind()[1], everyKind()[5])
 	for _, attempted := range []bool{false, true} {
-		data := appendSpoolFileV1(nil, "clickhouse://ch:8123/db", &report.Batch{ID: 77, Records: recs}, nil, attempted)
+		data := appendSpoolFileV1(nil, "clickhouse://ch:8123/db", &record.Batch{ID: 77, Records: recs}, nil, attempted)
 		if want := 30 + len("clickhouse://ch:8123/db") + len(recs)*68 + 4; len(data) != want {
 			t.Fatalf("the test's version 1 file has %d bytes, want %d", len(data), want)
 		}
@@ -173,10 +172,10 @@ func TestSpoolFileVersion2Corpus(t *testing.T) {
 		name      string
 		id        uint64
 		attempted bool
-		domain    report.Domain
+		domain    record.Domain
 	}{
-		{"version2-batch-observer", 5, false, report.Domain{}},
-		{"version2-batch-domain", 1 << 40, true, report.Domain{ID: 7, Valid: true}},
+		{"version2-batch-observer", 5, false, record.Domain{}},
+		{"version2-batch-domain", 1 << 40, true, record.Domain{ID: 7, Valid: true}},
 	} {
 		data := readCorpusFile(t, "testdata/fuzz/FuzzSpoolFile/"+c.name)
 		var f spoolFile
@@ -211,12 +210,12 @@ func readCorpusFile(t *testing.T, path string) []byte {
 // TestSpoolFileDefects: each defect is ErrSpoolCorrupt, with the checksum
 // made right so that the check behind it is the one tested.
 func TestSpoolFileDefects(t *testing.T) {
-	good := appendSpoolFile(nil, "d", &report.Batch{ID: 9, Records: genRecords(0, 2), Observer: "r1"}, nil, false)
+	good := appendSpoolFile(nil, "d", &record.Batch{ID: 9, Records: genRecords(0, 2), Observer: "r1"}, nil, false)
 	const obsAt, payload = 31, 34 // the observer's length byte, the first record
 	// The same with domain 7: the domain at 34, the first record at 38.
-	withDom := appendSpoolFile(nil, "d", &report.Batch{ID: 9, Records: genRecords(0, 2), Observer: "r1", Domain: report.Domain{ID: 7, Valid: true}}, nil, false)
+	withDom := appendSpoolFile(nil, "d", &record.Batch{ID: 9, Records: genRecords(0, 2), Observer: "r1", Domain: record.Domain{ID: 7, Valid: true}}, nil, false)
 	const domAt = 34
-	goodV1 := appendSpoolFileV1(nil, "d", &report.Batch{ID: 9, Records: genRecords(0, 2)}, nil, false)
+	goodV1 := appendSpoolFileV1(nil, "d", &record.Batch{ID: 9, Records: genRecords(0, 2)}, nil, false)
 	sum := appendSpoolFile(nil, "d", nil, &fullSummary, false)
 	reseal := func(b []byte) []byte {
 		n := len(b) - spoolCRCLen
@@ -243,7 +242,7 @@ func TestSpoolFileDefects(t *testing.T) {
 		"destination": edit(func(b []byte) []byte { b[30] = 'e'; return reseal(b) }),
 		"bad key":     edit(func(b []byte) []byte { b[payload+39] = 1; return reseal(b) }), // a key's padding byte
 		"worker":      edit(func(b []byte) []byte { b[payload+64] = 0x80; return reseal(b) }),
-		"summary":     appendSpoolFile(nil, "d", nil, &report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 2, EndNs: 1}}, false),
+		"summary":     appendSpoolFile(nil, "d", nil, &record.Summary{WindowSummary: record.WindowSummary{StartNs: 2, EndNs: 1}}, false),
 		// The observer's length says more or fewer bytes than there are.
 		"observer longer":  edit(func(b []byte) []byte { b[obsAt]++; return reseal(b) }),
 		"observer shorter": edit(func(b []byte) []byte { b[obsAt]--; return reseal(b) }),
@@ -304,18 +303,18 @@ func TestSpoolFileDefects(t *testing.T) {
 // encoding per batch); a summary file re-encodes to one that decodes the
 // same.
 func FuzzSpoolFile(f *testing.F) {
-	f.Add(appendSpoolFile(nil, "d", &report.Batch{ID: 9, Records: genRecords(0, 2)}, nil, false))
-	f.Add(appendSpoolFile(nil, "d", &report.Batch{ID: 1, Records: []pipeline.Record{everyKind()[1], everyKind()[5]}}, nil, true))
+	f.Add(appendSpoolFile(nil, "d", &record.Batch{ID: 9, Records: genRecords(0, 2)}, nil, false))
+	f.Add(appendSpoolFile(nil, "d", &record.Batch{ID: 1, Records: []record.Record{everyKind()[1], everyKind()[5]}}, nil, true))
 	f.Add(appendSpoolFile(nil, "d", nil, &fullSummary, false))
-	f.Add(appendSpoolFile(nil, "d", &report.Batch{}, nil, false))
-	f.Add(appendSpoolFile(nil, "d", &report.Batch{ID: 3, Records: genRecords(5, 2), Observer: "edge-fra1"}, nil, true))
-	f.Add(appendSpoolFile(nil, "d", &report.Batch{ID: 4, Records: genRecords(7, 2), Observer: "edge-fra1", Domain: report.Domain{ID: 7, Valid: true}}, nil, true))
-	f.Add(appendSpoolFile(nil, "d", &report.Batch{ID: 5, Records: genRecords(9, 1), Domain: report.Domain{Valid: true}}, nil, false))
-	f.Add(appendSpoolFileV1(nil, "d", &report.Batch{ID: 9, Records: genRecords(0, 2)}, nil, true))
+	f.Add(appendSpoolFile(nil, "d", &record.Batch{}, nil, false))
+	f.Add(appendSpoolFile(nil, "d", &record.Batch{ID: 3, Records: genRecords(5, 2), Observer: "edge-fra1"}, nil, true))
+	f.Add(appendSpoolFile(nil, "d", &record.Batch{ID: 4, Records: genRecords(7, 2), Observer: "edge-fra1", Domain: record.Domain{ID: 7, Valid: true}}, nil, true))
+	f.Add(appendSpoolFile(nil, "d", &record.Batch{ID: 5, Records: genRecords(9, 1), Domain: record.Domain{Valid: true}}, nil, false))
+	f.Add(appendSpoolFileV1(nil, "d", &record.Batch{ID: 9, Records: genRecords(0, 2)}, nil, true))
 	f.Add(appendSpoolFileV1(nil, "d", nil, &fullSummary, false))
 	f.Add([]byte(spoolMagic))
 	// Marks a power loss cut in half (destSpool.markAttempted).
-	for _, torn := range tornMarks(appendSpoolFile(nil, "d", &report.Batch{ID: 6, Records: genRecords(3, 2)}, nil, false)) {
+	for _, torn := range tornMarks(appendSpoolFile(nil, "d", &record.Batch{ID: 6, Records: genRecords(3, 2)}, nil, false)) {
 		f.Add(torn)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -348,7 +347,7 @@ func checkSpoolFile(t *testing.T, data []byte) {
 			binary.BigEndian.PutUint32(data[body:], crc32.Checksum(data[:body], crc32c))
 		}
 		if !sf.summary {
-			b := &report.Batch{ID: sf.id, Records: sf.records, Observer: sf.observer, Domain: sf.domain}
+			b := &record.Batch{ID: sf.id, Records: sf.records, Observer: sf.observer, Domain: sf.domain}
 			again := appendSpoolFile(nil, "d", b, nil, sf.attempted)
 			if binary.BigEndian.Uint16(data[8:]) == 1 {
 				// A version 1 file: it has no observer, is the hand-built
@@ -376,7 +375,7 @@ func checkSpoolFile(t *testing.T, data []byte) {
 		var back spoolFile
 		// Compared by their lines: an absent map reads as nil, {} as empty.
 		if err := decodeSpoolFile(again, "d", nil, &back); err != nil || !back.summary || back.attempted != sf.attempted ||
-			!bytes.Equal(report.AppendSummary(nil, &back.sum), report.AppendSummary(nil, &sf.sum)) {
+			!bytes.Equal(record.AppendSummary(nil, &back.sum), record.AppendSummary(nil, &sf.sum)) {
 			t.Fatalf("summary re-encoded reads back %+v, %v; want %+v", back, err, sf)
 		}
 	}
@@ -385,12 +384,12 @@ func checkSpoolFile(t *testing.T, data []byte) {
 // everyKind returns a record of every key kind and address family, with
 // windows, for the spool's round trips; then the same keys by network
 // (--prefix 24,64), which the spool keeps with their prefix length.
-func everyKind() []pipeline.Record {
-	var recs []pipeline.Record
+func everyKind() []record.Record {
+	var recs []record.Record
 	for _, kind := range []flow.KeyKind{flow.KeySrc, flow.KeyDst, flow.KeyPair, flow.Key5Tuple} {
 		for _, pair := range [][2]string{{"192.0.2.1", "198.51.100.7"}, {"2001:db8::1", "2001:db8:ffff::2"}} {
 			k := flow.MakeKey(kind, netip.MustParseAddr(pair[0]), netip.MustParseAddr(pair[1]), 17, 5353, 53)
-			recs = append(recs, pipeline.Record{Key: k, TimeNs: at("2026-01-01T00:00:01.5Z"),
+			recs = append(recs, record.Record{Key: k, TimeNs: at("2026-01-01T00:00:01.5Z"),
 				WindowNs: at("2026-01-01T00:00:00Z"), WindowEndNs: at("2026-01-01T01:00:00Z"), Worker: 1})
 		}
 	}
@@ -407,8 +406,8 @@ func everyKind() []pipeline.Record {
 
 // fullSummary has every field set, so that a round trip that lost one
 // would show (as report's own tests have it).
-var fullSummary = report.Summary{
-	WindowSummary: pipeline.WindowSummary{
+var fullSummary = record.Summary{
+	WindowSummary: record.WindowSummary{
 		StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T00:01:00.000000001Z"),
 		Packets: 1010, Malformed: 3, Keys: 990, Distinct: 120, Dropped: 7,
 		MalformedBy: map[string]uint64{"truncated": 2, "bad_header": 1},
@@ -445,7 +444,7 @@ func tornMarks(data []byte) [][]byte {
 // another bit changed is still corrupt.
 func TestSpoolFileTornMark(t *testing.T) {
 	recs := genRecords(0, 3)
-	data := appendSpoolFile(nil, "d", &report.Batch{ID: 77, Records: recs}, nil, false)
+	data := appendSpoolFile(nil, "d", &record.Batch{ID: 77, Records: recs}, nil, false)
 	for i, torn := range tornMarks(data) {
 		var f spoolFile
 		if err := decodeSpoolFile(torn, "d", nil, &f); err != nil {
@@ -468,7 +467,7 @@ func TestSpoolFileTornMark(t *testing.T) {
 	// is, as is one without.
 	for _, attempted := range []bool{false, true} {
 		var f spoolFile
-		if err := decodeSpoolFile(appendSpoolFile(nil, "d", &report.Batch{ID: 1, Records: recs}, nil, attempted), "d", nil, &f); err != nil || f.attempted != attempted {
+		if err := decodeSpoolFile(appendSpoolFile(nil, "d", &record.Batch{ID: 1, Records: recs}, nil, attempted), "d", nil, &f); err != nil || f.attempted != attempted {
 			t.Errorf("attempted %v read as %v, %v", attempted, f.attempted, err)
 		}
 	}

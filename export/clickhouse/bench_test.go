@@ -14,8 +14,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // BenchmarkRecords: encoding and inserting batches of 5-tuple records
@@ -37,7 +36,7 @@ func BenchmarkRecords(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer e.Close()
-				batch := &report.Batch{Records: records(flow.Key5Tuple, size, 0)}
+				batch := &record.Batch{Records: records(flow.Key5Tuple, size, 0)}
 				if err := e.Records(batch); err != nil { // create the tables
 					b.Fatal(err)
 				}
@@ -94,12 +93,12 @@ func BenchmarkTableDesign(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := e.Records(&report.Batch{ID: 1, Records: recs[:1]}); err != nil { // the tables
+				if err := e.Records(&record.Batch{ID: 1, Records: recs[:1]}); err != nil { // the tables
 					b.Fatal(err)
 				}
 				s0, start := ch.CPUTime(b), time.Now()
 				for at := 1; at < rows; at += batchSize {
-					if err := e.Records(&report.Batch{ID: uint64(at), Records: recs[at:min(at+batchSize, rows)]}); err != nil {
+					if err := e.Records(&record.Batch{ID: uint64(at), Records: recs[at:min(at+batchSize, rows)]}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -128,7 +127,7 @@ var designDBs int
 // trafficRecords returns n records of 5-tuples as traffic has them: 20000
 // hosts (a fifth IPv6) drawn with a skew towards the first, random
 // ports, over 10 one-minute windows in time order.
-func trafficRecords(n int) []pipeline.Record {
+func trafficRecords(n int) []record.Record {
 	rng := rand.New(rand.NewPCG(19, 2))
 	hosts := make([]netip.Addr, 20000)
 	for i := range hosts {
@@ -150,12 +149,12 @@ func trafficRecords(n int) []pipeline.Record {
 		}
 	}
 	const start = int64(1767225600e9) // 2026-01-01
-	recs := make([]pipeline.Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
 		v6 := rng.IntN(5) == 0
 		ts := start + int64(i)*int64(600e9)/int64(n)
 		w := ts / 60e9 * 60e9
-		recs[i] = pipeline.Record{
+		recs[i] = record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, host(v6), host(v6), []uint8{6, 17, 6, 6}[rng.IntN(4)], uint16(1024+rng.IntN(64000)), []uint16{443, 80, 53, 8443}[rng.IntN(4)]),
 			TimeNs: ts, WindowNs: w, WindowEndNs: w + 60e9,
 		}

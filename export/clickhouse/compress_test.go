@@ -8,7 +8,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // With compression=gzip in the URL, inserts go gzipped (Content-Encoding:
@@ -36,12 +36,12 @@ func TestGzipInserts(t *testing.T) {
 	var want []string
 	for id := uint64(1); id <= 3; id++ {
 		recs := records(flow.Key5Tuple, 2000, int(id)*2000)
-		if err := e.Records(&report.Batch{ID: id, Records: recs}); err != nil {
+		if err := e.Records(&record.Batch{ID: id, Records: recs}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, wantRows(t, flow.Key5Tuple, "z", id, recs)...)
 	}
-	again := &report.Batch{ID: 3, Records: records(flow.Key5Tuple, 2000, 6000), Retry: true}
+	again := &record.Batch{ID: 3, Records: records(flow.Key5Tuple, 2000, 6000), Retry: true}
 	if err := e.Records(again); err != nil {
 		t.Fatal(err)
 	}

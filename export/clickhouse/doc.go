@@ -6,7 +6,7 @@
 // password where the URL says (the file of password_file=PATH, with a
 // ${CREDENTIALS_DIRECTORY} of systemd's replaced; else the environment
 // variable FLOWDEDUP_CLICKHOUSE_PASSWORD; else none), through an [Env];
-// [New] makes an [Exporter], which is a report.Destination. A password file
+// [New] makes an [Exporter], which is a record.Destination. A password file
 // that cannot be read is [ErrPasswordFile]. No error holds a password:
 // URLs are shown without it, and requests carry it in the Authorization
 // header.
@@ -14,9 +14,9 @@
 // The first write creates the database and its two tables, flows (one row
 // per record) and windows (one row per window summary), when they are
 // missing, and checks the columns of tables that exist. Inserts are one
-// request per report.Batch (INSERT ... FORMAT RowBinary), encoded into one
+// request per record.Batch (INSERT ... FORMAT RowBinary), encoded into one
 // reused buffer without allocating. A batch given again after an unknown
-// outcome (report.Batch.Retry, or a failure that may have left rows) is
+// outcome (record.Batch.Retry, or a failure that may have left rows) is
 // read back first by its ID, so that a retry never writes a row twice. The
 // tables, their sort keys, the idempotent retries and their limits, and the
 // SQL this package keeps to (what both 18.16 and current releases accept)
@@ -26,7 +26,7 @@
 //
 // New sends nothing and fails only for a malformed Config: a server that is
 // down is reported by the writes. An error of Records or Window that wraps
-// report.ErrRejected is permanent (the caller drops the batch and counts
+// record.ErrRejected is permanent (the caller drops the batch and counts
 // it): records no row can hold ([ErrBadRecord]: a key of another kind than
 // Config.Kind, a time outside 1970 to 2106), and server answers that
 // sending the same rows again cannot change ([*ServerError] with Permanent
@@ -40,7 +40,7 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (report.Destination's
+// An Exporter is used from one goroutine at a time (record.Destination's
 // rule) and starts no goroutines. Records and Window write before they
 // return, so Flush has nothing to do; Close releases the idle connection,
 // and later calls return [ErrClosed]. It works with Debian's

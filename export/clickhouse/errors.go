@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Errors of the package, wrapped with more detail.
@@ -29,7 +29,7 @@ var (
 	ErrSchema = errors.New("clickhouse: table schema mismatch")
 	// ErrBadRecord: a record or summary that no table row can hold (a key
 	// of another kind than Config.Kind, a time outside 1970 to 2106). It
-	// comes with report.ErrRejected.
+	// comes with record.ErrRejected.
 	ErrBadRecord = errors.New("clickhouse: record cannot be stored")
 	// ErrBadAnswer: the server's answer to a successful request was not
 	// what this package asked for (a proxy in the way, a truncated
@@ -50,7 +50,7 @@ const (
 
 // permanentCodes are the error codes of requests that fail the same way
 // however often they are sent: the rows or the statement are wrong. Only
-// they wrap report.ErrRejected. Everything else (a refused login, a user
+// they wrap record.ErrRejected. Everything else (a refused login, a user
 // without the right to write, timeouts, memory or part limits, too many
 // queries, a locked session, a server shutting down, codes this list does
 // not know) is taken as transient: the batches wait (in the spool, with
@@ -121,7 +121,7 @@ const maxErrorText = 512
 
 // ServerError is an answer of the server that is not a success: an
 // exception of ClickHouse, or an HTTP error of something else at the
-// address. Permanent errors (see Permanent) wrap report.ErrRejected.
+// address. Permanent errors (see Permanent) wrap record.ErrRejected.
 type ServerError struct {
 	// Status is the HTTP status code.
 	Status int
@@ -200,10 +200,10 @@ func (e *ServerError) Permanent() bool {
 	return false
 }
 
-// Unwrap returns report.ErrRejected for a permanent error.
+// Unwrap returns record.ErrRejected for a permanent error.
 func (e *ServerError) Unwrap() error {
 	if e.Permanent() {
-		return report.ErrRejected
+		return record.ErrRejected
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Answers of ClickHouse 18.16 (taken from the server the tests run) and of
@@ -67,7 +67,7 @@ func TestParseServerError(t *testing.T) {
 		if e.Code != tc.code || e.Permanent() != tc.permanent || e.Message != tc.message || e.Status != tc.status {
 			t.Errorf("%s: %+v permanent %v; want code %d, permanent %v, message %q", tc.name, e, e.Permanent(), tc.code, tc.permanent, tc.message)
 		}
-		if errors.Is(e, report.ErrRejected) != tc.permanent {
+		if errors.Is(e, record.ErrRejected) != tc.permanent {
 			t.Errorf("%s: errors.Is(ErrRejected) = %v", tc.name, !tc.permanent)
 		}
 	}
@@ -99,7 +99,7 @@ func FuzzParseServerError(f *testing.F) {
 				t.Fatalf("control character in %q", e.Message)
 			}
 		}
-		if errors.Is(e, report.ErrRejected) != e.Permanent() {
+		if errors.Is(e, record.ErrRejected) != e.Permanent() {
 			t.Fatalf("%+v: Unwrap disagrees with Permanent", e)
 		}
 		_ = e.Error()
@@ -124,7 +124,7 @@ func TestServerRejectsMalformedRows(t *testing.T) {
 	row = append(row, 1, 2)
 	_, err = e.c.insert(e.insertFlows, row)
 	var se *ServerError
-	if !errors.As(err, &se) || !se.Permanent() || !errors.Is(err, report.ErrRejected) {
+	if !errors.As(err, &se) || !se.Permanent() || !errors.Is(err, record.ErrRejected) {
 		t.Fatalf("truncated row: %v, want a permanent ServerError", err)
 	}
 	t.Logf("18.16 answers: %v", err)

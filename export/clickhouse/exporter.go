@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // DefaultTimeout bounds each request to the server (connecting, sending,
@@ -38,7 +38,7 @@ type Config struct {
 	// of a summary whose own Observer is empty.
 	Observer string
 	// Kind is the key kind of every record (--key). A record of another
-	// kind is rejected (report.ErrRejected).
+	// kind is rejected (record.ErrRejected).
 	Kind flow.KeyKind
 	// Prefix is the prefix lengths of keys by network (--prefix), whose
 	// src and dst are CIDR text; the kind column then says both, as
@@ -78,11 +78,11 @@ type Stats struct {
 
 // An Exporter writes distinct-flow records and window summaries to the
 // flows and windows tables of a ClickHouse database over its HTTP
-// interface: it is the report.Destination of a clickhouse:// --export destination.
+// interface: it is the record.Destination of a clickhouse:// --export destination.
 // The package documentation says how it fails; the repository's
 // docs/export.md describes its tables and idempotent retries.
 //
-// An Exporter is not safe for concurrent use (report.Destination's rule: one
+// An Exporter is not safe for concurrent use (record.Destination's rule: one
 // goroutine at a time). It starts no goroutines of its own.
 type Exporter struct {
 	cfg           Config
@@ -110,7 +110,7 @@ type Exporter struct {
 	closed bool
 }
 
-var _ report.Destination = (*Exporter)(nil)
+var _ record.Destination = (*Exporter)(nil)
 
 // maxUnsure bounds Exporter.unsure: batches the caller gave up on are
 // never given again, and their IDs must not pile up. Forgetting one only
@@ -122,7 +122,7 @@ const maxUnsure = 4096
 // is down, or a name that does not resolve yet, is reported by those calls
 // as a transient error. Only a malformed Config is an error (ErrConfig).
 func New(cfg Config) (*Exporter, error) {
-	if err := report.CheckAddress(cfg.Address); err != nil {
+	if err := record.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := checkDatabase(cfg.Database); err != nil || cfg.Database == "" {
@@ -187,11 +187,11 @@ func (e *Exporter) Stats() Stats {
 //
 // A record that is not a valid key of Config.Kind, or whose time or window
 // is outside 1970 to 2106, rejects the whole batch before anything is sent
-// (ErrBadRecord and report.ErrRejected). Errors of the server are
-// *ServerError, permanent ones wrapping report.ErrRejected; a table whose
+// (ErrBadRecord and record.ErrRejected). Errors of the server are
+// *ServerError, permanent ones wrapping record.ErrRejected; a table whose
 // columns do not fit is a *SchemaError; anything else (no connection, a
 // timeout) is transient.
-func (e *Exporter) Records(b *report.Batch) error {
+func (e *Exporter) Records(b *record.Batch) error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -245,7 +245,7 @@ const typicalRowLen = 128
 // encode encodes the rows of b into e.buf and e.ends. The buffers are
 // grown once for the batch, from the length of the rows of the last, so
 // that a large batch is not copied over and over as it grows.
-func (e *Exporter) encode(b *report.Batch) error {
+func (e *Exporter) encode(b *record.Batch) error {
 	rowLen := typicalRowLen + len(e.flows.observer)
 	if len(e.ends) > 0 && len(e.buf) > 0 {
 		rowLen = len(e.buf)/len(e.ends) + 8
@@ -256,11 +256,11 @@ func (e *Exporter) encode(b *report.Batch) error {
 	for i := range b.Records {
 		r := &b.Records[i]
 		if k := r.Key.Kind(); k != e.cfg.Kind {
-			return fmt.Errorf("%w: batch %d, record %d: key %v is not a valid %v key: %w", ErrBadRecord, b.ID, i, r.Key, e.cfg.Kind, report.ErrRejected)
+			return fmt.Errorf("%w: batch %d, record %d: key %v is not a valid %v key: %w", ErrBadRecord, b.ID, i, r.Key, e.cfg.Kind, record.ErrRejected)
 		}
 		var err error
 		if e.buf, err = e.flows.appendRecord(e.buf, r, b.ID); err != nil {
-			return fmt.Errorf("%w: batch %d, record %d: %v: %w", ErrBadRecord, b.ID, i, err, report.ErrRejected)
+			return fmt.Errorf("%w: batch %d, record %d: %v: %w", ErrBadRecord, b.ID, i, err, record.ErrRejected)
 		}
 		e.ends = append(e.ends, len(e.buf))
 	}
@@ -272,7 +272,7 @@ func (e *Exporter) encode(b *report.Batch) error {
 // flows has the same value in every column; rows that occur n times in the
 // batch (the same key at the same nanosecond, reported twice by a filter)
 // need n such rows.
-func (e *Exporter) missingRows(b *report.Batch) ([]byte, int, error) {
+func (e *Exporter) missingRows(b *record.Batch) ([]byte, int, error) {
 	e.stats.Checks++
 	lo, hi := windowSpan(b)
 	q := "SELECT " + flowsTable.columns + " FROM " + qualified(e.cfg.Database, FlowsTable) +
@@ -314,7 +314,7 @@ func (e *Exporter) missingRows(b *report.Batch) ([]byte, int, error) {
 
 // windowSpan returns the first and last window start, in seconds, of the
 // records of b (already checked to be DateTimes).
-func windowSpan(b *report.Batch) (lo, hi uint32) {
+func windowSpan(b *record.Batch) (lo, hi uint32) {
 	lo = maxUnixSeconds
 	for i := range b.Records {
 		w := uint32(b.Records[i].WindowNs / 1e9)
@@ -351,8 +351,8 @@ func (e *Exporter) afterError(err error) {
 // one row.
 //
 // A window outside 1970 to 2106 is rejected (ErrBadRecord,
-// report.ErrRejected); other errors are as for Records.
-func (e *Exporter) Window(s *report.Summary) error {
+// record.ErrRejected); other errors are as for Records.
+func (e *Exporter) Window(s *record.Summary) error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -394,23 +394,23 @@ func (e *Exporter) Window(s *report.Summary) error {
 	return nil
 }
 
-func (e *Exporter) observer(s *report.Summary) string {
+func (e *Exporter) observer(s *record.Summary) string {
 	return cmp.Or(s.Observer, e.cfg.Observer)
 }
 
 // batchObserver returns the observer of the flows rows of b: its own, or
 // Config.Observer.
-func (e *Exporter) batchObserver(b *report.Batch) string {
+func (e *Exporter) batchObserver(b *record.Batch) string {
 	return cmp.Or(b.Observer, e.cfg.Observer)
 }
 
 // windowRow encodes the windows row of s into e.wrow and returns it with
 // its id: the FNV-1a hash of the row's other columns in RowBinary.
-func (e *Exporter) windowRow(s *report.Summary) ([]byte, uint64, error) {
+func (e *Exporter) windowRow(s *record.Summary) ([]byte, uint64, error) {
 	start, _, ok1 := seconds(s.StartNs)
 	end, _, ok2 := seconds(s.EndNs)
 	if !ok1 || !ok2 {
-		return nil, 0, fmt.Errorf("%w: window %d ns to %d ns is outside the DateTime range, 1970 to 2106: %w", ErrBadRecord, s.StartNs, s.EndNs, report.ErrRejected)
+		return nil, 0, fmt.Errorf("%w: window %d ns to %d ns is outside the DateTime range, 1970 to 2106: %w", ErrBadRecord, s.StartNs, s.EndNs, record.ErrRejected)
 	}
 	b := appendString(e.wrow[:0], e.observer(s))
 	b = appendU32(b, start)

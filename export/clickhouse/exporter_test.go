@@ -16,8 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Every key kind, IPv4, IPv6 and IPv4-mapped, with and without ports,
@@ -32,7 +31,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 			var want []string
 			for id := uint64(1); id <= 3; id++ {
 				recs := records(kind, 200, int(id))
-				if err := e.Records(&report.Batch{ID: id << 40, Records: recs}); err != nil {
+				if err := e.Records(&record.Batch{ID: id << 40, Records: recs}); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, wantRows(t, kind, "router-1", id<<40, recs)...)
@@ -60,7 +59,7 @@ func TestRecordsEdges(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	a := netip.MustParseAddr("192.0.2.1")
 	maxNs := int64(math.MaxUint32)*1e9 + 999_999_999
-	recs := []pipeline.Record{
+	recs := []record.Record{
 		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 0},
 		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 1_700_000_000e9},
 		{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: maxNs, WindowNs: int64(math.MaxUint32) * 1e9, WindowEndNs: maxNs, Windowed: true},
@@ -72,7 +71,7 @@ func TestRecordsEdges(t *testing.T) {
 	for _, observer := range []string{"", `it's a "router" \ with	tab`} {
 		db := fmt.Sprintf("edges%d", len(observer))
 		e := newExporter(t, ch.Addr, db, flow.KeySrc, observer)
-		b := &report.Batch{ID: 7, Records: recs}
+		b := &record.Batch{ID: 7, Records: recs}
 		if err := e.Records(b); err != nil {
 			t.Fatal(err)
 		}
@@ -90,16 +89,16 @@ func TestRecordsEdges(t *testing.T) {
 	}
 }
 
-// A batch's own observer (report.Batch.Observer: the run that spooled it)
+// A batch's own observer (record.Batch.Observer: the run that spooled it)
 // goes in its rows, whatever the Exporter's; a batch without one takes
 // the Exporter's. A retry of the batch after it landed looks for its rows
 // under its own observer, finds them all and inserts nothing.
 func TestRecordsBatchObserver(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	e := newExporter(t, ch.Addr, "obs", flow.Key5Tuple, "b")
-	spooled := &report.Batch{ID: 11, Records: records(flow.Key5Tuple, 200, 1), Observer: "a"}
-	own := &report.Batch{ID: 12, Records: records(flow.Key5Tuple, 100, 2)}
-	for _, b := range []*report.Batch{spooled, own} {
+	spooled := &record.Batch{ID: 11, Records: records(flow.Key5Tuple, 200, 1), Observer: "a"}
+	own := &record.Batch{ID: 12, Records: records(flow.Key5Tuple, 100, 2)}
+	for _, b := range []*record.Batch{spooled, own} {
 		if err := e.Records(b); err != nil {
 			t.Fatal(err)
 		}
@@ -128,29 +127,29 @@ func TestBadRecordsRejected(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	e := newExporter(t, ch.Addr, "bad", flow.KeySrc, "r")
 	a := netip.MustParseAddr("192.0.2.1")
-	good := pipeline.Record{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 1e18}
+	good := record.Record{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 1e18}
 	for _, tc := range []struct {
 		name string
-		bad  pipeline.Record
+		bad  record.Record
 		want string
 	}{
-		{"other kind", pipeline.Record{Key: flow.MakeKey(flow.KeyDst, a, a, 0, 0, 0), TimeNs: 1e18}, "not a valid src key"},
-		{"invalid key", pipeline.Record{TimeNs: 1e18}, "not a valid src key"},
-		{"before 1970", pipeline.Record{Key: good.Key, TimeNs: -1}, "outside the DateTime range"},
-		{"after 2106", pipeline.Record{Key: good.Key, TimeNs: (math.MaxUint32 + 1) * 1e9}, "outside the DateTime range"},
-		{"window before 1970", pipeline.Record{Key: good.Key, TimeNs: 1e18, WindowNs: -60e9, WindowEndNs: 1}, "window start"},
+		{"other kind", record.Record{Key: flow.MakeKey(flow.KeyDst, a, a, 0, 0, 0), TimeNs: 1e18}, "not a valid src key"},
+		{"invalid key", record.Record{TimeNs: 1e18}, "not a valid src key"},
+		{"before 1970", record.Record{Key: good.Key, TimeNs: -1}, "outside the DateTime range"},
+		{"after 2106", record.Record{Key: good.Key, TimeNs: (math.MaxUint32 + 1) * 1e9}, "outside the DateTime range"},
+		{"window before 1970", record.Record{Key: good.Key, TimeNs: 1e18, WindowNs: -60e9, WindowEndNs: 1}, "window start"},
 	} {
-		err := e.Records(&report.Batch{ID: 1, Records: []pipeline.Record{good, tc.bad}})
-		if !errors.Is(err, report.ErrRejected) || !errors.Is(err, clickhouse.ErrBadRecord) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "record 1") {
-			t.Errorf("%s: error %v: want ErrBadRecord, report.ErrRejected, record 1 and %q", tc.name, err, tc.want)
+		err := e.Records(&record.Batch{ID: 1, Records: []record.Record{good, tc.bad}})
+		if !errors.Is(err, record.ErrRejected) || !errors.Is(err, clickhouse.ErrBadRecord) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "record 1") {
+			t.Errorf("%s: error %v: want ErrBadRecord, record.ErrRejected, record 1 and %q", tc.name, err, tc.want)
 		}
 	}
 	if st := e.Stats(); st.Requests != 0 {
 		t.Errorf("%d requests for batches that were all rejected", st.Requests)
 	}
-	err := e.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: -1, EndNs: 1}})
-	if !errors.Is(err, report.ErrRejected) || !errors.Is(err, clickhouse.ErrBadRecord) {
-		t.Errorf("window before 1970: %v, want ErrBadRecord and report.ErrRejected", err)
+	err := e.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: -1, EndNs: 1}})
+	if !errors.Is(err, record.ErrRejected) || !errors.Is(err, clickhouse.ErrBadRecord) {
+		t.Errorf("window before 1970: %v, want ErrBadRecord and record.ErrRejected", err)
 	}
 }
 
@@ -160,8 +159,8 @@ func TestWindows(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	e := newExporter(t, ch.Addr, "win", flow.Key5Tuple, "default-observer")
 	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	sums := []report.Summary{{
-		WindowSummary: pipeline.WindowSummary{
+	sums := []record.Summary{{
+		WindowSummary: record.WindowSummary{
 			StartNs: start.UnixNano(), EndNs: start.Add(time.Hour).UnixNano(),
 			Packets: 1000, Malformed: 3, Keys: 990, Distinct: 120, Dropped: 4, Skipped: 2, Prefiltered: 11, Late: 5,
 			DistinctEstimate: 118, Sketch: []byte{0, 1, 2, 0xfe, 0xff, '\n', '\t'},
@@ -169,7 +168,7 @@ func TestWindows(t *testing.T) {
 		Observer: "edge-7",
 		Filter:   "qht:mem=64KiB",
 	}, {
-		WindowSummary: pipeline.WindowSummary{
+		WindowSummary: record.WindowSummary{
 			StartNs: start.Add(time.Hour).UnixNano(), EndNs: start.Add(90 * time.Minute).UnixNano(),
 			Packets: 1, Keys: 1, Distinct: 1, DistinctEstimate: 1, Final: true,
 		},
@@ -212,7 +211,7 @@ func TestCreateAndReuse(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	recs := records(flow.KeyPair, 50, 0)
 	e1 := newExporter(t, ch.Addr, "reuse", flow.KeyPair, "a")
-	if err := e1.Records(&report.Batch{ID: 1, Records: recs}); err != nil {
+	if err := e1.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 	created := ch.Query(t, "SHOW CREATE TABLE reuse.flows")
@@ -222,10 +221,10 @@ func TestCreateAndReuse(t *testing.T) {
 		}
 	}
 	e2 := newExporter(t, ch.Addr, "reuse", flow.KeyPair, "b")
-	if err := e2.Records(&report.Batch{ID: 2, Records: recs}); err != nil {
+	if err := e2.Records(&record.Batch{ID: 2, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e2.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 60e9, EndNs: 120e9}}); err != nil {
+	if err := e2.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 60e9, EndNs: 120e9}}); err != nil {
 		t.Fatal(err)
 	}
 	if again := ch.Query(t, "SHOW CREATE TABLE reuse.flows"); again != created {
@@ -241,7 +240,7 @@ func TestCreateAndReuse(t *testing.T) {
 	ch.Query(t, "CREATE TABLE own.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src String, dst String, "+
 		"proto UInt8, sport UInt16, dport UInt16, kind String, batch UInt64, note String DEFAULT 'mine') ENGINE = MergeTree ORDER BY ts")
 	e3 := newExporter(t, ch.Addr, "own", flow.KeyPair, "c")
-	if err := e3.Records(&report.Batch{ID: 3, Records: recs}); err != nil {
+	if err := e3.Records(&record.Batch{ID: 3, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 	diffRows(t, readFlows(t, ch, "own"), wantRows(t, flow.KeyPair, "c", 3, recs))
@@ -265,9 +264,9 @@ func TestSchemaMismatch(t *testing.T) {
 	recs := records(flow.Key5Tuple, 10, 0)
 	check := func(column, want string) {
 		t.Helper()
-		err := e.Records(&report.Batch{ID: 1, Records: recs})
+		err := e.Records(&record.Batch{ID: 1, Records: recs})
 		var se *clickhouse.SchemaError
-		if errors.Is(err, report.ErrRejected) || !errors.Is(err, clickhouse.ErrSchema) || !errors.As(err, &se) {
+		if errors.Is(err, record.ErrRejected) || !errors.Is(err, clickhouse.ErrSchema) || !errors.As(err, &se) {
 			t.Fatalf("error %v: want a transient *SchemaError wrapping ErrSchema", err)
 		}
 		if se.Table != "mis.flows" || se.Column != column || !strings.Contains(err.Error(), want) {
@@ -278,7 +277,7 @@ func TestSchemaMismatch(t *testing.T) {
 	ch.Query(t, "ALTER TABLE mis.flows MODIFY COLUMN sport UInt16")
 	check("kind", "has no column kind (want String)")
 	ch.Query(t, "ALTER TABLE mis.flows ADD COLUMN kind String")
-	if err := e.Records(&report.Batch{ID: 1, Records: recs}); err != nil {
+	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatalf("after the table was fixed: %v", err)
 	}
 	diffRows(t, readFlows(t, ch, "mis"), wantRows(t, flow.Key5Tuple, "r", 1, recs))
@@ -287,9 +286,9 @@ func TestSchemaMismatch(t *testing.T) {
 	ch.Query(t, "DROP TABLE mis.windows")
 	ch.Query(t, "CREATE TABLE mis.windows (observer String, window_start DateTime, window_end DateTime) ENGINE = MergeTree ORDER BY window_start")
 	e2 := newExporter(t, ch.Addr, "mis", flow.Key5Tuple, "r")
-	err := e2.Window(&report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 0, EndNs: 60e9}})
+	err := e2.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 0, EndNs: 60e9}})
 	var se *clickhouse.SchemaError
-	if !errors.As(err, &se) || se.Table != "mis.windows" || se.Column != "packets" || errors.Is(err, report.ErrRejected) {
+	if !errors.As(err, &se) || se.Table != "mis.windows" || se.Column != "packets" || errors.Is(err, record.ErrRejected) {
 		t.Fatalf("windows without packets: %v", err)
 	}
 }
@@ -300,16 +299,16 @@ func TestTableDroppedWhileRunning(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	e := newExporter(t, ch.Addr, "dropped", flow.KeySrc, "r")
 	recs := records(flow.KeySrc, 10, 0)
-	if err := e.Records(&report.Batch{ID: 1, Records: recs}); err != nil {
+	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 	ch.Query(t, "DROP TABLE dropped.flows")
-	err := e.Records(&report.Batch{ID: 2, Records: recs})
+	err := e.Records(&record.Batch{ID: 2, Records: recs})
 	var se *clickhouse.ServerError
-	if err == nil || errors.Is(err, report.ErrRejected) || !errors.As(err, &se) || se.Code != 60 {
+	if err == nil || errors.Is(err, record.ErrRejected) || !errors.As(err, &se) || se.Code != 60 {
 		t.Fatalf("insert into a dropped table: %v; want a transient ServerError with code 60 (UNKNOWN_TABLE)", err)
 	}
-	if err := e.Records(&report.Batch{ID: 2, Records: recs}); err != nil {
+	if err := e.Records(&record.Batch{ID: 2, Records: recs}); err != nil {
 		t.Fatalf("the attempt after: %v", err)
 	}
 	diffRows(t, readFlows(t, ch, "dropped"), wantRows(t, flow.KeySrc, "r", 2, recs))
@@ -323,13 +322,13 @@ func TestUnreachableThenUp(t *testing.T) {
 	ch.Stop(t)
 	e := newExporter(t, ch.Addr, "late", flow.KeyDst, "r")
 	recs := records(flow.KeyDst, 100, 0)
-	b := &report.Batch{ID: 9, Records: recs}
-	sum := &report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: 0, EndNs: 60e9, Packets: 1}}
+	b := &record.Batch{ID: 9, Records: recs}
+	sum := &record.Summary{WindowSummary: record.WindowSummary{StartNs: 0, EndNs: 60e9, Packets: 1}}
 	for range 2 {
-		if err := e.Records(b); err == nil || errors.Is(err, report.ErrRejected) {
+		if err := e.Records(b); err == nil || errors.Is(err, record.ErrRejected) {
 			t.Fatalf("Records with the server down: %v, want a transient error", err)
 		}
-		if err := e.Window(sum); err == nil || errors.Is(err, report.ErrRejected) {
+		if err := e.Window(sum); err == nil || errors.Is(err, record.ErrRejected) {
 			t.Fatalf("Window with the server down: %v, want a transient error", err)
 		}
 	}
@@ -361,7 +360,7 @@ func TestDistinctSourcesPerWindow(t *testing.T) {
 		// Seeds overlap: routers see some of the same sources.
 		recs := append(records(flow.Key5Tuple, 300, i), records(flow.Key5Tuple, 300, i+1)...)
 		for j := 0; j < len(recs); j += 100 {
-			if err := e.Records(&report.Batch{ID: uint64(i)<<32 | uint64(j), Records: recs[j : j+100]}); err != nil {
+			if err := e.Records(&record.Batch{ID: uint64(i)<<32 | uint64(j), Records: recs[j : j+100]}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -392,7 +391,7 @@ func TestDistinctSourcesPerWindow(t *testing.T) {
 	// Per hour, with a router of dst keys in the table too (its rows
 	// have no source).
 	d := newExporter(t, ch.Addr, "net", flow.KeyDst, "r4")
-	if err := d.Records(&report.Batch{ID: 1 << 40, Records: records(flow.KeyDst, 100, 7)}); err != nil {
+	if err := d.Records(&record.Batch{ID: 1 << 40, Records: records(flow.KeyDst, 100, 7)}); err != nil {
 		t.Fatal(err)
 	}
 	hourly := map[int64]map[string]bool{}
@@ -424,7 +423,7 @@ func TestDistinctSourcesPerWindow(t *testing.T) {
 // a password_file (which wins over a wrong FLOWDEDUP_CLICKHOUSE_PASSWORD),
 // through systemd's ${CREDENTIALS_DIRECTORY}, in the environment alone.
 // Without the password, or with a wrong one, the insert is refused for
-// good (report.ErrRejected) with the server's own message, which names the
+// good (record.ErrRejected) with the server's own message, which names the
 // user and holds no password.
 func TestAuthentication(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
@@ -469,7 +468,7 @@ func TestAuthentication(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = e.Records(&report.Batch{ID: uint64(i + 1), Records: recs})
+		err = e.Records(&record.Batch{ID: uint64(i + 1), Records: recs})
 		e.Close()
 		if tc.ok {
 			if err != nil {
@@ -484,7 +483,7 @@ func TestAuthentication(t *testing.T) {
 		// failed" (516) for both.
 		var se *clickhouse.ServerError
 		switch {
-		case errors.Is(err, report.ErrRejected) || !errors.As(err, &se) || se.Code != tc.code:
+		case errors.Is(err, record.ErrRejected) || !errors.As(err, &se) || se.Code != tc.code:
 			t.Errorf("%s: %v, want a transient *ServerError of code %d", tc.name, err, tc.code)
 		case !strings.Contains(err.Error(), "assword") || !strings.Contains(err.Error(), "for user "+testutil.ClickHouseUser) ||
 			!strings.Contains(err.Error(), "password_file"):
@@ -509,8 +508,8 @@ func TestClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
-		"Records": e.Records(&report.Batch{Records: records(flow.KeySrc, 1, 0)}),
-		"Window":  e.Window(&report.Summary{}),
+		"Records": e.Records(&record.Batch{Records: records(flow.KeySrc, 1, 0)}),
+		"Window":  e.Window(&record.Summary{}),
 		"Flush":   e.Flush(),
 		"Close":   e.Close(),
 	} {

@@ -14,7 +14,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -57,9 +57,9 @@ func addrPair(i int, family int) (netip.Addr, netip.Addr) {
 // turn, 5-tuples of protocols with ports and without (ICMP, ICMPv6, GRE),
 // times with nanoseconds, in 1-minute windows that cross a month boundary
 // (so a batch spans two partitions of the tables).
-func records(kind flow.KeyKind, n, seed int) []pipeline.Record {
+func records(kind flow.KeyKind, n, seed int) []record.Record {
 	protos := []uint8{6, 17, 1, 132, 47, 136}
-	recs := make([]pipeline.Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
 		j := i + seed*n
 		src, dst := addrPair(j, i%3)
@@ -68,7 +68,7 @@ func records(kind flow.KeyKind, n, seed int) []pipeline.Record {
 			proto = 58
 		}
 		ts := base.UnixNano() + int64(i)*1_000_003_917 + int64(j%7)*123_456_789
-		recs[i] = pipeline.Record{
+		recs[i] = record.Record{
 			Key:         flow.MakeKey(kind, src, dst, proto, uint16(1024+j), uint16(j%3*1000+53)),
 			TimeNs:      ts,
 			WindowNs:    ts - ts%60e9,
@@ -169,7 +169,7 @@ func unescapeTSV(s string) string {
 // wantRows returns the rows records should become, sorted by their text:
 // src, dst, ports and times as the jsonl record writer prints them (the
 // text form section 7 asks for), the key as flow.Key.String.
-func wantRows(t testing.TB, kind flow.KeyKind, observer string, batch uint64, recs []pipeline.Record) []string {
+func wantRows(t testing.TB, kind flow.KeyKind, observer string, batch uint64, recs []record.Record) []string {
 	t.Helper()
 	var jsonl bytes.Buffer
 	w, err := report.NewRecordWriter(&jsonl, "jsonl", kind)

@@ -10,8 +10,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // newProxiedExporter returns an Exporter that reaches ch through a
@@ -25,7 +24,7 @@ func newProxiedExporter(t *testing.T, ch *testutil.ClickHouse, db string) (*clic
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	if err := e.Records(&report.Batch{ID: 1, Records: records(flow.Key5Tuple, 1, 99)}); err != nil {
+	if err := e.Records(&record.Batch{ID: 1, Records: records(flow.Key5Tuple, 1, 99)}); err != nil {
 		t.Fatal(err)
 	}
 	return e, p
@@ -43,10 +42,10 @@ func TestRetryAfterLostAnswer(t *testing.T) {
 		}
 		e, p := newProxiedExporter(t, ch, db)
 		recs := records(flow.Key5Tuple, 300, 0)
-		b := &report.Batch{ID: 42, Records: recs}
+		b := &record.Batch{ID: 42, Records: recs}
 		p.next(dropAnswer)
 		err := e.Records(b)
-		if err == nil || errors.Is(err, report.ErrRejected) || !errors.Is(err, os.ErrDeadlineExceeded) && !isTimeout(err) {
+		if err == nil || errors.Is(err, record.ErrRejected) || !errors.Is(err, os.ErrDeadlineExceeded) && !isTimeout(err) {
 			t.Fatalf("insert whose answer was dropped: %v, want a transient timeout", err)
 		}
 		if n := queryUint(t, ch, "SELECT count() FROM "+db+".flows WHERE batch = 42"); n != uint64(len(recs)) {
@@ -65,7 +64,7 @@ func TestRetryAfterLostAnswer(t *testing.T) {
 		// Once a batch is whole, a later call without Retry does not
 		// look again (and would insert: the caller's contract is to
 		// give a batch again only while its outcome is unknown).
-		if err := e.Records(&report.Batch{ID: 43, Records: recs[:1]}); err != nil {
+		if err := e.Records(&record.Batch{ID: 43, Records: recs[:1]}); err != nil {
 			t.Fatal(err)
 		}
 		if st := e.Stats(); st.Checks != 1 {
@@ -93,7 +92,7 @@ func waitCount(t *testing.T, ch *testutil.ClickHouse, query string, want uint64)
 // retryWhileLocked gives b to e again until its answer is something other
 // than the transient SESSION_IS_LOCKED (373), for at most 30 s, and fails
 // the test unless that answer is success.
-func retryWhileLocked(t *testing.T, e *clickhouse.Exporter, b *report.Batch) {
+func retryWhileLocked(t *testing.T, e *clickhouse.Exporter, b *record.Batch) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -124,15 +123,15 @@ func TestRetryWhileEarlierAttemptRuns(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	e, p := newProxiedExporter(t, ch, "held")
 	recs := records(flow.Key5Tuple, 300, 0)
-	b := &report.Batch{ID: 77, Records: recs}
+	b := &record.Batch{ID: 77, Records: recs}
 	p.next(holdBody)
-	if err := e.Records(b); err == nil || errors.Is(err, report.ErrRejected) {
+	if err := e.Records(b); err == nil || errors.Is(err, record.ErrRejected) {
 		t.Fatalf("insert held by the proxy: %v, want a transient error", err)
 	}
 	b.Retry = true
 	err := e.Records(b)
 	var se *clickhouse.ServerError
-	if !errors.As(err, &se) || se.Code != 373 || errors.Is(err, report.ErrRejected) {
+	if !errors.As(err, &se) || se.Code != 373 || errors.Is(err, record.ErrRejected) {
 		t.Fatalf("retry while the first attempt runs: %v, want transient SESSION_IS_LOCKED (373)", err)
 	}
 	// The earlier attempt goes on, and lands.
@@ -162,7 +161,7 @@ func TestRetryAfterPartialLanding(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	recs := records(flow.Key5Tuple, 300, 0)
 	// Records of January, as the part of that partition alone.
-	var jan []pipeline.Record
+	var jan []record.Record
 	for _, r := range recs {
 		if time.Unix(0, r.WindowNs).UTC().Month() == time.January {
 			jan = append(jan, r)
@@ -172,11 +171,11 @@ func TestRetryAfterPartialLanding(t *testing.T) {
 		t.Fatalf("%d of %d records in January: the batch must span two months", len(jan), len(recs))
 	}
 	first := newExporter(t, ch.Addr, "partial", flow.Key5Tuple, "r")
-	if err := first.Records(&report.Batch{ID: 5, Records: jan}); err != nil {
+	if err := first.Records(&record.Batch{ID: 5, Records: jan}); err != nil {
 		t.Fatal(err)
 	}
 	e := newExporter(t, ch.Addr, "partial", flow.Key5Tuple, "r")
-	if err := e.Records(&report.Batch{ID: 5, Records: recs, Retry: true}); err != nil {
+	if err := e.Records(&record.Batch{ID: 5, Records: recs, Retry: true}); err != nil {
 		t.Fatal(err)
 	}
 	diffRows(t, readFlows(t, ch, "partial"), wantRows(t, flow.Key5Tuple, "r", 5, recs))
@@ -190,9 +189,9 @@ func TestRetryAfterPartialLanding(t *testing.T) {
 func TestWindowRetryAfterLostAnswer(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
 	e, p := newProxiedExporter(t, ch, "lostwin")
-	s := &report.Summary{WindowSummary: pipeline.WindowSummary{StartNs: base.UnixNano(), EndNs: base.Add(time.Minute).UnixNano(), Packets: 7, Sketch: []byte("hll")}, Observer: "r"}
+	s := &record.Summary{WindowSummary: record.WindowSummary{StartNs: base.UnixNano(), EndNs: base.Add(time.Minute).UnixNano(), Packets: 7, Sketch: []byte("hll")}, Observer: "r"}
 	p.next(pass, dropAnswer) // the look-up, then the insert
-	if err := e.Window(s); err == nil || errors.Is(err, report.ErrRejected) {
+	if err := e.Window(s); err == nil || errors.Is(err, record.ErrRejected) {
 		t.Fatalf("insert whose answer was dropped: %v, want a transient error", err)
 	}
 	if n := queryUint(t, ch, "SELECT count() FROM lostwin.windows"); n != 1 {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Rows go to the server, and come back from it on a retry, in ClickHouse's
@@ -77,7 +77,7 @@ func (f *flowRow) setObserver(name string) {
 // dst; IPv4 addresses take a table of decimal bytes. The text is
 // flow.Key.AppendText's and the addresses net/netip's, byte for byte
 // (TestAppendRecordMatchesText). Nothing is allocated.
-func (f *flowRow) appendRecord(b []byte, r *pipeline.Record, batch uint64) ([]byte, error) {
+func (f *flowRow) appendRecord(b []byte, r *record.Record, batch uint64) ([]byte, error) {
 	ts, tsNs, ok := seconds(r.TimeNs)
 	if !ok {
 		return b, fmt.Errorf("time %d ns is outside the DateTime range, 1970 to 2106", r.TimeNs)

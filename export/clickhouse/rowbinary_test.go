@@ -10,8 +10,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // TestAppendRecordMatchesText: the row of every kind of key, IPv4 and
@@ -61,7 +60,7 @@ func TestAppendRecordMatchesText(t *testing.T) {
 				m.Apply(&net)
 				for _, k := range []flow.Key{host, net} {
 					f.kind = appendString(nil, kind.String())
-					r := pipeline.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
+					r := record.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
 					got, err := f.appendRecord(nil, &r, 9)
 					if err != nil {
 						t.Fatal(err)
@@ -155,9 +154,9 @@ func TestSplitRowsOfEncodedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
-	batch := &report.Batch{ID: 3}
+	batch := &record.Batch{ID: 3}
 	for i := range 50 {
-		batch.Records = append(batch.Records, pipeline.Record{Key: flow.MakeKey(flow.Key5Tuple, a, b, uint8(i), uint16(i), 2), TimeNs: int64(i) * 1e9})
+		batch.Records = append(batch.Records, record.Record{Key: flow.MakeKey(flow.Key5Tuple, a, b, uint8(i), uint16(i), 2), TimeNs: int64(i) * 1e9})
 	}
 	if err := e.encode(batch); err != nil {
 		t.Fatal(err)
@@ -210,13 +209,13 @@ func TestEncodeAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, b := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("10.0.0.1")
-		batch := &report.Batch{ID: 3}
+		batch := &record.Batch{ID: 3}
 		for i := range 1000 {
 			src := a
 			if i%2 == 0 {
 				src = b
 			}
-			batch.Records = append(batch.Records, pipeline.Record{Key: flow.MakeKey(kind, src, src, 6, uint16(i), 80), TimeNs: int64(i) * 1e9})
+			batch.Records = append(batch.Records, record.Record{Key: flow.MakeKey(kind, src, src, 6, uint16(i), 80), TimeNs: int64(i) * 1e9})
 		}
 		if allocs := testing.AllocsPerRun(10, func() { e.encode(batch) }); allocs != 0 {
 			t.Errorf("%v: %v allocations per batch", kind, allocs)
@@ -239,13 +238,13 @@ func BenchmarkEncode(b *testing.B) {
 		b.Fatal(err)
 	}
 	v4, v6 := netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("2001:db8::1:2:3")
-	batch := &report.Batch{ID: 1}
+	batch := &record.Batch{ID: 1}
 	for i := range 10000 {
 		src := v4
 		if i%2 == 0 {
 			src = v6
 		}
-		batch.Records = append(batch.Records, pipeline.Record{Key: flow.MakeKey(flow.Key5Tuple, src, src, 6, uint16(i), 443), TimeNs: 1.7e18 + int64(i)*1e6, WindowNs: 1.7e18, WindowEndNs: 1.7e18 + 60e9})
+		batch.Records = append(batch.Records, record.Record{Key: flow.MakeKey(flow.Key5Tuple, src, src, 6, uint16(i), 443), TimeNs: 1.7e18 + int64(i)*1e6, WindowNs: 1.7e18, WindowEndNs: 1.7e18 + 60e9})
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -46,7 +46,7 @@ var flowsColumns = []column{
 	// column filled by pair keys and one filled by src keys hold the same
 	// kind of value, but 5-tuple rows are not distinct sources.
 	{"kind", "String"},
-	// batch is report.Batch.ID: a retried insert looks for it (see
+	// batch is record.Batch.ID: a retried insert looks for it (see
 	// Exporter.Records).
 	{"batch", "UInt64"},
 }

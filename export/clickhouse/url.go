@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Scheme is the URL scheme of the --export destinations this package
@@ -123,7 +123,7 @@ func ParseURL(s string) (URL, error) {
 	if u.Opaque != "" || u.Fragment != "" || u.ForceQuery {
 		return URL{}, fmt.Errorf("%w %q: want %s://HOST:PORT/DB[?%s=PATH], with no fragment", ErrURL, shown, Scheme, PasswordFileParam)
 	}
-	if err := report.CheckAddress(u.Host); err != nil {
+	if err := record.CheckAddress(u.Host); err != nil {
 		return URL{}, fmt.Errorf("%w %q: %v", ErrURL, shown, err)
 	}
 	db := strings.TrimPrefix(u.Path, "/")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // TestTCPCountsAcknowledged (issue 21): a collector that reads 1024 bytes
@@ -65,14 +65,14 @@ func TestTCPCountsAcknowledged(t *testing.T) {
 	for i := range recs {
 		recs[i].Key = flow.MakeKey(flow.KeySrc, randAddr(rng, false), randAddr(rng, false), 0, 0, 0)
 	}
-	b := &report.Batch{ID: 1, Records: recs}
+	b := &record.Batch{ID: 1, Records: recs}
 	// As a report.Queue does: a batch whose Records failed is given again
 	// (it resumes where it stopped), a Flush that failed is retried as a
 	// Flush.
 	firstAcked := -1
 	failed := func(attempt int, err error) {
 		t.Helper()
-		if errors.Is(err, report.ErrRejected) || attempt == 5 {
+		if errors.Is(err, record.ErrRejected) || attempt == 5 {
 			t.Fatalf("attempt %d: %v", attempt, err)
 		}
 		if firstAcked < 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -63,11 +64,11 @@ func TestNoAllocs(t *testing.T) {
 			e := newExporter(t, ipfix.Config{Network: network, Address: addr, Kind: flow.Key5Tuple, MessageSize: 1400})
 			rng := rand.New(rand.NewPCG(1, 2))
 			recs := append(randRecords(rng, flow.Key5Tuple, 1000, 1), networkRecords(rng, flow.Key5Tuple, 500)...)
-			batch := &report.Batch{ID: 1, Records: recs}
-			spooled := &report.Batch{ID: 2, Records: recs, Domain: report.Domain{ID: 7, Valid: true}}
+			batch := &record.Batch{ID: 1, Records: recs}
+			spooled := &record.Batch{ID: 2, Records: recs, Domain: record.Domain{ID: 7, Valid: true}}
 			var err error
 			allocs := testing.AllocsPerRun(100, func() {
-				for _, b := range []*report.Batch{batch, spooled} {
+				for _, b := range []*record.Batch{batch, spooled} {
 					if err == nil {
 						err = e.Records(b)
 					}
@@ -96,7 +97,7 @@ func TestNoAllocs(t *testing.T) {
 // run.
 func BenchmarkRecords(b *testing.B) {
 	recs := randRecords(rand.New(rand.NewPCG(3, 4)), flow.Key5Tuple, 4096, 1)
-	batch := &report.Batch{ID: 1, Records: recs}
+	batch := &record.Batch{ID: 1, Records: recs}
 	report1 := func(b *testing.B) {
 		b.ReportMetric(float64(b.N)*float64(len(recs))/b.Elapsed().Seconds(), "records/s")
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/record")

@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/netsampler/goflow2/v2/decoders/netflow"
-
-	"github.com/flowdedup/flowdedup/pipeline"
 )
 
 // The tests check the exporter's messages with goflow2's IPFIX decoder, a
@@ -39,7 +38,7 @@ type wireFlow struct {
 // want is what the wire must carry for r: the fields of its key kind, and
 // the record's time truncated to the millisecond (dateTimeMilliseconds,
 // RFC 7011 section 6.1.9).
-func want(r *pipeline.Record) wireFlow {
+func want(r *record.Record) wireFlow {
 	k := r.Key
 	f := wireFlow{
 		Src: k.Src(), Dst: k.Dst(), SrcBits: -1, DstBits: -1, Proto: k.Proto(),
@@ -58,7 +57,7 @@ func want(r *pipeline.Record) wireFlow {
 	return f
 }
 
-func wantAll(recs []pipeline.Record) []wireFlow {
+func wantAll(recs []record.Record) []wireFlow {
 	out := make([]wireFlow, len(recs))
 	for i := range recs {
 		out[i] = want(&recs[i])

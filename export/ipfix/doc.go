@@ -1,7 +1,7 @@
 // Package ipfix exports distinct-flow records to an IPFIX collector (RFC
 // 7011) over UDP or TCP: the --export ipfix://HOST:PORT and
 // ipfix+tcp://HOST:PORT destinations. [ParseURL] reads such a URL into a
-// [Config]; [New] makes an [Exporter], which is a report.Destination.
+// [Config]; [New] makes an [Exporter], which is a record.Destination.
 //
 // Each record is one data record with the IANA elements of its key kind
 // (source and destination address, protocol, ports), flowStartMilliseconds
@@ -16,7 +16,7 @@
 // records that use it on a session, again on UDP every
 // DefaultTemplateRefresh or DefaultTemplateRefreshMessages messages, and
 // after an ICMP port unreachable. Each observation domain (a batch's
-// report.Batch.Domain, else Config.ObservationDomain) has its own messages,
+// record.Batch.Domain, else Config.ObservationDomain) has its own messages,
 // sequence numbers and templates. Window summaries are not exported (IPFIX
 // has no elements for them): Window flushes the window's records. What a
 // collector receives, and what nfdump shows of it, is described for users
@@ -27,10 +27,10 @@
 // New fails only for a malformed Config: a collector that is down, or a
 // name that does not resolve yet, is reported by the sends. A send that
 // fails keeps its message whole and returns an error that does not wrap
-// report.ErrRejected, so that a delivery.Queue retries; a batch given again
+// record.ErrRejected, so that a delivery.Queue retries; a batch given again
 // (same Batch.ID) resumes after the records already taken. Records that are
 // not keys of Config.Kind, or times before 1970, are rejected for good
-// (report.ErrRejected) before anything of their batch is taken.
+// (record.ErrRejected) before anything of their batch is taken.
 //
 //   - TCP: a collector that closed the connection is found before writing
 //     ([ErrPeerClosed]); connecting is tried at most once per
@@ -46,7 +46,7 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (report.Destination's
+// An Exporter is used from one goroutine at a time (record.Destination's
 // rule) and starts none of its own: template refresh and reconnection
 // happen in the calls. In steady state, Records and Flush allocate nothing.
 // Close flushes and closes the connection; later calls return [ErrClosed].

@@ -16,14 +16,13 @@ import (
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // domainBatch is a batch of the domain test: its domain and records.
 type domainBatch struct {
-	domain report.Domain
-	recs   []pipeline.Record
+	domain record.Domain
+	recs   []record.Record
 	flush  bool // Flush after it
 }
 
@@ -44,10 +43,10 @@ func TestBatchDomain(t *testing.T) {
 	for _, network := range []string{"udp", "tcp"} {
 		t.Run(network, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 9))
-			own, seven, zero := report.Domain{}, report.Domain{ID: 7, Valid: true}, report.Domain{ID: 0, Valid: true}
-			nine := report.Domain{ID: 9, Valid: true}
+			own, seven, zero := record.Domain{}, record.Domain{ID: 7, Valid: true}, record.Domain{ID: 0, Valid: true}
+			nine := record.Domain{ID: 9, Valid: true}
 			var batches []domainBatch
-			for i, d := range []report.Domain{seven, seven, own, zero, seven, nine, own, zero, seven, own} {
+			for i, d := range []record.Domain{seven, seven, own, zero, seven, nine, own, zero, seven, own} {
 				// Every 5-tuple template (IPv4 and IPv6, with and without
 				// ports) in every domain.
 				batches = append(batches, domainBatch{d, randRecords(rng, flow.Key5Tuple, 150+rng.IntN(300), 1), i%3 != 1})
@@ -57,7 +56,7 @@ func TestBatchDomain(t *testing.T) {
 			var msgs []decodedMessage
 			send := func(e *ipfix.Exporter) {
 				for i, b := range batches {
-					if err := e.Records(&report.Batch{ID: uint64(i + 1), Records: b.recs, Domain: b.domain}); err != nil {
+					if err := e.Records(&record.Batch{ID: uint64(i + 1), Records: b.recs, Domain: b.domain}); err != nil {
 						t.Fatal(err)
 					}
 					if b.flush {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Defaults of Config's zero fields.
@@ -87,11 +87,11 @@ type Config struct {
 	Network string
 	Address string
 	// Kind is the key kind of every record (--key). A record of another
-	// kind is rejected (report.ErrRejected).
+	// kind is rejected (record.ErrRejected).
 	Kind flow.KeyKind
 	// ObservationDomain is the observation domain ID in the message
 	// headers of the records of a batch without one of its own
-	// (report.Batch.Domain), which tells a collector's records of many
+	// (record.Batch.Domain), which tells a collector's records of many
 	// routers apart. A batch with its own (spooled by a run with another
 	// --observation-domain) goes out in messages of that domain.
 	ObservationDomain uint32
@@ -136,7 +136,7 @@ type Stats struct {
 }
 
 // An Exporter sends distinct-flow records to one IPFIX collector: it is
-// the report.Destination of an ipfix:// or ipfix+tcp:// --export destination.
+// the record.Destination of an ipfix:// or ipfix+tcp:// --export destination.
 //
 // Records are gathered into one message per template, so each message
 // holds one data set. Each message keeps room at its head for its
@@ -144,19 +144,19 @@ type Stats struct {
 // message is sent: a message that fails to go out (a collector that is
 // down, a broken connection) stays whole, and goes out again later with
 // the header, sequence number and template its new transport session
-// needs. A batch that failed part way, given again (report.Batch.Retry,
+// needs. A batch that failed part way, given again (record.Batch.Retry,
 // same ID), resumes after the records already taken, so a retry does not
 // duplicate them.
 //
 // The records of a batch go out under its observation domain
-// (report.Batch.Domain), or Config.ObservationDomain when it has none.
+// (record.Batch.Domain), or Config.ObservationDomain when it has none.
 // RFC 7011 scopes sequence numbers (section 3.1) and template IDs
 // (section 3.4.1) to the transport session and the observation domain, so
 // each domain has its own messages, sequence number and templates: a
 // domain's first message on a session carries its templates, whatever
 // other domains sent before.
 //
-// An Exporter is not safe for concurrent use (report.Destination's rule: one
+// An Exporter is not safe for concurrent use (record.Destination's rule: one
 // goroutine at a time). It starts no goroutines.
 type Exporter struct {
 	cfg    Config
@@ -206,7 +206,7 @@ type Exporter struct {
 	closed bool
 }
 
-var _ report.Destination = (*Exporter)(nil)
+var _ record.Destination = (*Exporter)(nil)
 
 // domain is what RFC 7011 scopes to an observation domain in a transport
 // session: the sequence number, and the templates (a message per
@@ -249,7 +249,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Network != "udp" && cfg.Network != "tcp" {
 		return nil, fmt.Errorf("%w: network %q: want udp or tcp", ErrConfig, cfg.Network)
 	}
-	if err := report.CheckAddress(cfg.Address); err != nil {
+	if err := record.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if !cfg.Kind.IsValid() {
@@ -299,20 +299,20 @@ func (e *Exporter) Stats() Stats { return e.stats }
 // observation domain (Config.ObservationDomain when b.Domain is not
 // Valid), and sends every message that fills up. A record that is not a valid key of Config.Kind,
 // or whose time is before 1970, rejects the whole batch before anything of
-// it is encoded (report.ErrRejected). A failure to send returns an error
-// that does not wrap report.ErrRejected: the records taken before it are
+// it is encoded (record.ErrRejected). A failure to send returns an error
+// that does not wrap record.ErrRejected: the records taken before it are
 // kept and sent later, and the same batch given again resumes after them.
-func (e *Exporter) Records(b *report.Batch) error {
+func (e *Exporter) Records(b *record.Batch) error {
 	if e.closed {
 		return ErrClosed
 	}
 	recs := b.Records
 	for i := range recs {
 		if k := &recs[i].Key; k.Kind() != e.cfg.Kind {
-			return fmt.Errorf("ipfix: batch %d, record %d: %w: key %v is not a valid %v key", b.ID, i, report.ErrRejected, k, e.cfg.Kind)
+			return fmt.Errorf("ipfix: batch %d, record %d: %w: key %v is not a valid %v key", b.ID, i, record.ErrRejected, k, e.cfg.Kind)
 		}
 		if recs[i].TimeNs < 0 {
-			return fmt.Errorf("ipfix: batch %d, record %d: %w: time %d ns is before 1970", b.ID, i, report.ErrRejected, recs[i].TimeNs)
+			return fmt.Errorf("ipfix: batch %d, record %d: %w: time %d ns is before 1970", b.ID, i, record.ErrRejected, recs[i].TimeNs)
 		}
 	}
 	start := 0
@@ -371,7 +371,7 @@ func (e *Exporter) ready(d *domain, m *message) error {
 // reach the collector when it closes rather than when a message fills.
 // Summaries themselves are not exported: IPFIX has no standard Information
 // Elements for a window's counts, and --summary and ClickHouse carry them.
-func (e *Exporter) Window(s *report.Summary) error { return e.Flush() }
+func (e *Exporter) Window(s *record.Summary) error { return e.Flush() }
 
 // Flush sends every message that holds records, of every domain. On TCP
 // it then waits, up to Config.Timeout, until the collector's host has

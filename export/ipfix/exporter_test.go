@@ -16,8 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 var kinds = []flow.KeyKind{flow.KeySrc, flow.KeyDst, flow.KeyPair, flow.Key5Tuple}
@@ -105,13 +104,13 @@ func newExporter(t testing.TB, cfg ipfix.Config) *ipfix.Exporter {
 // sendBatches gives recs to e in batches of random sizes, flushing now and
 // then, as the Reporter and a Queue would; after each batch it calls after,
 // if not nil.
-func sendBatches(t testing.TB, e *ipfix.Exporter, rng *rand.Rand, recs []pipeline.Record, after func()) {
+func sendBatches(t testing.TB, e *ipfix.Exporter, rng *rand.Rand, recs []record.Record, after func()) {
 	t.Helper()
 	id := uint64(1000)
 	for len(recs) > 0 {
 		n := min(len(recs), 1+rng.IntN(300))
 		id++
-		if err := e.Records(&report.Batch{ID: id, Records: recs[:n]}); err != nil {
+		if err := e.Records(&record.Batch{ID: id, Records: recs[:n]}); err != nil {
 			t.Fatalf("Records(batch %d): %v", id, err)
 		}
 		recs = recs[n:]
@@ -218,7 +217,7 @@ func TestMessagesFilled(t *testing.T) {
 	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.Key5Tuple, MessageSize: 1000})
 	rng := rand.New(rand.NewPCG(1, 2))
 	recs := randRecords(rng, flow.Key5Tuple, 5000, 1)
-	if err := e.Records(&report.Batch{ID: 1, Records: recs}); err != nil {
+	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 	// Messages sent so far were sent because they were full; those left
@@ -259,14 +258,14 @@ func TestTemplateRefreshUDP(t *testing.T) {
 	// <= 464 bytes.
 	perMsg := 20
 	var withTemplate []int
-	var all []pipeline.Record
+	var all []record.Record
 	for i := 0; i < 10; i++ {
 		if i == 6 {
 			clock.Advance(10 * time.Second) // message 6 is due by time
 		}
 		batch := recs[i*perMsg : (i+1)*perMsg]
 		all = append(all, batch...)
-		if err := e.Records(&report.Batch{ID: uint64(i), Records: batch}); err != nil {
+		if err := e.Records(&record.Batch{ID: uint64(i), Records: batch}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Flush(); err != nil {
@@ -297,15 +296,15 @@ func TestRejects(t *testing.T) {
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeyPair})
 	good := randRecords(rand.New(rand.NewPCG(5, 6)), flow.KeyPair, 10, 1)
-	for name, bad := range map[string]pipeline.Record{
+	for name, bad := range map[string]record.Record{
 		"zero key":    {TimeNs: good[0].TimeNs},
 		"other kind":  {Key: flow.MakeKey(flow.KeySrc, good[0].Key.Src(), good[0].Key.Dst(), 0, 0, 0), TimeNs: good[0].TimeNs},
 		"before 1970": {Key: good[0].Key, TimeNs: -1},
 	} {
 		batch := append(slices.Clone(good), bad)
-		err := e.Records(&report.Batch{ID: 1, Records: batch})
-		if !errors.Is(err, report.ErrRejected) {
-			t.Errorf("%s: Records = %v, want report.ErrRejected", name, err)
+		err := e.Records(&record.Batch{ID: 1, Records: batch})
+		if !errors.Is(err, record.ErrRejected) {
+			t.Errorf("%s: Records = %v, want record.ErrRejected", name, err)
 		}
 	}
 	if err := e.Flush(); err != nil {
@@ -324,8 +323,8 @@ func TestUseAfterClose(t *testing.T) {
 	}
 	recs := randRecords(rand.New(rand.NewPCG(1, 1)), flow.KeySrc, 1, 1)
 	for name, err := range map[string]error{
-		"Records": e.Records(&report.Batch{Records: recs}),
-		"Window":  e.Window(&report.Summary{}),
+		"Records": e.Records(&record.Batch{Records: recs}),
+		"Window":  e.Window(&record.Summary{}),
 		"Flush":   e.Flush(),
 		"Close":   e.Close(),
 	} {
@@ -359,8 +358,8 @@ func freePort(t *testing.T, network string) string {
 // transient checks that err is a send failure a Queue retries.
 func transient(t *testing.T, what string, err error, target error) {
 	t.Helper()
-	if err == nil || errors.Is(err, report.ErrRejected) || (target != nil && !errors.Is(err, target)) {
-		t.Fatalf("%s: %v; want a transient error (not report.ErrRejected) wrapping %v", what, err, target)
+	if err == nil || errors.Is(err, record.ErrRejected) || (target != nil && !errors.Is(err, target)) {
+		t.Fatalf("%s: %v; want a transient error (not record.ErrRejected) wrapping %v", what, err, target)
 	}
 	t.Logf("%s: %v", what, err)
 }
@@ -379,7 +378,7 @@ func TestTCPUnreachableAtStart(t *testing.T) {
 		t.Errorf("New dialled TCP: %+v", st)
 	}
 	recs := randRecords(rand.New(rand.NewPCG(8, 9)), flow.Key5Tuple, 2000, 2)
-	batch := &report.Batch{ID: 77, Records: recs}
+	batch := &record.Batch{ID: 77, Records: recs}
 	transient(t, "Records, collector down", e.Records(batch), syscall.ECONNREFUSED)
 	batch.Retry = true
 	transient(t, "Records again at once", e.Records(batch), ipfix.ErrNotConnected)
@@ -432,7 +431,7 @@ func TestTCPCollectorCloses(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 11))
 	first := randRecords(rng, flow.Key5Tuple, 500, 1)
 	second := randRecords(rng, flow.Key5Tuple, 700, 1)
-	if err := e.Records(&report.Batch{ID: 1, Records: first}); err != nil {
+	if err := e.Records(&record.Batch{ID: 1, Records: first}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Flush(); err != nil {
@@ -450,7 +449,7 @@ func TestTCPCollectorCloses(t *testing.T) {
 	server.Close()
 	waitCloseWait(t, client)
 
-	if err := e.Records(&report.Batch{ID: 2, Records: second}); err != nil {
+	if err := e.Records(&record.Batch{ID: 2, Records: second}); err != nil {
 		t.Fatalf("Records (buffered, nothing sent): %v", err)
 	}
 	transient(t, "Flush after the collector closed", e.Flush(), ipfix.ErrPeerClosed)
@@ -499,7 +498,7 @@ func TestUDPPortUnreachable(t *testing.T) {
 	e := newExporter(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
 	rng := rand.New(rand.NewPCG(12, 13))
 	var lost int
-	var kept []pipeline.Record
+	var kept []record.Record
 	for i := 0; ; i++ {
 		if i == 100 {
 			t.Fatal("100 sends to a closed UDP port and none failed")
@@ -508,7 +507,7 @@ func TestUDPPortUnreachable(t *testing.T) {
 		for j := range recs { // IPv4 only: one message per Flush
 			recs[j].Key = flow.MakeKey(flow.KeyDst, netip.Addr{}, randAddr(rng, false), 0, 0, 0)
 		}
-		if err := e.Records(&report.Batch{ID: uint64(i), Records: recs}); err != nil {
+		if err := e.Records(&record.Batch{ID: uint64(i), Records: recs}); err != nil {
 			t.Fatal(err) // buffered only
 		}
 		err := e.Flush()
@@ -539,14 +538,14 @@ func TestUDPDownKeepsEveryRecord(t *testing.T) {
 	addr := freePort(t, "udp")
 	e := newExporter(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
 	rng := rand.New(rand.NewPCG(16, 17))
-	var all []pipeline.Record
+	var all []record.Record
 	for i := range 4 {
 		recs := randRecords(rng, flow.KeyDst, 5, 1)
 		for j := range recs { // IPv4 only: one message
 			recs[j].Key = flow.MakeKey(flow.KeyDst, netip.Addr{}, randAddr(rng, false), 0, 0, 0)
 		}
 		all = append(all, recs...)
-		if err := e.Records(&report.Batch{ID: uint64(i), Records: recs}); err != nil {
+		if err := e.Records(&record.Batch{ID: uint64(i), Records: recs}); err != nil {
 			t.Fatal(err)
 		}
 		transient(t, fmt.Sprintf("Flush %d to a closed port", i), e.Flush(), syscall.ECONNREFUSED)
@@ -567,13 +566,13 @@ func TestWindowFlushes(t *testing.T) {
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.Key5Tuple})
 	recs := randRecords(rand.New(rand.NewPCG(14, 15)), flow.Key5Tuple, 50, 1)
-	if err := e.Records(&report.Batch{ID: 1, Records: recs}); err != nil {
+	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.Stats(); st.Messages != 0 {
 		t.Fatalf("50 records sent before the window closed: %+v", st)
 	}
-	if err := e.Window(&report.Summary{}); err != nil {
+	if err := e.Window(&record.Summary{}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := decodeDatagrams(t, col.waitDatagrams(t, int(e.Stats().Messages)))

@@ -13,12 +13,12 @@ import (
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // networkRecords returns n records of kind whose keys are by network, each
 // masked to random prefix lengths (0-32, 0-128): every length goes out.
-func networkRecords(rng *rand.Rand, kind flow.KeyKind, n int) []pipeline.Record {
+func networkRecords(rng *rand.Rand, kind flow.KeyKind, n int) []record.Record {
 	recs := randRecords(rng, kind, n, 2)
 	for i := range recs {
 		m, err := flow.MakeMask(rng.IntN(33), rng.IntN(129))

@@ -10,7 +10,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // nfdumpView is what nfdump must show for r: the key's fields, zero where
@@ -19,7 +19,7 @@ import (
 // destination address: src and dst keys, for which nfdump shows the
 // unspecified address of the other's family), and the record's time to the
 // millisecond.
-func nfdumpView(r *pipeline.Record) testutil.NfdumpFlow {
+func nfdumpView(r *record.Record) testutil.NfdumpFlow {
 	k := r.Key
 	f := testutil.NfdumpFlow{
 		Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(),

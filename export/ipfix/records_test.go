@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // base is the first packet time of the project's test captures,
@@ -108,8 +108,8 @@ func randKey(rng *rand.Rand, kind flow.KeyKind) flow.Key {
 // from base, their times with every precision: whole seconds, milliseconds,
 // microseconds, nanoseconds, and the last nanosecond of a millisecond (which
 // must be truncated, not rounded).
-func randRecords(rng *rand.Rand, kind flow.KeyKind, n, windows int) []pipeline.Record {
-	recs := make([]pipeline.Record, n)
+func randRecords(rng *rand.Rand, kind flow.KeyKind, n, windows int) []record.Record {
+	recs := make([]record.Record, n)
 	for i := range recs {
 		w := int64(i * windows / max(n, 1))
 		start := base.UnixNano() + w*int64(time.Minute)
@@ -124,7 +124,7 @@ func randRecords(rng *rand.Rand, kind flow.KeyKind, n, windows int) []pipeline.R
 		case 3:
 			off = off - off%int64(time.Millisecond) + int64(time.Millisecond) - 1
 		}
-		recs[i] = pipeline.Record{
+		recs[i] = record.Record{
 			Key:         randKey(rng, kind),
 			TimeNs:      start + off,
 			WindowNs:    start,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // URL schemes of --export destinations this package serves.
@@ -38,7 +38,7 @@ func ParseURL(s string) (Config, error) {
 	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return Config{}, fmt.Errorf("%w %q: want %s://HOST:PORT, with no credentials, path or query", ErrURL, s, u.Scheme)
 	}
-	if err := report.CheckAddress(u.Host); err != nil {
+	if err := record.CheckAddress(u.Host); err != nil {
 		return Config{}, fmt.Errorf("%w %q: %v", ErrURL, s, err)
 	}
 	return Config{Network: network, Address: u.Host}, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/export"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/units"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,8 +102,8 @@ func (c *ExportConfig) check() error {
 			c.Observer = h
 		}
 	}
-	if len(c.Observer) > report.MaxObserverLen {
-		return usagef("--observer is %d bytes, at most %d", len(c.Observer), report.MaxObserverLen)
+	if len(c.Observer) > record.MaxObserverLen {
+		return usagef("--observer is %d bytes, at most %d", len(c.Observer), record.MaxObserverLen)
 	}
 	return nil
 }
@@ -202,8 +203,8 @@ func registerExports(reg *prometheus.Registry, filter string, qs []*export.Queue
 }
 
 // asExports gives the Reporter the export Queues.
-func asExports(qs []*export.Queue) []report.Export {
-	ex := make([]report.Export, len(qs))
+func asExports(qs []*export.Queue) []record.Export {
+	ex := make([]record.Export, len(qs))
 	for i, q := range qs {
 		ex[i] = q
 	}

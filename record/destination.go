@@ -1,4 +1,4 @@
-package report
+package record
 
 import (
 	"errors"
@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
 )
 
 // ErrRejected is wrapped by a Destination's error when the destination
@@ -111,7 +110,7 @@ type Batch struct {
 	// on every retry, from memory or from the spool, so that a destination
 	// can make a retried write idempotent (ClickHouse).
 	ID      uint64
-	Records []pipeline.Record
+	Records []Record
 	// Retry is set when the batch was given to this destination before and
 	// the outcome was not known (a timeout, a broken connection): it may
 	// have landed. A destination that can tell checks before writing again.
@@ -163,7 +162,7 @@ var ErrObserver = errors.New("report: observer name too long")
 // Summary is a closed window's summary as the Reporter writes it: the
 // pipeline's counts and what the Reporter adds to them.
 type Summary struct {
-	pipeline.WindowSummary
+	WindowSummary
 
 	// Observer names this observation point (--observer; default the host
 	// name), so that summaries of many routers can be told apart.
