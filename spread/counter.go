@@ -257,4 +257,3 @@ func (s *Counter) Top(dst []Entry, k int) []Entry {
 	}
 	return dst
 }
-
