@@ -185,6 +185,33 @@ type Summary struct {
 	// Collect holds what flowdedup collect counted since the previous
 	// summary (Config.Annotate fills it); nil for replay and run.
 	Collect *CollectCounts
+	// Spread is the window's top fan-out and fan-in hosts (--spread;
+	// docs/spread.md), nil when not asked for.
+	Spread *Spread
+}
+
+// Spread is a window's hosts that appear in the most distinct keys
+// (--spread, package spread): the sources in the most keys (with --key
+// pair, those that contacted the most distinct destinations; with
+// 5tuple, in the most distinct flows) and the destinations likewise. A
+// side is nil when not asked for, and an empty non-nil list when asked
+// for in a window without keys. Entries are largest Distinct first, equal
+// ones in address order.
+type Spread struct {
+	Src []SpreadEntry
+	Dst []SpreadEntry
+}
+
+// SpreadEntry is one host of a Spread: its address (or network, in CIDR
+// form, with --prefix), written as the records write it, and its count of
+// distinct keys in the window, Distinct, which never undercounts and
+// overcounts by at most Error (the Space-Saving guarantee): the true
+// count is between Distinct-Error and Distinct. Error is 0 when the
+// counters had room for every host of the window.
+type SpreadEntry struct {
+	Addr     string `json:"addr"`
+	Distinct uint64 `json:"distinct"`
+	Error    uint64 `json:"error"`
 }
 
 // CheckAddress checks that addr, a destination's address, is HOST:PORT with

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
@@ -37,6 +38,28 @@ type summaryLine struct {
 	Sketch           []byte                       `json:"sketch,omitempty"` // standard base64
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
 	Collect          *CollectCounts               `json:"collect,omitempty"`
+	Spread           *spreadLine                  `json:"spread,omitempty"`
+}
+
+// spreadLine is the JSON form of a Spread: a side not asked for is left
+// out, one asked for and empty is [].
+type spreadLine struct {
+	Src *[]SpreadEntry `json:"src,omitempty"`
+	Dst *[]SpreadEntry `json:"dst,omitempty"`
+}
+
+func newSpreadLine(sp *Spread) *spreadLine {
+	if sp == nil {
+		return nil
+	}
+	var l spreadLine
+	if sp.Src != nil {
+		l.Src = &sp.Src
+	}
+	if sp.Dst != nil {
+		l.Dst = &sp.Dst
+	}
+	return &l
 }
 
 // orEmpty returns m, or an empty map for nil: {} reads better than null.
@@ -86,6 +109,7 @@ func AppendSummary(b []byte, s *Summary) []byte {
 		Sketch:           s.Sketch,
 		ExportDropped:    dropped,
 		Collect:          s.Collect,
+		Spread:           newSpreadLine(s.Spread),
 	}
 	j, err := json.Marshal(&line)
 	if err != nil {
@@ -131,6 +155,7 @@ type summaryIn struct {
 	Sketch           *string                      `json:"sketch"`
 	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
 	RunTotals        json.RawMessage              `json:"run_totals"`
+	Spread           *spreadLine                  `json:"spread"`
 }
 
 // ParseSummary reads one summary line (without its newline) into s. The
@@ -190,6 +215,11 @@ func ParseSummary(line []byte, s *Summary) error {
 		}
 		s.Key, s.Prefix = spec.Kind, spec.Mask
 	}
+	if in.Spread != nil {
+		if s.Spread, err = parseSpread(in.Spread); err != nil {
+			return err
+		}
+	}
 	if in.Sketch != nil {
 		if w.Sketch, err = base64.StdEncoding.DecodeString(*in.Sketch); err != nil {
 			return fmt.Errorf("%w: sketch is not standard base64: %v", ErrSummary, err)
@@ -211,4 +241,40 @@ func parseTime(field, v string) (int64, error) {
 		return 0, fmt.Errorf("%w: %s %q is out of range", ErrSummary, field, v)
 	}
 	return ns, nil
+}
+
+// parseSpread checks a summary's spread member: each address an IP address
+// or a network in CIDR form, no error above its count, and the entries by
+// count, largest first. A side given as [] (asked for, nothing seen) is a
+// non-nil empty list; null or left out is nil (not asked for).
+func parseSpread(l *spreadLine) (*Spread, error) {
+	sp := &Spread{}
+	for _, side := range []struct {
+		name string
+		in   *[]SpreadEntry
+		out  *[]SpreadEntry
+	}{{"src", l.Src, &sp.Src}, {"dst", l.Dst, &sp.Dst}} {
+		if side.in == nil {
+			continue
+		}
+		list := *side.in
+		if list == nil {
+			list = []SpreadEntry{}
+		}
+		for i, e := range list {
+			if _, err := netip.ParseAddr(e.Addr); err != nil {
+				if _, perr := netip.ParsePrefix(e.Addr); perr != nil {
+					return nil, fmt.Errorf("%w: spread %s[%d]: addr %q is neither an IP address nor a network", ErrSummary, side.name, i, e.Addr)
+				}
+			}
+			if e.Error > e.Distinct {
+				return nil, fmt.Errorf("%w: spread %s[%d]: error %d above distinct %d", ErrSummary, side.name, i, e.Error, e.Distinct)
+			}
+			if i > 0 && list[i-1].Distinct < e.Distinct {
+				return nil, fmt.Errorf("%w: spread %s: not largest first (%d after %d)", ErrSummary, side.name, e.Distinct, list[i-1].Distinct)
+			}
+		}
+		*side.out = list
+	}
+	return sp, nil
 }

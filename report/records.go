@@ -178,8 +178,14 @@ func (rw *RecordWriter) Records(b *record.Batch) error {
 }
 
 // Window flushes the records: those of the window that closed are written
-// before its summary is.
-func (rw *RecordWriter) Window(*record.Summary) error { return rw.Flush() }
+// before its summary is. In the text format, the window's spread lists
+// (Summary.Spread, --spread) follow its records (appendSpreadText).
+func (rw *RecordWriter) Window(s *record.Summary) error {
+	if rw.format == formatText && s != nil && s.Spread != nil && rw.out.err == nil {
+		rw.buf = appendSpreadText(rw.buf, s)
+	}
+	return rw.Flush()
+}
 
 // Close flushes the records. It does not close the destination.
 func (rw *RecordWriter) Close() error { return rw.Flush() }

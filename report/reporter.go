@@ -57,6 +57,10 @@ type Config struct {
 	// counts each exporter's records of the window in
 	// Summary.Collect.Exporters[i].Distinct.
 	Annotate func(*record.Summary)
+	// Spread asks for each window's top spreaders in its summary
+	// (Summary.Spread; --spread): the Reporter counts the hosts of the
+	// window's distinct records. Off when no side is asked for.
+	Spread SpreadConfig
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -104,6 +108,7 @@ type Reporter struct {
 	obs      *observerStages // Config.Observers: the exports' records by observer
 	obsBatch record.Batch    // the batch obs hands on
 	annotate func(*record.Summary)
+	spreads  *spreads // Config.Spread, nil when off
 }
 
 var _ pipeline.Sink = (*Reporter)(nil)
@@ -120,6 +125,9 @@ func New(cfg Config) (*Reporter, error) {
 	}
 	if len(cfg.Observer) > record.MaxObserverLen {
 		return nil, fmt.Errorf("%w: %d bytes, want at most %d", record.ErrObserver, len(cfg.Observer), record.MaxObserverLen)
+	}
+	if err := cfg.Spread.check(cfg.Kind); err != nil {
+		return nil, err
 	}
 	r := &Reporter{out: cfg.Totals, exports: cfg.Exports, damaged: cfg.DamagedFiles}
 	if cfg.Out != nil {
@@ -142,6 +150,9 @@ func New(cfg Config) (*Reporter, error) {
 		r.obs = newObserverStages(cfg.Observers)
 	}
 	r.annotate = cfg.Annotate
+	if cfg.Spread.On() {
+		r.spreads = newSpreads(cfg.Spread, cfg.Kind, cfg.Prefix)
+	}
 	r.sum.Observer, r.sum.Filter, r.sum.Key, r.sum.Prefix = cfg.Observer, cfg.Filter, cfg.Kind, cfg.Prefix
 	r.totals.MalformedBy = make(map[string]uint64)
 	r.totals.SkippedBy = make(map[string]uint64)
@@ -156,6 +167,9 @@ func (r *Reporter) Record(rec *record.Record) error {
 		return r.err
 	}
 	r.stage.Records = append(r.stage.Records, *rec)
+	if r.spreads != nil {
+		r.spreads.add(rec)
+	}
 	if r.obs != nil && r.obs.add(rec) {
 		r.obs.dispatch(r.exports, &r.obsBatch)
 	}
@@ -202,6 +216,10 @@ func (r *Reporter) Window(s *record.WindowSummary) error {
 	sum.WindowSummary = *s
 	sum.ExportDropped = nil
 	sum.Collect = nil
+	sum.Spread = nil
+	if r.spreads != nil {
+		sum.Spread = r.spreads.take(s)
+	}
 	if r.annotate != nil {
 		r.annotate(sum)
 	}

@@ -227,6 +227,8 @@ func FuzzSummaryReader(f *testing.F) {
 	f.Add([]byte(`{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1,"malformed":0,"skipped":0,"keys":1,"distinct":1,"dropped":0,"final":true}`))
 	f.Add([]byte(`{"window_start":"1970-01-01T00:00:00Z","window_end":"1970-01-01T00:00:00Z","packets":0,"malformed":0,"skipped":0,"keys":0,"distinct":0,"dropped":0,"final":false,"sketch":""}`))
 	f.Add([]byte("{}\n[]\n"))
+	f.Add([]byte(`{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1,"malformed":0,"skipped":0,"keys":1,"distinct":1,"dropped":0,"final":true,"spread":{"src":[{"addr":"10.0.0.1","distinct":3,"error":1}],"dst":[]}}`))
+	f.Add([]byte(`{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1,"malformed":0,"skipped":0,"keys":1,"distinct":1,"dropped":0,"final":true,"spread":{"dst":[{"addr":"10.0.0.0/24","distinct":3,"error":0}]}}`))
 	f.Add([]byte(fullSummaryLine + "\n" + runTotalsExportsLine + `{"run_totals":{}}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sr := NewSummaryReader(bytes.NewReader(data))

@@ -119,9 +119,13 @@ func (rf *RecordFiles) Window(s *record.Summary) error {
 		return rf.err
 	}
 	// The file of the closed window exists even when it had no record.
-	if _, err := rf.file(s.StartNs); err != nil {
+	fr, err := rf.file(s.StartNs)
+	if err != nil {
 		rf.err = err
 		return err
+	}
+	if fr.rw.format == formatText && s.Spread != nil && fr.rw.out.err == nil {
+		fr.rw.buf = appendSpreadText(fr.rw.buf, s) // after the window's records, in its file
 	}
 	if err := rf.Flush(); err != nil {
 		return err
