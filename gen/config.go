@@ -109,12 +109,24 @@ type Config struct {
 	// capture written without CutShort, byte for byte, and Stats describe
 	// it. With Gzip the gzip stream is whole: it holds the cut capture.
 	CutShort bool
+
+	// Spreaders, for tests of --spread. Each is off at 0 and, when off,
+	// leaves the output byte for byte what it was without it.
+
+	// Scanner adds a scanner: one source (ScannerAddr4, 203.0.113.66)
+	// sending a TCP SYN to port 22 of each of Scanner distinct
+	// destinations, one packet each, after the Packets frames.
+	Scanner int
+	// Victim adds the victim of a SYN flood: Victim distinct sources each
+	// sending one TCP SYN to port 80 of one destination (VictimAddr4,
+	// 203.0.113.80), after the scanner's.
+	Victim int
 }
 
 // Stats describes what Write wrote. The distinct-key counts are those
 // flow.Parse finds over the frames it keys, the malformed ones excluded.
 type Stats struct {
-	Packets   int // frames written
+	Packets   int // frames written, the scanner's and victim's included
 	Flows     int // distinct flows carried, always Config.Flows
 	IPv6Flows int // of which IPv6
 
@@ -182,6 +194,10 @@ func (c *Config) Validate() error {
 		return bad("interface skew %v: want at least 0", c.InterfaceSkew)
 	case c.InterfaceSkew > 0 && c.Interfaces < 2:
 		return bad("interface skew %v needs at least 2 interfaces", c.InterfaceSkew)
+	case c.Scanner < 0 || c.Scanner > MaxAttackHosts:
+		return bad("scanner %d: want 0 to %d destinations", c.Scanner, MaxAttackHosts)
+	case c.Victim < 0 || c.Victim > MaxAttackHosts:
+		return bad("victim %d: want 0 to %d sources", c.Victim, MaxAttackHosts)
 	}
 	for _, err := range []error{fraction("ipv6", c.IPv6), fraction("malformed", c.Malformed), fraction("fragments", c.Fragments)} {
 		if err != nil {

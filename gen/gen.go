@@ -337,6 +337,11 @@ func (g *generator) run(out packetWriter, snap int) (Stats, error) {
 	g.st.Destinations = g.destinations.count()
 	g.st.Pairs = g.pairKeys.count()
 	g.st.FiveTuples = cfg.Flows + g.fragKeys.count()
+	if cfg.Scanner > 0 || cfg.Victim > 0 {
+		if err := g.attack(out, buf, snap, g.lastCI); err != nil {
+			return g.st, err
+		}
+	}
 	return g.st, nil
 }
 

@@ -79,6 +79,10 @@ type CaptureConfig struct {
 	Numeric  bool // -n: accepted for tcpdump habit; keys are always numeric
 	Export   ExportConfig
 	Profile  ProfileConfig // --cpuprofile, --memprofile: of the whole session
+	// Spread is --spread (SIDE[:N], repeatable), SpreadCounters
+	// --spread-counters; checked into spread.
+	Spread         []string
+	SpreadCounters int
 
 	latenessSet bool
 	// lateDefault is the lateness of a run that does not give one, at most
@@ -89,6 +93,7 @@ type CaptureConfig struct {
 	spec         string // the filter spec in effect: canonical, product defaults in
 	open         int    // windows open at once, each with a filter per worker
 	out, summary output // --out and --summary parsed
+	spread       report.SpreadConfig
 
 	// damagedFiles, set by replay, counts the capture files found
 	// damaged, for the run totals (report.Config.DamagedFiles).
@@ -124,6 +129,7 @@ func (c *CaptureConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&c.Seed, "seed", "hash key `N` (default: random per run, so nobody can craft colliding keys; set it to reproduce a run)")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin each worker and reader to its own CPU")
 	fs.BoolVarP(&c.Numeric, "numeric", "n", c.Numeric, "accepted for tcpdump habit (-n, -nn): addresses and ports are always written as numbers")
+	c.bindSpread(fs)
 	c.Export.bind(fs)
 	c.Profile.BindFlags(fs)
 }
@@ -199,7 +205,7 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 	if !c.Seed.set {
 		c.Seed.v = randomSeed()
 	}
-	return nil
+	return c.checkSpread()
 }
 
 // describe says what the filters are, for the line printed at start.
@@ -214,7 +220,7 @@ func (c *CaptureConfig) describe() string {
 	if per, bounded, err := filters.Footprint(c.spec); err == nil && bounded {
 		s += ", up to " + units.Approx(uint64(per)*uint64(c.Workers)*uint64(c.open)) + " of filters"
 	}
-	return s
+	return s + c.describeSpread()
 }
 
 // session is one replay, run or collect: profiles started, outputs opened,
@@ -284,7 +290,8 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 		return nil, err
 	}
 	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
-		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles, Observers: mode.observers, Annotate: mode.annotate})
+		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles, Observers: mode.observers, Annotate: mode.annotate,
+		Spread: cfg.spread})
 	if err != nil {
 		closeQueues(exports)
 		s.close()

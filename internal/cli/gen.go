@@ -41,6 +41,8 @@ func (c *GenConfig) BindFlags(fs *pflag.FlagSet) {
 	durationFlag(fs, &c.Jitter, "jitter", "move each packet's time back by a random amount up to `D` (by --seed), so time goes backwards by up to D between packets, e.g. --jitter 2s")
 	fs.IntVar(&c.Interfaces, "interfaces", 1, fmt.Sprintf("pcapng only: describe N interfaces (at most %d) and send each packet out on one drawn at random", gen.MaxInterfaces))
 	durationFlag(fs, &c.InterfaceSkew, "interface-skew", "with --interfaces N: interface i's clock runs i*`D`/(N-1) behind the first's, so time goes back by up to D where interfaces interleave, e.g. --interface-skew 1s")
+	fs.IntVar(&c.Scanner, "scanner", 0, "add a scanner: 203.0.113.66 sends one TCP SYN to port 22 of each of `K` distinct hosts of 100.64.0.0/11, after the --packets frames (its fan-out for --spread src), e.g. --scanner 500")
+	fs.IntVar(&c.Victim, "victim", 0, "add the victim of a SYN flood: `K` distinct hosts of 100.96.0.0/11 each send one TCP SYN to port 80 of 203.0.113.80, after the scanner's (its fan-in for --spread dst), e.g. --victim 2000")
 	fs.BoolVar(&c.CutShort, "cut-short", false, "end the file inside one more record (its header and half its data), as a capture whose writer was killed: readers get --packets records, then a truncated file")
 }
 
@@ -50,6 +52,7 @@ const genExamples = `  flowdedup gen --packets 2000 --flows 300 -o small.pcap
   flowdedup gen --packets 5000 --flows 500 --duration 5m --jitter 3s -o backwards.pcap
   flowdedup gen --packets 5000 --flows 500 --interfaces 2 --interface-skew 2s -o twoifaces.pcapng
   flowdedup gen --packets 100 --flows 10 --cut-short -o crashed.pcap
+  flowdedup gen --packets 5000 --flows 500 --scanner 300 --victim 2000 -o attacks.pcap   # for --spread
   flowdedup gen --packets 1000 --flows 100 --start 2026-01-01T01:00:00Z -o later.pcap   # with small.pcap: files out of order
 `
 
@@ -119,6 +122,12 @@ func runGen(ctx context.Context, cfg *GenConfig, args []string, stdout, stderr i
 	}
 	if cfg.CutShort {
 		messy += "; then a record cut short"
+	}
+	if cfg.Scanner > 0 {
+		messy += fmt.Sprintf("; scanner 203.0.113.66 to %d destinations", cfg.Scanner)
+	}
+	if cfg.Victim > 0 {
+		messy += fmt.Sprintf("; victim 203.0.113.80 of %d sources", cfg.Victim)
 	}
 	fmt.Fprintf(stderr, "flowdedup gen: %d packets, %d flows -> %s (%s); keys: %d src, %d dst, %d pair, %d 5tuple; "+
 		"%d malformed (%d truncated, %d bad IP version, %d ARP); %d fragments%s\n",
