@@ -11,8 +11,9 @@
 // URLs are shown without it, and requests carry it in the Authorization
 // header.
 //
-// The first write creates the database and its two tables, flows (one row
-// per record) and windows (one row per window summary), when they are
+// The first write creates the database and its three tables, flows (one
+// row per record), windows (one row per window summary) and spread (one
+// row per host of a summary's spread lists, --spread), when they are
 // missing, and checks the columns of tables that exist. Inserts are one
 // request per record.Batch (INSERT ... FORMAT RowBinary), encoded into one
 // reused buffer without allocating. A batch given again after an unknown

@@ -62,6 +62,9 @@ type Stats struct {
 	Batches uint64 // batches whose every row is in flows: inserted, or found there on a retry
 	Rows    uint64 // rows inserted into flows
 	Windows uint64 // rows inserted into windows
+	// SpreadRows counts the rows inserted into spread (a summary's
+	// spread written again on a retry counts again).
+	SpreadRows uint64
 	// Checks counts the batches and summaries looked for in their table
 	// before they were written again (see Exporter.Records and Window).
 	Checks uint64
@@ -90,6 +93,7 @@ type Exporter struct {
 	flows         flowRow
 	insertFlows   string
 	insertWindows string
+	insertSpread  string
 
 	// ready: the tables were found or created with the right columns.
 	ready bool
@@ -151,6 +155,7 @@ func New(cfg Config) (*Exporter, error) {
 		},
 		insertFlows:   insertSQL(cfg.Database, flowsTable),
 		insertWindows: insertSQL(cfg.Database, windowsTable),
+		insertSpread:  insertSQL(cfg.Database, spreadTable),
 		unsure:        make(map[uint64]struct{}),
 	}
 	return e, nil
@@ -382,6 +387,21 @@ func (e *Exporter) Window(s *record.Summary) error {
 		e.stats.WindowsFound++
 		return nil
 	}
+	// The spread rows go first: a windows row found on a retry then says
+	// they landed too. Written again (the windows insert failed after
+	// them), they replace their copies (spreadEngine).
+	if srows := e.spreadRows(s, start); len(srows) > 0 {
+		kept, err := e.c.insert(e.insertSpread, srows)
+		if !kept {
+			e.wrow = nil
+		}
+		if err != nil {
+			e.afterError(err)
+			return fmt.Errorf("clickhouse: insert the spread of window %s into %s.%s: %w", time.Unix(int64(start), 0).UTC().Format(time.RFC3339), e.cfg.Database, SpreadTable, err)
+		}
+		e.stats.SpreadRows += uint64(len(s.Spread.Src) + len(s.Spread.Dst))
+	}
+	row, _, _ = e.windowRow(s) // spreadRows wrote into the same buffer
 	kept, err := e.c.insert(e.insertWindows, row)
 	if !kept {
 		e.wrow = nil
@@ -438,6 +458,31 @@ func (e *Exporter) windowRow(s *record.Summary) ([]byte, uint64, error) {
 	return b, id, nil
 }
 
+// spreadRows encodes the spread rows of s, of window start (seconds),
+// into e.wrow; nil without a spread or with empty lists.
+func (e *Exporter) spreadRows(s *record.Summary, start uint32) []byte {
+	if s.Spread == nil || len(s.Spread.Src)+len(s.Spread.Dst) == 0 {
+		return nil
+	}
+	b := e.wrow[:0]
+	for _, side := range [...]struct {
+		name string
+		list []record.SpreadEntry
+	}{{"src", s.Spread.Src}, {"dst", s.Spread.Dst}} {
+		for _, en := range side.list {
+			b = appendString(b, e.observer(s))
+			b = appendU32(b, start)
+			b = appendString(b, side.name)
+			b = appendString(b, en.Addr)
+			b = appendU64(b, en.Distinct)
+			b = appendU64(b, en.Error)
+			b = append(b, e.flows.kind...)
+		}
+	}
+	e.wrow = b
+	return b
+}
+
 // Flush does nothing: Records and Window write before they return.
 func (e *Exporter) Flush() error {
 	if e.closed {
@@ -468,9 +513,9 @@ func (e *Exporter) ensure() error {
 	if err != nil {
 		return err
 	}
-	if have[FlowsTable] == nil || have[WindowsTable] == nil {
+	if have[FlowsTable] == nil || have[WindowsTable] == nil || have[SpreadTable] == nil {
 		stmts := []string{"CREATE DATABASE IF NOT EXISTS " + quoteIdent(db)}
-		for _, t := range []*table{flowsTable, windowsTable} {
+		for _, t := range tables {
 			if have[t.name] == nil {
 				stmts = append(stmts, t.createSQL(db))
 			}
@@ -484,7 +529,7 @@ func (e *Exporter) ensure() error {
 			return err
 		}
 	}
-	for _, t := range []*table{flowsTable, windowsTable} {
+	for _, t := range tables {
 		if have[t.name] == nil {
 			return fmt.Errorf("clickhouse: table %s.%s: %w: still missing after CREATE TABLE", db, t.name, ErrBadAnswer)
 		}
@@ -501,7 +546,7 @@ func (e *Exporter) ensure() error {
 func (e *Exporter) columns() (map[string]tableColumns, error) {
 	answer, err := e.c.exec(columnsSQL(e.cfg.Database), 1<<20)
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse: list the columns of %s.%s and %s.%s: %w", e.cfg.Database, FlowsTable, e.cfg.Database, WindowsTable, err)
+		return nil, fmt.Errorf("clickhouse: list the columns of %s.%s, %s.%s and %s.%s: %w", e.cfg.Database, FlowsTable, e.cfg.Database, WindowsTable, e.cfg.Database, SpreadTable, err)
 	}
 	have, err := parseColumns(answer)
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 const (
 	FlowsTable   = "flows"
 	WindowsTable = "windows"
+	// SpreadTable holds the windows' spread lists (--spread,
+	// record.Summary.Spread): a row per host listed.
+	SpreadTable = "spread"
 )
 
 // A column of a table, in the order rows are written.
@@ -75,7 +78,21 @@ var windowsColumns = []column{
 	{"id", "UInt64"},
 }
 
-// The engines. Both tables are ReplacingMergeTree: rows equal in every
+// spreadColumns are the columns of spread: a row per host of a window's
+// spread list (record.SpreadEntry), side "src" or "dst", with the key
+// kind the counts are of (pair: distinct destinations per source,
+// distinct sources per destination; 5tuple: distinct flows).
+var spreadColumns = []column{
+	{"observer", "String"},
+	{"window", "DateTime('UTC')"},
+	{"side", "String"},
+	{"addr", "String"},
+	{"distinct", "UInt64"},
+	{"error", "UInt64"},
+	{"kind", "String"},
+}
+
+// The engines. The tables are ReplacingMergeTree: rows equal in every
 // column of the sort key are one row once the server has merged their
 // parts, and every query with FINAL counts them once before that. A
 // flows row's sort key is every column that says what was seen (observer,
@@ -91,6 +108,11 @@ const (
 		"ORDER BY (`window`, `observer`, `src`, `dst`, `kind`, `key`, `ts`, `ts_ns`)"
 	windowsEngine = "ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(`window_start`) " +
 		"ORDER BY (`window_start`, `observer`, `id`)"
+	// A spread row's sort key is what it is about: the window, the
+	// observer, the side, the host and the kind. A summary written again
+	// (a retry) gives the same rows, which replace each other.
+	spreadEngine = "ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(`window`) " +
+		"ORDER BY (`window`, `observer`, `side`, `addr`, `kind`)"
 )
 
 var (
@@ -98,7 +120,11 @@ var (
 	// TABLE ... DROP PARTITION.
 	flowsTable   = newTable(FlowsTable, flowsColumns, flowsEngine)
 	windowsTable = newTable(WindowsTable, windowsColumns, windowsEngine)
+	spreadTable  = newTable(SpreadTable, spreadColumns, spreadEngine)
 )
+
+// tables are the tables Exporter makes and writes.
+var tables = []*table{flowsTable, windowsTable, spreadTable}
 
 func newTable(name string, cols []column, engine string) *table {
 	var b strings.Builder
@@ -157,11 +183,11 @@ func quoteString(s string) string {
 	return b.String()
 }
 
-// columnsSQL lists the columns of both tables in db, one JSON object per
+// columnsSQL lists the columns of the tables in db, one JSON object per
 // line: {"table":"flows","name":"ts","type":"DateTime('UTC')"}.
 func columnsSQL(db string) string {
 	return "SELECT table, name, type FROM system.columns WHERE database = " + quoteString(db) +
-		" AND table IN (" + quoteString(FlowsTable) + ", " + quoteString(WindowsTable) + ") FORMAT JSONEachRow"
+		" AND table IN (" + quoteString(FlowsTable) + ", " + quoteString(WindowsTable) + ", " + quoteString(SpreadTable) + ") FORMAT JSONEachRow"
 }
 
 // tableColumns maps a table's column names to their types.
