@@ -35,4 +35,21 @@
 // summary that does not say its kind (one written before summaries
 // carried it) is accepted and taken to count the others' kind: the Merger
 // counts them ([Merger.UnknownKind]) so that the caller can warn.
+//
+// # Spreads do not merge
+//
+// A summary's spread lists (--spread: the top N sources by distinct
+// destinations, and destinations by distinct sources) are dropped by the
+// merge, which counts the summaries that had them ([Merger.DroppedSpreads])
+// so that the caller can say so. No sound merge of them exists from the
+// lists alone. A host's fan-out in a fleet or an hour is the number of
+// distinct pairs it is in across routers or windows, and a pair seen by
+// two routers, or in two windows of the hour, is in both lists: adding the
+// counts overcounts by the overlap, which the lists do not show (the
+// pairs themselves, or a sketch per host, would). And a host below one
+// router's top N is missing from that list with a count anywhere up to
+// the N-th's, so even the sum is not an upper bound one can compute from
+// the lists. Network-wide spreads are the records' to give: count the
+// distinct pairs per host over every router's records (docs/spread.md
+// gives the ClickHouse query), which is exact.
 package netwide

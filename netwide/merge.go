@@ -70,6 +70,10 @@ type Summary struct {
 	Prefix flow.Mask
 	// Source says where the summary came from ("file:line"), for errors.
 	Source string
+	// Spread says the summary carried spread lists (--spread,
+	// record.Summary.Spread). A merge drops them and counts the summary
+	// (Merger.DroppedSpreads): see the package documentation.
+	Spread bool
 }
 
 // Options says how summaries are grouped.
@@ -147,6 +151,8 @@ type Merger struct {
 	prefix  flow.Mask
 	kindAt  string
 	unknown int
+
+	droppedSpreads int
 }
 
 // span is a group's key: its bounds.
@@ -191,6 +197,11 @@ func New(opt Options) (*Merger, error) {
 // hosts and another's /24s. A summary that does not say (Key zero: one of a
 // flowdedup from before summaries carried "key"; or a Key not valid) is
 // taken to count that kind, so that older routers' files still merge;
+// DroppedSpreads returns the number of summaries added whose spread
+// lists (Summary.Spread) the merge dropped: top-N lists do not merge
+// soundly (see the package documentation). A caller says so.
+func (m *Merger) DroppedSpreads() int { return m.droppedSpreads }
+
 // UnknownKind counts them.
 func (m *Merger) Add(s *Summary) error {
 	if s.EndNs < s.StartNs {
@@ -198,6 +209,9 @@ func (m *Merger) Add(s *Summary) error {
 	}
 	if err := m.checkKind(s); err != nil {
 		return err
+	}
+	if s.Spread {
+		m.droppedSpreads++
 	}
 	if len(s.Sketch) == 0 {
 		return fmt.Errorf("%s%w", at(s), ErrNoSketch)

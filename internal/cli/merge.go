@@ -187,6 +187,9 @@ func runMerge(ctx context.Context, cfg *MergeConfig, files []string, stdin io.Re
 	if n := m.SkippedEmpty(); n > 0 {
 		fmt.Fprintf(stderr, "flowdedup merge: %d summaries without a key crossed a --by period boundary and were left out\n", n)
 	}
+	if n := m.DroppedSpreads(); n > 0 {
+		fmt.Fprintf(stderr, "flowdedup merge: the spread lists of %d summaries were left out: top-N lists of several routers or windows do not add up (a pair seen twice would count twice, a host below one list's top is missing from it); count the distinct pairs of the records instead (docs/spread.md)\n", n)
+	}
 	switch n := m.UnknownKind(); {
 	case n == 0:
 	case m.Kind().IsValid():
@@ -258,6 +261,7 @@ func (in *mergeInput) read() (bool, error) {
 		Observer: cmp.Or(s.Observer, in.name), StartNs: s.StartNs, EndNs: s.EndNs,
 		Distinct: s.Distinct, DistinctEstimate: s.DistinctEstimate, Sketch: s.Sketch,
 		Key: s.Key, Prefix: s.Prefix, Source: in.name + ":" + strconv.Itoa(in.sr.Line()),
+		Spread: s.Spread != nil,
 	}
 	return true, nil
 }

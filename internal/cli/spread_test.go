@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -178,5 +179,34 @@ func TestReplaySpreadOffUnchanged(t *testing.T) {
 		if s.Spread != nil {
 			t.Fatalf("spread %+v without --spread", s.Spread)
 		}
+	}
+}
+
+// TestMergeDropsSpread: merge takes summaries with spread lists, gives
+// the same groups as without them, and says on stderr that it left the
+// lists out and why.
+func TestMergeDropsSpread(t *testing.T) {
+	dir := t.TempDir()
+	replay := func(name string, extra ...string) string {
+		p := filepath.Join(dir, name+".jsonl")
+		args := append([]string{"replay", "--key", "pair", "--window", "1m", "--summary-sketch", "--observer", "r1", "--seed", "1",
+			"--out", os.DevNull, "--summary", p}, extra...)
+		if code, _, errs := run(append(args, pcapPath("windows.pcap"))...); code != ExitOK {
+			t.Fatalf("replay: exit %d: %s", code, errs)
+		}
+		return p
+	}
+	with, without := replay("with", "--spread", "src:3", "--spread", "dst"), replay("without")
+	codeW, outW, errsW := run("merge", with)
+	codeP, outP, errsP := run("merge", without)
+	if codeW != ExitOK || codeP != ExitOK {
+		t.Fatalf("merge: exit %d (%s), %d (%s)", codeW, errsW, codeP, errsP)
+	}
+	if outW != outP {
+		t.Errorf("merge with spreads:\n%s\nwithout:\n%s", outW, outP)
+	}
+	n := strings.Count(string(mustRead(t, with)), `"spread":`)
+	if n == 0 || !strings.Contains(errsW, fmt.Sprintf("the spread lists of %d summaries were left out", n)) || strings.Contains(errsP, "spread") {
+		t.Errorf("stderr with spreads %q (want the note for %d summaries), without %q", errsW, n, errsP)
 	}
 }
