@@ -3,6 +3,8 @@ package report
 import (
 	"bytes"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -259,5 +261,39 @@ func BenchmarkReporterRecordSpread(b *testing.B) {
 				r.Record(&recs[i&(n-1)])
 			}
 		})
+	}
+}
+
+// TestRecordFilesSpreadText: per-window record files in the text format
+// end each window with its spread lines, in that window's file.
+func TestRecordFilesSpreadText(t *testing.T) {
+	dir := t.TempDir()
+	rf, err := NewRecordFiles(newTestFiles(t, dir, "pair-%H.txt", 0), "text", flow.KeyPair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := at("2026-01-01T00:00:00Z")
+	r, err := New(Config{Kind: flow.KeyPair, Destinations: []record.Destination{rf}, Spread: SpreadConfig{Dst: 1, Counters: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"10.0.0.1", "10.0.0.2"} {
+		rec := pairRec(src, "192.0.2.9", w1)
+		r.Record(&rec)
+	}
+	if err := r.Window(&record.WindowSummary{StartNs: w1, EndNs: w1 + 3600e9, Windowed: true, Final: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "pair-00.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "2026-01-01T00:00:00Z  10.0.0.1 > 192.0.2.9\n2026-01-01T00:00:00Z  10.0.0.2 > 192.0.2.9\n" +
+		"2026-01-01T00:00:00Z  spread dst 1: 192.0.2.9 2 distinct sources (error 0)\n"
+	if string(data) != want {
+		t.Errorf("file:\n%s\nwant:\n%s", data, want)
 	}
 }

@@ -143,6 +143,7 @@ func completeCaptureFlags(cmd *cobra.Command) {
 	complete(cmd, "key", "src", "dst", "pair", "5tuple")
 	complete(cmd, "format", report.Formats...)
 	complete(cmd, "filter", filters.Names()...)
+	complete(cmd, "spread", "src", "dst", "src:10", "dst:10")
 }
 
 // check validates the flags, fills in the defaults that depend on others,

@@ -210,3 +210,15 @@ func TestMergeDropsSpread(t *testing.T) {
 		t.Errorf("stderr with spreads %q (want the note for %d summaries), without %q", errsW, n, errsP)
 	}
 }
+
+// --spread completes to its sides, on replay and collect.
+func TestSpreadCompletion(t *testing.T) {
+	for _, cmd := range []string{"replay", "collect"} {
+		got := completions(t, cmd, "--spread", "")
+		for _, w := range []string{"src", "dst"} {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s --spread completes to %q, lacks %q", cmd, got, w)
+			}
+		}
+	}
+}
