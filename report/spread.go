@@ -66,7 +66,6 @@ type spreads struct {
 	windows []*spreadWindow
 	last    *spreadWindow // the window of the last record
 	entries []spread.Entry
-	out     record.Spread // Summary.Spread, reused
 }
 
 func newSpreads(cfg SpreadConfig, kind flow.KeyKind, mask flow.Mask) *spreads {
@@ -74,8 +73,9 @@ func newSpreads(cfg SpreadConfig, kind flow.KeyKind, mask flow.Mask) *spreads {
 }
 
 // window returns the counters of the window of a record (or summary) of
-// window start ns, windowed w; nil when make is false and there are none.
-func (sp *spreads) window(ns int64, w bool, make bool) *spreadWindow {
+// window start ns, windowed w; nil when create is false and there are
+// none.
+func (sp *spreads) window(ns int64, w bool, create bool) *spreadWindow {
 	if l := sp.last; l != nil && l.used && l.startNs == ns && l.windowed == w {
 		return l
 	}
@@ -89,7 +89,7 @@ func (sp *spreads) window(ns int64, w bool, make bool) *spreadWindow {
 			free = sw
 		}
 	}
-	if !make {
+	if !create {
 		return nil
 	}
 	if free == nil {
@@ -121,7 +121,10 @@ func (sp *spreads) add(rec *record.Record) {
 }
 
 // take returns the spread of the window of summary s and frees its
-// counters for a later window. The Spread is valid until the next take.
+// counters for a later window. The Spread and its lists are new, never
+// written again: an export queue that keeps the summary (a shallow copy)
+// keeps them. A window's lists are its one allocation, of N entries a
+// side.
 func (sp *spreads) take(s *record.WindowSummary) *record.Spread {
 	sw := sp.window(s.StartNs, s.Windowed, false)
 	if sw == nil && !s.Windowed {
@@ -130,9 +133,10 @@ func (sp *spreads) take(s *record.WindowSummary) *record.Spread {
 		// has its records unwindowed: start 0.
 		sw = sp.window(0, false, false)
 	}
-	out := &sp.out
-	out.Src = sp.side(out.Src, sp.cfg.Src, sw, true)
-	out.Dst = sp.side(out.Dst, sp.cfg.Dst, sw, false)
+	out := &record.Spread{
+		Src: sp.side(sp.cfg.Src, sw, true),
+		Dst: sp.side(sp.cfg.Dst, sw, false),
+	}
 	if sw != nil {
 		if sw.src != nil {
 			sw.src.Reset()
@@ -148,24 +152,21 @@ func (sp *spreads) take(s *record.WindowSummary) *record.Spread {
 	return out
 }
 
-// side fills list with the top n of one side of sw: nil when n is 0 (not
-// asked for), empty without counters (no record in the window).
-func (sp *spreads) side(list []record.SpreadEntry, n int, sw *spreadWindow, src bool) []record.SpreadEntry {
+// side returns the top n of one side of sw: nil when n is 0 (not asked
+// for), empty without counters (no record in the window).
+func (sp *spreads) side(n int, sw *spreadWindow, src bool) []record.SpreadEntry {
 	if n == 0 {
 		return nil
 	}
-	list = list[:0]
-	if list == nil {
-		list = make([]record.SpreadEntry, 0, n)
-	}
 	if sw == nil {
-		return list
+		return []record.SpreadEntry{}
 	}
 	c := sw.dst
 	if src {
 		c = sw.src
 	}
 	sp.entries = c.Top(sp.entries[:0], n)
+	list := make([]record.SpreadEntry, 0, len(sp.entries))
 	for _, e := range sp.entries {
 		list = append(list, record.SpreadEntry{Addr: sp.addr(e.Item), Distinct: e.Count, Error: e.Error})
 	}

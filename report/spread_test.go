@@ -297,3 +297,32 @@ func TestRecordFilesSpreadText(t *testing.T) {
 		t.Errorf("file:\n%s\nwant:\n%s", data, want)
 	}
 }
+
+// keeper is a Destination that keeps each summary's Spread pointer, as
+// an export queue's shallow copy does.
+type keeper struct{ kept []*record.Spread }
+
+func (k *keeper) Records(*record.Batch) error { return nil }
+func (k *keeper) Window(s *record.Summary) error {
+	k.kept = append(k.kept, s.Spread)
+	return nil
+}
+func (k *keeper) Flush() error { return nil }
+func (k *keeper) Close() error { return nil }
+
+// TestReporterSpreadKept: a window's Spread is not written again by the
+// next window's, so a destination that kept it sends it as it was.
+func TestReporterSpreadKept(t *testing.T) {
+	k := &keeper{}
+	r, _ := New(Config{Kind: flow.KeyPair, Destinations: []record.Destination{k}, Spread: SpreadConfig{Src: 1, Dst: 1, Counters: 10}})
+	w1, w2 := at("2026-01-01T00:00:00Z"), at("2026-01-01T01:00:00Z")
+	a, b := pairRec("10.0.0.1", "192.0.2.1", w1), pairRec("10.0.0.2", "192.0.2.2", w2)
+	r.Record(&a)
+	r.Window(&record.WindowSummary{StartNs: w1, EndNs: w2, Windowed: true})
+	r.Record(&b)
+	r.Window(&record.WindowSummary{StartNs: w2, EndNs: w2 + 3600e9, Windowed: true, Final: true})
+	r.Close()
+	if len(k.kept) != 2 || k.kept[0].Src[0].Addr != "10.0.0.1" || k.kept[0].Dst[0].Addr != "192.0.2.1" || k.kept[1].Src[0].Addr != "10.0.0.2" {
+		t.Fatalf("kept spreads %+v %+v", k.kept[0], k.kept[1])
+	}
+}

@@ -108,6 +108,22 @@ func TestSpreadRows(t *testing.T) {
 	if st := again.Stats(); st.SpreadRows != 5 {
 		t.Errorf("SpreadRows %d, want window 1's 5 again", st.SpreadRows)
 	}
+	// docs/spread.md's queries, as printed there but for the database:
+	// the exact one over flows, and the lower bounds over spread. Window 1
+	// by hand: 10.0.0.1 to 4 destinations, 10.0.0.2 to 2, 10.0.0.3 and
+	// 2001:db8::7 to 1; the hour of window 2: 10.9.9.9 to 1.
+	exact := ch.Query(t, "SELECT toStartOfHour(window) AS hour, src, uniqExact(dst) AS destinations FROM spr.flows WHERE kind = 'pair' "+
+		"GROUP BY hour, src ORDER BY hour, destinations DESC, src LIMIT 10 BY hour FORMAT TabSeparated")
+	if want := "2026-03-01 10:00:00\t10.0.0.1\t4\n2026-03-01 10:00:00\t10.0.0.2\t2\n2026-03-01 10:00:00\t10.0.0.3\t1\n2026-03-01 10:00:00\t2001:db8::7\t1\n" +
+		"2026-03-01 11:00:00\t10.9.9.9\t1\n"; exact != want {
+		t.Errorf("docs' flows query:\n%s\nwant\n%s", exact, want)
+	}
+	bound := ch.Query(t, "SELECT toStartOfHour(window) AS hour, addr, max(`distinct` - `error`) AS at_least, groupUniqArray(observer) AS routers "+
+		"FROM spr.spread FINAL WHERE side = 'src' AND kind = 'pair' GROUP BY hour, addr ORDER BY hour, at_least DESC, addr LIMIT 10 BY hour FORMAT TabSeparated")
+	if want := "2026-03-01 10:00:00\t10.0.0.1\t4\t['edge-1']\n2026-03-01 10:00:00\t10.0.0.2\t2\t['edge-1']\n2026-03-01 10:00:00\t10.0.0.3\t1\t['edge-1']\n" +
+		"2026-03-01 11:00:00\t10.9.9.9\t1\t['edge-1']\n"; bound != want {
+		t.Errorf("docs' spread query:\n%s\nwant\n%s", bound, want)
+	}
 	create := ch.Query(t, "SHOW CREATE TABLE spr.spread")
 	for _, w := range []string{"observer String", "window DateTime(", "side String", "addr String", "distinct UInt64", "error UInt64", "kind String", "ReplacingMergeTree", "ORDER BY (window, observer, side, addr, kind)"} {
 		if !strings.Contains(create, w) {
