@@ -222,3 +222,39 @@ func TestSpreadCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaySpreadClickHouse: replay --spread --export clickhouse:// (the
+// export's queue, which copies summaries) writes the spread table's rows
+// equal to the summary file's lists, entry for entry.
+func TestReplaySpreadClickHouse(t *testing.T) {
+	ch := testutil.StartClickHouse(t)
+	file := filepath.Join(t.TempDir(), "attacks.pcap")
+	if code, _, errs := run("gen", "--packets", "5000", "--flows", "500", "--scanner", "300", "--victim", "500", "--duration", "2h", "--seed", "9", "-o", file); code != ExitOK {
+		t.Fatalf("gen: %s", errs)
+	}
+	sums := replaySummaries(t, "--key", "pair", "--spread", "src:3", "--spread", "dst:4", "--filter", "exact", "--window", "1h",
+		"--observer", "r1", "--export", "clickhouse://"+ch.Addr+"/sp", file)
+	var want []string
+	for _, s := range sums {
+		for _, side := range []struct {
+			name string
+			list []record.SpreadEntry
+		}{{"src", s.Spread.Src}, {"dst", s.Spread.Dst}} {
+			for _, e := range side.list {
+				want = append(want, fmt.Sprintf("r1\t%d\t%s\t%s\t%d\t%d\tpair", s.StartNs/1e9, side.name, e.Addr, e.Distinct, e.Error))
+			}
+		}
+	}
+	if len(sums) < 2 || len(want) != 7*len(sums) {
+		t.Fatalf("%d summaries, %d spread entries: want 3 + 4 in each of 2 or more windows", len(sums), len(want))
+	}
+	if !slices.Contains(want, fmt.Sprintf("r1\t%d\tsrc\t203.0.113.66\t300\t0\tpair", sums[len(sums)-1].StartNs/1e9)) {
+		t.Errorf("the scanner is not in the last window's list: %q", want)
+	}
+	got := strings.Split(strings.TrimSuffix(ch.Query(t, "SELECT observer, toUnixTimestamp(window), side, addr, distinct, error, kind FROM sp.spread FINAL FORMAT TabSeparated"), "\n"), "\n")
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("spread rows:\n%s\nwant the summaries':\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
