@@ -84,7 +84,7 @@ const (
 )
 
 // ErrQueueClosed is returned by a Queue's methods after Close.
-var ErrQueueClosed = errors.New("delivery: export queue closed")
+var ErrQueueClosed = errors.New("export: export queue closed")
 
 // QueueConfig says how a Queue batches, holds and retries. Zero fields take
 // the defaults above.
@@ -260,13 +260,13 @@ var noticeMu sync.Mutex
 // first sends what an earlier run left there for dest.
 func NewQueue(dest string, sink record.Destination, cfg QueueConfig) (*Queue, error) {
 	if dest == "" || len(dest) > maxDestLen {
-		return nil, fmt.Errorf("delivery: export queue: destination name of %d bytes, want 1 to %d", len(dest), maxDestLen)
+		return nil, fmt.Errorf("export: export queue: destination name of %d bytes, want 1 to %d", len(dest), maxDestLen)
 	}
 	if cfg.BatchSize < 0 || cfg.BatchAge < 0 || cfg.MaxQueued < 0 || cfg.DrainTimeout < 0 || cfg.RetryMin < 0 || cfg.RetryMax < 0 {
-		return nil, fmt.Errorf("delivery: export queue %s: negative size or time in %+v", dest, cfg)
+		return nil, fmt.Errorf("export: export queue %s: negative size or time in %+v", dest, cfg)
 	}
 	if cfg.BatchSize > maxSpoolRecords {
-		return nil, fmt.Errorf("delivery: export queue %s: batch size %d, want at most %d", dest, cfg.BatchSize, maxSpoolRecords)
+		return nil, fmt.Errorf("export: export queue %s: batch size %d, want at most %d", dest, cfg.BatchSize, maxSpoolRecords)
 	}
 	cfg.BatchSize = orDefault(cfg.BatchSize, DefaultBatchSize)
 	cfg.BatchAge = orDefault(cfg.BatchAge, DefaultBatchAge)

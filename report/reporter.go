@@ -35,7 +35,7 @@ type Config struct {
 	// file's does.
 	Destinations []record.Destination
 	// Exports are the --export destinations, each in its queue (package
-	// delivery; opened by URL with package report/export): they are fed
+	// export, opened by URL with export.Open): they are fed
 	// every record and summary without ever making the Reporter wait, and
 	// what they cannot deliver is counted (Summary.ExportDropped), never an
 	// error.
@@ -378,7 +378,7 @@ func appendTotals(b []byte, t *record.WindowSummary, windows uint64, damaged map
 //	export ipfix://127.0.0.1:4739: sent 1200 records (IPFIX carries no window summaries), dropped 0
 //
 // The spool part is there only with a spool. IPFIX exports records only
-// (report/ipfix's Window flushes them), so its line counts no summaries.
+// (export/ipfix's Window flushes them), so its line counts no summaries.
 func appendExportTotals(b []byte, st record.ExportStats) []byte {
 	var dropped uint64
 	for _, n := range st.Dropped {

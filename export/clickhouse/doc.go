@@ -46,13 +46,13 @@
 // and later calls return [ErrClosed]. It works with Debian's
 // clickhouse-server 18.16, which the tests run.
 //
-// Example, with a delivery.Queue in front of it as `--export` does:
+// Example, with a export.Queue in front of it as `--export` does:
 //
 //	u, err := clickhouse.ParseURL("clickhouse://writer@127.0.0.1:8123/flows?password_file=/etc/flowdedup/clickhouse-password")
 //	cfg, err := u.Config(clickhouse.OSEnv())
 //	cfg.Kind, cfg.Observer = flow.KeySrc, "edge-fra1"
 //	e, err := clickhouse.New(cfg)
-//	q, err := delivery.NewQueue("clickhouse://127.0.0.1:8123/flows", e, delivery.QueueConfig{Notices: os.Stderr})
+//	q, err := export.NewQueue("clickhouse://127.0.0.1:8123/flows", e, export.QueueConfig{Notices: os.Stderr})
 //
 // Why net/http rather than a ClickHouse client library:
 // docs/decisions/clickhouse-client.md.
