@@ -53,11 +53,6 @@ const DefaultFilter = "qht:mem=auto,buckets=4,fpbits=12"
 // wrong window.
 const DefaultLateness = 5 * time.Second
 
-// maxOpenWindows is the most windows the pipeline keeps open at once
-// (pipeline/window.go; TestLatenessBoundIsThePipelines checks the two
-// agree).
-const maxOpenWindows = 64
-
 // CaptureConfig holds the flags replay and run share (the common flags of
 // docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
@@ -169,9 +164,9 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 	if c.Window > 0 {
 		c.open = int((c.Lateness+c.Window-1)/c.Window) + 1
 	}
-	if c.open > maxOpenWindows {
+	if c.open > pipeline.MaxOpenWindows {
 		return usagef("--lateness %v with --window %v keeps %d windows open: at most %d (a lateness of up to %v)",
-			c.Lateness, c.Window, c.open, maxOpenWindows, (maxOpenWindows-1)*c.Window)
+			c.Lateness, c.Window, c.open, pipeline.MaxOpenWindows, (pipeline.MaxOpenWindows-1)*c.Window)
 	}
 	if !slices.Contains(report.Formats, c.Format) {
 		return usagef("--format %q: want jsonl, csv or text", c.Format)
