@@ -19,9 +19,18 @@ import (
 // values joined by "," (in the labels' order of name) to the value.
 func gathered(t *testing.T, reg prometheus.Gatherer, name string) map[string]float64 {
 	t.Helper()
+	out, err := gatherValues(reg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// gatherValues is gathered for any goroutine: it returns its error.
+func gatherValues(reg prometheus.Gatherer, name string) (map[string]float64, error) {
 	fams, err := reg.Gather()
 	if err != nil {
-		t.Fatalf("gather: %v", err)
+		return nil, fmt.Errorf("gather: %v", err)
 	}
 	out := map[string]float64{}
 	for _, f := range fams {
@@ -29,7 +38,7 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string) map[string]flo
 			continue
 		}
 		if f.GetType().String() != "GAUGE" {
-			t.Fatalf("%s is a %v, want a gauge", name, f.GetType())
+			return nil, fmt.Errorf("%s is a %v, want a gauge", name, f.GetType())
 		}
 		for _, m := range f.GetMetric() {
 			var labels []string
@@ -39,7 +48,7 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string) map[string]flo
 			out[strings.Join(labels, ",")] = m.GetGauge().GetValue()
 		}
 	}
-	return out
+	return out, nil
 }
 
 // checkWindow is a Destination after the gauges: at each summary it reads
@@ -247,5 +256,67 @@ func TestWindowGaugesWindowAllocs(t *testing.T) {
 	g.Window(s)
 	if n := testing.AllocsPerRun(100, func() { g.Window(s) }); n != 0 {
 		t.Fatalf("Window allocates %v times", n)
+	}
+}
+
+// TestWindowGaugesConcurrentScrape: scrapes taken while the pipeline runs
+// (as Prometheus's come, from another goroutine) each show one window's
+// count or none, never a torn or unknown value; run it with -race.
+func TestWindowGaugesConcurrentScrape(t *testing.T) {
+	src, err := pcapfile.Open(filepath.Join("..", "testdata", "pcaps", "windows.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var p *pipeline.Pipeline
+	ready := make(chan struct{})
+	gauges := NewWindowGauges(flow.KeySrc, func() pipeline.Stats { <-ready; return p.Stats() })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(gauges)
+	sink, err := New(Config{Kind: flow.KeySrc, Destinations: []Destination{gauges}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = pipeline.New(pipeline.Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Seed: 1, Window: 60e9}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(ready)
+	done := make(chan struct{})
+	scraped := make(chan error, 1)
+	go func() {
+		// The README's per-window counts of sources, and the total of
+		// the three windows' distinct: what the open-window gauge can at
+		// most be.
+		allowed := map[float64]bool{63: true, 56: true}
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				if n == 0 {
+					scraped <- fmt.Errorf("no scrape taken")
+				} else {
+					scraped <- nil
+				}
+				return
+			default:
+			}
+			got, err := gatherValues(reg, "flowdedup_window_distinct")
+			if v, ok := got["kind=src"]; err != nil || len(got) > 1 || ok && !allowed[v] {
+				scraped <- fmt.Errorf("scrape %d: flowdedup_window_distinct %v (%v)", n, got, err)
+				return
+			}
+			open, err := gatherValues(reg, "flowdedup_open_window_distinct")
+			if err != nil || len(open) != 1 || open["kind=src"] > 63+63+56 {
+				scraped <- fmt.Errorf("scrape %d: flowdedup_open_window_distinct %v (%v)", n, open, err)
+				return
+			}
+		}
+	}()
+	if err := p.Run(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	close(done)
+	if err := <-scraped; err != nil {
+		t.Fatal(err)
 	}
 }
