@@ -20,6 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/units"
 )
@@ -258,7 +259,7 @@ type sessionMode struct {
 	// (report.Config.Annotate); metrics are registered beside the
 	// pipeline's.
 	observers report.ObserverNames
-	annotate  func(*report.Summary)
+	annotate  func(*record.Summary)
 	metrics   []prometheus.Collector
 }
 

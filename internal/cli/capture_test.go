@@ -24,6 +24,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // withMemory makes the machine look like budget for the test's duration.
@@ -277,9 +278,9 @@ func TestLatenessBoundIsThePipelines(t *testing.T) {
 // discard is a pipeline.Sink that keeps nothing.
 type discard struct{}
 
-func (discard) Record(*pipeline.Record) error        { return nil }
-func (discard) Window(*pipeline.WindowSummary) error { return nil }
-func (discard) Close() error                         { return nil }
+func (discard) Record(*record.Record) error        { return nil }
+func (discard) Window(*record.WindowSummary) error { return nil }
+func (discard) Close() error                       { return nil }
 
 func TestLatenessFlag(t *testing.T) {
 	for _, c := range []struct {
