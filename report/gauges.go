@@ -7,6 +7,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // WindowGauges is a synchronous Destination that keeps the last closed
@@ -59,7 +60,7 @@ type exporterGauge struct {
 	distinct       uint64
 }
 
-var _ Destination = (*WindowGauges)(nil)
+var _ record.Destination = (*WindowGauges)(nil)
 var _ prometheus.Collector = (*WindowGauges)(nil)
 
 // NewWindowGauges returns the gauges of a run keying kind. stats, when not
@@ -88,7 +89,7 @@ var (
 )
 
 // Window keeps the summary s of the closed window.
-func (g *WindowGauges) Window(s *Summary) error {
+func (g *WindowGauges) Window(s *record.Summary) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.have = true
@@ -114,7 +115,7 @@ func (g *WindowGauges) Window(s *Summary) error {
 }
 
 // Records does nothing: the gauges count windows, not records.
-func (g *WindowGauges) Records(*Batch) error { return nil }
+func (g *WindowGauges) Records(*record.Batch) error { return nil }
 
 // Flush does nothing.
 func (g *WindowGauges) Flush() error { return nil }

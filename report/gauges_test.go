@@ -13,6 +13,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // gathered returns the samples of the family name in reg: the label
@@ -62,7 +63,7 @@ type checkWindow struct {
 	windows int
 }
 
-func (c *checkWindow) Window(s *Summary) error {
+func (c *checkWindow) Window(s *record.Summary) error {
 	t := c.t
 	i := c.windows
 	c.windows++
@@ -87,9 +88,9 @@ func (c *checkWindow) Window(s *Summary) error {
 	}
 	return nil
 }
-func (c *checkWindow) Records(*Batch) error { return nil }
-func (c *checkWindow) Flush() error         { return nil }
-func (c *checkWindow) Close() error         { return nil }
+func (c *checkWindow) Records(*record.Batch) error { return nil }
+func (c *checkWindow) Flush() error                { return nil }
+func (c *checkWindow) Close() error                { return nil }
 
 // TestWindowGaugesReplay runs testdata/pcaps/windows.pcap (three 1-minute
 // windows) through the real pipeline and Reporter, with a summary file and
@@ -118,7 +119,7 @@ func TestWindowGaugesReplay(t *testing.T) {
 			reg.MustRegister(gauges)
 			check := &checkWindow{t: t, reg: reg, kind: kind.String(), want: want[kind]}
 			var summaries bytes.Buffer
-			sink, err := New(Config{Kind: kind, Summary: &summaries, Destinations: []Destination{gauges, check}})
+			sink, err := New(Config{Kind: kind, Summary: &summaries, Destinations: []record.Destination{gauges, check}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,10 +186,10 @@ func TestWindowGaugesOpenWindow(t *testing.T) {
 		}
 	}
 	check(500) // no window closed: all of them
-	g.Window(&Summary{WindowSummary: pipeline.WindowSummary{Distinct: 300, EndNs: 60e9}})
+	g.Window(&record.Summary{WindowSummary: record.WindowSummary{Distinct: 300, EndNs: 60e9}})
 	check(200)
 	distinct = 650
-	g.Window(&Summary{WindowSummary: pipeline.WindowSummary{Distinct: 200, EndNs: 120e9}})
+	g.Window(&record.Summary{WindowSummary: record.WindowSummary{Distinct: 200, EndNs: 120e9}})
 	check(150)
 	// No stats: no open-window gauge.
 	g = NewWindowGauges(flow.KeyPair, nil)
@@ -207,9 +208,9 @@ func TestWindowGaugesExporters(t *testing.T) {
 	g := NewWindowGauges(flow.KeySrc, nil)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(g)
-	g.Window(&Summary{
-		WindowSummary: pipeline.WindowSummary{Distinct: 42, DistinctEstimate: 41, EndNs: 1767229200e9},
-		Collect: &CollectCounts{Exporters: []ExporterCounts{
+	g.Window(&record.Summary{
+		WindowSummary: record.WindowSummary{Distinct: 42, DistinctEstimate: 41, EndNs: 1767229200e9},
+		Collect: &record.CollectCounts{Exporters: []record.ExporterCounts{
 			{ID: 1, Exporter: "192.0.2.1#0", Protocol: "netflow9", Distinct: 30},
 			{ID: 2, Exporter: "192.0.2.2#7", Protocol: "ipfix", Distinct: 10},
 			{ID: 3, Exporter: "other", Protocol: "ipfix", Distinct: 1},
@@ -236,9 +237,9 @@ flowdedup_window_end_timestamp_seconds 1.7672292e+09
 	if err := promtest.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
-	g.Window(&Summary{
-		WindowSummary: pipeline.WindowSummary{Distinct: 5},
-		Collect: &CollectCounts{Exporters: []ExporterCounts{
+	g.Window(&record.Summary{
+		WindowSummary: record.WindowSummary{Distinct: 5},
+		Collect: &record.CollectCounts{Exporters: []record.ExporterCounts{
 			{ID: 2, Exporter: "192.0.2.2#7", Protocol: "ipfix", Distinct: 5},
 		}},
 	})
@@ -252,7 +253,7 @@ flowdedup_window_end_timestamp_seconds 1.7672292e+09
 // the exporters' slice has grown (it is reused).
 func TestWindowGaugesWindowAllocs(t *testing.T) {
 	g := NewWindowGauges(flow.KeySrc, nil)
-	s := &Summary{Collect: &CollectCounts{Exporters: []ExporterCounts{{Exporter: "a#0"}, {Exporter: "b#0"}}}}
+	s := &record.Summary{Collect: &record.CollectCounts{Exporters: []record.ExporterCounts{{Exporter: "a#0"}, {Exporter: "b#0"}}}}
 	g.Window(s)
 	if n := testing.AllocsPerRun(100, func() { g.Window(s) }); n != 0 {
 		t.Fatalf("Window allocates %v times", n)
@@ -273,7 +274,7 @@ func TestWindowGaugesConcurrentScrape(t *testing.T) {
 	gauges := NewWindowGauges(flow.KeySrc, func() pipeline.Stats { <-ready; return p.Stats() })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(gauges)
-	sink, err := New(Config{Kind: flow.KeySrc, Destinations: []Destination{gauges}})
+	sink, err := New(Config{Kind: flow.KeySrc, Destinations: []record.Destination{gauges}})
 	if err != nil {
 		t.Fatal(err)
 	}
