@@ -278,6 +278,14 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 		s.close()
 		return nil, err
 	}
+	var gauges *report.WindowGauges
+	if cfg.Metrics != "" {
+		// The window gauges are fed the summaries the summary file gets,
+		// after it; the pipeline they read the open window's count of is
+		// made below, before any scrape.
+		gauges = report.NewWindowGauges(cfg.Key, func() pipeline.Stats { return s.pipe.Stats() })
+		sinks = append(sinks, gauges)
+	}
 	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
 		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles, Observers: mode.observers, Annotate: mode.annotate})
 	if err != nil {
@@ -299,6 +307,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 	if cfg.Metrics != "" {
 		reg := metricsRegistry(s.pipe.Stats, cfg.spec)
 		registerExports(reg, cfg.spec, exports)
+		prometheus.WrapRegistererWith(prometheus.Labels{"filter": cfg.spec}, reg).MustRegister(gauges)
 		for _, m := range mode.metrics {
 			prometheus.WrapRegistererWith(prometheus.Labels{"filter": cfg.spec}, reg).MustRegister(m)
 		}
