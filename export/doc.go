@@ -1,4 +1,7 @@
-// Package delivery carries a run's records and window summaries to its
+// Package export sends what leaves the box. It opens the --export
+// destinations of replay, run and collect by URL (see [Open]; the
+// destinations themselves are packages export/ipfix and export/clickhouse)
+// and carries a run's records and window summaries to its
 // --export destinations (an IPFIX collector, ClickHouse) without ever
 // slowing the pipeline, and counts what it could not deliver.
 //
@@ -38,9 +41,45 @@
 // Notices (a destination down, back, a first rejection, a full or corrupt
 // spool) go to QueueConfig.Notices, one line each.
 //
+// # Opening destinations
+//
+// [Open] reads a destination's URL, makes the Destination of its scheme and
+// wraps it in a Queue, which the CLI gives to the Reporter
+// (report.Config.Exports) and to Prometheus ([NewCollector]).
+// [Check] refuses a malformed URL with Open's error without opening
+// anything, for a command line's usage errors.
+//
+// Schemes:
+//
+//	ipfix://HOST:PORT                          IPFIX over UDP (package export/ipfix)
+//	ipfix+tcp://HOST:PORT                      IPFIX over TCP (package export/ipfix)
+//	clickhouse://[USER@]HOST:PORT/DB[?password_file=PATH]  ClickHouse's HTTP interface (package export/clickhouse)
+//
+// A ClickHouse user's password comes from PATH, else from the environment
+// variable FLOWDEDUP_CLICKHOUSE_PASSWORD (clickhouse.URL.Config), looked up
+// in Options.Env; USER:PASSWORD@ in the URL works too, and Open warns on
+// Options.Notices that every user of the host can read it there.
+//
+// Each scheme also chooses its batching: IPFIX takes small batches
+// (DefaultBatchSize, DefaultBatchAge), so that records reach
+// the collector within a second; ClickHouse large ones (65536 rows, at
+// most every 2 s), as it asks for few, large inserts. An IPFIX Queue
+// gives its batches the run's Options.ObservationDomain
+// (QueueConfig.Domain), so that a batch spooled by one run goes out
+// under that run's domain when a later run, with another
+// --observation-domain, sends it. A destination is named in summaries,
+// metrics, notices and the spool by [Dest]: its URL without credentials,
+// query or fragment.
+//
+// Lifecycle: Open starts the Queue's goroutines; the Reporter closes the
+// Queue (draining it for up to Options.DrainTimeout), which closes the
+// Destination. A destination that is down at start is not an error of Open: the
+// Queue retries, spools (Options.Spool) or counts, and says so once on
+// Options.Notices.
+//
 // Example:
 //
-//	spool, err := delivery.OpenSpool("/var/spool/flowdedup", 1<<30)
-//	q, err := delivery.NewQueue("ipfix://collector:4739", exporter, delivery.QueueConfig{Spool: spool, Notices: os.Stderr})
+//	spool, err := export.OpenSpool("/var/spool/flowdedup", 1<<30)
+//	q, err := export.NewQueue("ipfix://collector:4739", exporter, export.QueueConfig{Spool: spool, Notices: os.Stderr})
 //	r, err := report.New(report.Config{Kind: flow.KeySrc, Exports: []record.Export{q}})
 package export

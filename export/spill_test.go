@@ -497,7 +497,7 @@ func TestQueueKeepsRejected(t *testing.T) {
 	q.Close()
 	n = notices.String()
 	if !strings.Contains(n, fmt.Sprintf("4 batches and summaries it rejected are kept in %s (%d bytes of the spool's bound)", rdir, size)) ||
-		!strings.Contains(n, "not kept for inspection: delivery: spool full") {
+		!strings.Contains(n, "not kept for inspection: export: spool full") {
 		t.Errorf("notices of the next run:\n%s", n)
 	}
 	if st := q.Stats(); st.Dropped[DropRejected] != 10 {

@@ -23,10 +23,10 @@ import (
 // ErrSpoolFull is wrapped by the error of a spool write that would take the
 // spool past its bound (--spool-max), or that the file system refused for
 // want of room (ENOSPC, EDQUOT).
-var ErrSpoolFull = errors.New("delivery: spool full")
+var ErrSpoolFull = errors.New("export: spool full")
 
 // ErrSpoolInUse: another process holds the spool directory.
-var ErrSpoolInUse = errors.New("delivery: spool directory in use")
+var ErrSpoolInUse = errors.New("export: spool directory in use")
 
 // Spool names and extensions of the files in a destination's directory.
 const (
@@ -67,20 +67,20 @@ type Spool struct {
 // their destinations send first.
 func OpenSpool(dir string, max int64) (*Spool, error) {
 	if max <= 0 {
-		return nil, fmt.Errorf("delivery: spool %s: the bound must be positive, not %d bytes", dir, max)
+		return nil, fmt.Errorf("export: spool %s: the bound must be positive, not %d bytes", dir, max)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("delivery: spool: %w", err)
+		return nil, fmt.Errorf("export: spool: %w", err)
 	}
 	lock, err := lockDir(filepath.Join(dir, spoolLock))
 	if err != nil {
-		return nil, fmt.Errorf("delivery: spool %s: %w", dir, err)
+		return nil, fmt.Errorf("export: spool %s: %w", dir, err)
 	}
 	s := &Spool{dir: dir, max: max, lock: lock, claimed: make(map[string]bool)}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("delivery: spool: %w", err)
+		return nil, fmt.Errorf("export: spool: %w", err)
 	}
 	for _, e := range ents {
 		if !e.IsDir() {
@@ -89,7 +89,7 @@ func OpenSpool(dir string, max int64) (*Spool, error) {
 		files, err := os.ReadDir(filepath.Join(dir, e.Name()))
 		if err != nil {
 			lock.Close()
-			return nil, fmt.Errorf("delivery: spool: %w", err)
+			return nil, fmt.Errorf("export: spool: %w", err)
 		}
 		for _, f := range files {
 			path := filepath.Join(dir, e.Name(), f.Name())
@@ -268,15 +268,15 @@ func (s *Spool) claim(dest string) (*destSpool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.claimed[dest] {
-		return nil, fmt.Errorf("delivery: spool: destination %s is exported to twice", dest)
+		return nil, fmt.Errorf("export: spool: destination %s is exported to twice", dest)
 	}
 	d := &destSpool{s: s, dest: dest, dir: filepath.Join(s.dir, destDirName(dest)), nextSeq: firstSeq}
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("delivery: spool: %w", err)
+		return nil, fmt.Errorf("export: spool: %w", err)
 	}
 	files, err := os.ReadDir(d.dir)
 	if err != nil {
-		return nil, fmt.Errorf("delivery: spool: %w", err)
+		return nil, fmt.Errorf("export: spool: %w", err)
 	}
 	for _, f := range files {
 		name, ok := strings.CutSuffix(f.Name(), spoolExt)
@@ -343,7 +343,7 @@ func (d *destSpool) path(seq uint64) string {
 // spool, or as the oldest when head is set.
 func (d *destSpool) put(b *record.Batch, s *record.Summary, attempted, head bool) error {
 	if s == nil && len(b.Observer) > record.MaxObserverLen {
-		return fmt.Errorf("delivery: spool: batch %d: %w: %d bytes, want at most %d", b.ID, record.ErrObserver, len(b.Observer), record.MaxObserverLen)
+		return fmt.Errorf("export: spool: batch %d: %w: %d bytes, want at most %d", b.ID, record.ErrObserver, len(b.Observer), record.MaxObserverLen)
 	}
 	d.buf = appendSpoolFile(d.buf[:0], d.dest, b, s, attempted)
 	size := int64(len(d.buf))
@@ -384,12 +384,12 @@ func (d *destSpool) write(seq uint64, data []byte) error {
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	err = f.Sync()
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	return nil
 }
@@ -405,14 +405,14 @@ func (d *destSpool) load(recs []record.Record, f *spoolFile) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: %v", ErrSpoolCorrupt, err) // removed under us
 		}
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	if fi.Size() > maxSpoolFile {
 		return fmt.Errorf("%w: %d bytes, more than any spool file", ErrSpoolCorrupt, fi.Size())
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	d.head, d.headSeq = data, e.seq
 	return decodeSpoolFile(data, d.dest, recs, f)
@@ -442,7 +442,7 @@ func (d *destSpool) markAttempted() error {
 			if errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("%w: %v", ErrSpoolCorrupt, err) // removed under us
 			}
-			return fmt.Errorf("delivery: spool: %w", err)
+			return fmt.Errorf("export: spool: %w", err)
 		}
 		d.head, d.headSeq = data, seq
 	}
@@ -463,7 +463,7 @@ func (d *destSpool) markAttempted() error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: %v", ErrSpoolCorrupt, err) // removed under us
 		}
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	_, err = f.WriteAt(crc, int64(body)) // the checksum first: see decodeSpoolFile
 	if err == nil {
@@ -476,7 +476,7 @@ func (d *destSpool) markAttempted() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("delivery: spool: marking %s attempted: %w", d.path(seq), err)
+		return fmt.Errorf("export: spool: marking %s attempted: %w", d.path(seq), err)
 	}
 	data[11] = flags[0]
 	copy(data[body:], crc)
@@ -507,12 +507,12 @@ func (d *destSpool) moveAside() (string, spoolEntry, error) {
 	aside := filepath.Join(d.dir, spoolCorrupt)
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		os.Remove(d.path(e.seq))
-		return "", e, fmt.Errorf("delivery: spool: %w (the file was removed)", err)
+		return "", e, fmt.Errorf("export: spool: %w (the file was removed)", err)
 	}
 	to := filepath.Join(aside, filepath.Base(d.path(e.seq)))
 	if err := os.Rename(d.path(e.seq), to); err != nil {
 		os.Remove(d.path(e.seq))
-		return "", e, fmt.Errorf("delivery: spool: %w (the file was removed)", err)
+		return "", e, fmt.Errorf("export: spool: %w (the file was removed)", err)
 	}
 	return to, e, nil
 }
@@ -548,7 +548,7 @@ func (d *destSpool) keepRejected(b *record.Batch, s *record.Summary, cause error
 		data, ext = appendSpoolFile(nil, d.dest, b, nil, false), spoolExt
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("delivery: spool: %w", err)
+		return "", fmt.Errorf("export: spool: %w", err)
 	}
 	path := filepath.Join(dir, name+ext)
 	for i := 1; fileExists(path); i++ {
@@ -594,7 +594,7 @@ func writeFileSync(dir, path string, data []byte) error {
 	tmp := filepath.Join(dir, spoolTmp+filepath.Base(path))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	_, err = f.Write(data)
 	if err == nil {
@@ -608,7 +608,7 @@ func writeFileSync(dir, path string, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	return syncDir(dir)
 }
@@ -616,14 +616,14 @@ func writeFileSync(dir, path string, data []byte) error {
 func appendFile(path, line string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	_, err = f.WriteString(line)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("delivery: spool: %w", err)
+		return fmt.Errorf("export: spool: %w", err)
 	}
 	return nil
 }

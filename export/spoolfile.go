@@ -80,7 +80,7 @@ const (
 // ErrSpoolCorrupt is wrapped by the error of a spool file that cannot be
 // read back: truncated, a bad checksum, an unknown version, a record that
 // is not a valid key. Such a file is moved aside and counted, never sent.
-var ErrSpoolCorrupt = errors.New("delivery: corrupt spool file")
+var ErrSpoolCorrupt = errors.New("export: corrupt spool file")
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 

@@ -11,10 +11,10 @@ import (
 
 // ErrRejected is wrapped by a Destination's error when the destination
 // refused the batch or summary for good (a schema mismatch, a malformed
-// request). The export queues of package delivery count it under reason
+// request). The export queues of package export count it under reason
 // "rejected" and do not retry it; any other error is taken as transient (an
 // unreachable server, a closed connection, a timeout) and retried.
-var ErrRejected = errors.New("report: rejected by the destination")
+var ErrRejected = errors.New("record: rejected by the destination")
 
 // A Fixer is an error a Destination returns, or wraps, when it waits for
 // the operator rather than for the destination (a refused login, a user
@@ -22,7 +22,7 @@ var ErrRejected = errors.New("report: rejected by the destination")
 // Fix says what to change, in a phrase ("fix the user or password of the
 // --export URL"), or "" when nothing is known. Such an error is transient:
 // the batch waits (in the spool, with one) and is retried. The export
-// queues of package delivery say a failing destination's error once, not at
+// queues of package export say a failing destination's error once, not at
 // every retry, and once more whenever its Fix changes (a destination that
 // was down and now refuses the login). *clickhouse.ServerError is one;
 // WithFix makes one of any error.
@@ -78,7 +78,7 @@ type Destination interface {
 
 // An Export is a Destination that delivers from goroutines of its own and
 // counts what it could not deliver rather than fail the run: an --export
-// destination in its queue (delivery.Queue). The Reporter never waits for
+// destination in its queue (export.Queue). The Reporter never waits for
 // one and ignores its errors; it reads its losses into each summary and its
 // counts into the run totals.
 type Export interface {
@@ -99,7 +99,7 @@ type ExportStats struct {
 	Spooled     int    // records in the spool now, for the next run once the export is closed
 	SpooledWins int    // window summaries in the spool now
 	Up          bool   // the last attempt succeeded (true until one fails)
-	// Dropped counts what was lost, by reason (delivery.DropReasons).
+	// Dropped counts what was lost, by reason (export.DropReasons).
 	Dropped map[string]uint64
 }
 
@@ -157,7 +157,7 @@ const MaxObserverLen = 255
 
 // ErrObserver is wrapped by the error of an observer name longer than
 // MaxObserverLen: New refuses it, and a spool does not take a batch of it.
-var ErrObserver = errors.New("report: observer name too long")
+var ErrObserver = errors.New("record: observer name too long")
 
 // Summary is a closed window's summary as the Reporter writes it: the
 // pipeline's counts and what the Reporter adds to them.

@@ -80,7 +80,7 @@ func keyName(k flow.KeyKind, m flow.Mask) string {
 }
 
 // AppendSummary appends the JSON line of s, newline included: the line
-// --summary writes, which delivery's spool files hold too.
+// --summary writes, which export's spool files hold too.
 func AppendSummary(b []byte, s *Summary) []byte {
 	dropped := s.ExportDropped
 	if dropped == nil {
@@ -115,7 +115,7 @@ func AppendSummary(b []byte, s *Summary) []byte {
 	if err != nil {
 		// Strings, numbers, bytes and maps of them: Marshal cannot fail
 		// (invalid UTF-8 in a string is replaced, not an error).
-		panic("report: encoding a summary: " + err.Error())
+		panic("record: encoding a summary: " + err.Error())
 	}
 	b = append(b, j...)
 	return append(b, '\n')
@@ -128,7 +128,7 @@ var ErrSummary = errors.New("malformed summary")
 // ErrRunTotals is returned by ParseSummary for the run totals line
 // ({"run_totals":{...}}, see SummaryWriter): a line of a summary output
 // that is no window's summary. SummaryReader skips it.
-var ErrRunTotals = errors.New("report: the run totals, not a window summary")
+var ErrRunTotals = errors.New("record: the run totals, not a window summary")
 
 // summaryIn is a summaryLine as read: pointers tell the required fields
 // that are missing from those that are zero.

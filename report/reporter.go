@@ -35,7 +35,7 @@ type Config struct {
 	// file's does.
 	Destinations []record.Destination
 	// Exports are the --export destinations, each in its queue (package
-	// delivery; opened by URL with package report/export): they are fed
+	// export, opened by URL with export.Open): they are fed
 	// every record and summary without ever making the Reporter wait, and
 	// what they cannot deliver is counted (Summary.ExportDropped), never an
 	// error.
@@ -69,7 +69,7 @@ type Config struct {
 const stageSize = 256
 
 // Reporter is the pipeline.Sink of the CLI: it hands records and window
-// summaries to report.Sinks, and on Close writes the run totals.
+// summaries to its Destinations and Exports, and on Close writes the run totals.
 //
 // The synchronous sinks are the record file (--out, a RecordWriter), the
 // summary file (--summary, a SummaryWriter) and Config.Destinations; the first
@@ -396,7 +396,7 @@ func appendTotals(b []byte, t *record.WindowSummary, windows uint64, damaged map
 //	export ipfix://127.0.0.1:4739: sent 1200 records (IPFIX carries no window summaries), dropped 0
 //
 // The spool part is there only with a spool. IPFIX exports records only
-// (report/ipfix's Window flushes them), so its line counts no summaries.
+// (export/ipfix's Window flushes them), so its line counts no summaries.
 func appendExportTotals(b []byte, st record.ExportStats) []byte {
 	var dropped uint64
 	for _, n := range st.Dropped {

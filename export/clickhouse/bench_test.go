@@ -19,7 +19,7 @@ import (
 
 // BenchmarkRecords: encoding and inserting batches of 5-tuple records
 // (IPv4 and IPv6) into a real server, one INSERT per batch, as
-// delivery.Queue calls it, without and with gzip (Config.Compression).
+// export.Queue calls it, without and with gzip (Config.Compression).
 // Metrics: rows/s (wall, the server's work included), client-ns/row (this
 // process's CPU, user and system: encoding, compressing, sending; the
 // server runs in another process), server-ns/row (the server's CPU), and
@@ -74,7 +74,7 @@ func BenchmarkTableDesign(b *testing.B) {
 	recs := trafficRecords(rows)
 	designs := []struct{ name, create string }{
 		{"MergeTree-window-observer-src-dst", "ENGINE = MergeTree PARTITION BY toYYYYMM(`window`) ORDER BY (`window`, `observer`, `src`, `dst`)"},
-		{"ReplacingMergeTree-all-seen", ""}, // made by the Exporter
+		{"ReplacingMergeTree-all-seen", ""}, // made by the Destination
 	}
 	for _, d := range designs {
 		b.Run(d.name, func(b *testing.B) {

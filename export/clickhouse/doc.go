@@ -6,7 +6,7 @@
 // password where the URL says (the file of password_file=PATH, with a
 // ${CREDENTIALS_DIRECTORY} of systemd's replaced; else the environment
 // variable FLOWDEDUP_CLICKHOUSE_PASSWORD; else none), through an [Env];
-// [New] makes an [Exporter], which is a record.Destination. A password file
+// [New] makes an [Destination], which is a record.Destination. A password file
 // that cannot be read is [ErrPasswordFile]. No error holds a password:
 // URLs are shown without it, and requests carry it in the Authorization
 // header.
@@ -41,19 +41,19 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (record.Destination's
+// A Destination is used from one goroutine at a time (record.Destination's
 // rule) and starts no goroutines. Records and Window write before they
 // return, so Flush has nothing to do; Close releases the idle connection,
 // and later calls return [ErrClosed]. It works with Debian's
 // clickhouse-server 18.16, which the tests run.
 //
-// Example, with a delivery.Queue in front of it as `--export` does:
+// Example, with a export.Queue in front of it as `--export` does:
 //
 //	u, err := clickhouse.ParseURL("clickhouse://writer@127.0.0.1:8123/flows?password_file=/etc/flowdedup/clickhouse-password")
 //	cfg, err := u.Config(clickhouse.OSEnv())
 //	cfg.Kind, cfg.Observer = flow.KeySrc, "edge-fra1"
 //	e, err := clickhouse.New(cfg)
-//	q, err := delivery.NewQueue("clickhouse://127.0.0.1:8123/flows", e, delivery.QueueConfig{Notices: os.Stderr})
+//	q, err := export.NewQueue("clickhouse://127.0.0.1:8123/flows", e, export.QueueConfig{Notices: os.Stderr})
 //
 // Why net/http rather than a ClickHouse client library:
 // docs/decisions/clickhouse-client.md.

@@ -1,7 +1,7 @@
 // Package ipfix exports distinct-flow records to an IPFIX collector (RFC
 // 7011) over UDP or TCP: the --export ipfix://HOST:PORT and
 // ipfix+tcp://HOST:PORT destinations. [ParseURL] reads such a URL into a
-// [Config]; [New] makes an [Exporter], which is a record.Destination.
+// [Config]; [New] makes an [Destination], which is a record.Destination.
 //
 // Each record is one data record with the IANA elements of its key kind
 // (source and destination address, protocol, ports), flowStartMilliseconds
@@ -27,7 +27,7 @@
 // New fails only for a malformed Config: a collector that is down, or a
 // name that does not resolve yet, is reported by the sends. A send that
 // fails keeps its message whole and returns an error that does not wrap
-// record.ErrRejected, so that a delivery.Queue retries; a batch given again
+// record.ErrRejected, so that a export.Queue retries; a batch given again
 // (same Batch.ID) resumes after the records already taken. Records that are
 // not keys of Config.Kind, or times before 1970, are rejected for good
 // (record.ErrRejected) before anything of their batch is taken.
@@ -46,17 +46,17 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (record.Destination's
+// A Destination is used from one goroutine at a time (record.Destination's
 // rule) and starts none of its own: template refresh and reconnection
 // happen in the calls. In steady state, Records and Flush allocate nothing.
 // Close flushes and closes the connection; later calls return [ErrClosed].
 //
-// Example, with a delivery.Queue in front of it as `--export` does:
+// Example, with a export.Queue in front of it as `--export` does:
 //
 //	cfg, err := ipfix.ParseURL("ipfix://127.0.0.1:4739")
 //	cfg.Kind, cfg.ObservationDomain = flow.Key5Tuple, 7
 //	e, err := ipfix.New(cfg)
-//	q, err := delivery.NewQueue("ipfix://127.0.0.1:4739", e, delivery.QueueConfig{Notices: os.Stderr})
+//	q, err := export.NewQueue("ipfix://127.0.0.1:4739", e, export.QueueConfig{Notices: os.Stderr})
 //
 // Why this package encodes IPFIX itself rather than use vmware/go-ipfix:
 // docs/decisions/ipfix-exporter.md.
