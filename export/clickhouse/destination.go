@@ -460,7 +460,7 @@ func (e *Destination) windowRow(s *record.Summary) ([]byte, uint64, error) {
 
 // spreadRows encodes the spread rows of s, of window start (seconds),
 // into e.wrow; nil without a spread or with empty lists.
-func (e *Exporter) spreadRows(s *record.Summary, start uint32) []byte {
+func (e *Destination) spreadRows(s *record.Summary, start uint32) []byte {
 	if s.Spread == nil || len(s.Spread.Src)+len(s.Spread.Dst) == 0 {
 		return nil
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/flowdedup/flowdedup/report"
 )
 
-// TestSpreadRows: a Reporter with --spread src:3 --spread dst:2 feeds an
-// Exporter the records of two windows; the spread table's rows are the
+// TestSpreadRows: a Reporter with --spread src:3 --spread dst:2 feeds a
+// Destination the records of two windows; the spread table's rows are the
 // summaries' spread lists, entry for entry (read back from the summary
 // lines the same Reporter wrote), with the observer, window, side and
 // kind. A summary given again (a retry) leaves the same rows once merged
@@ -25,7 +25,7 @@ import (
 // sort key the docs give.
 func TestSpreadRows(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
-	e := newExporter(t, ch.Addr, "spr", flow.KeyPair, "r1")
+	e := newDestination(t, ch.Addr, "spr", flow.KeyPair, "r1")
 	var sum bytes.Buffer
 	rep, err := report.New(report.Config{Kind: flow.KeyPair, Summary: &sum, Observer: "edge-1",
 		Destinations: []record.Destination{e}, Spread: report.SpreadConfig{Src: 3, Dst: 2, Counters: 100, Seed: 1}})
@@ -100,7 +100,7 @@ func TestSpreadRows(t *testing.T) {
 		t.Errorf("SpreadRows %d, want 7", st.SpreadRows)
 	}
 	ch.Query(t, "TRUNCATE TABLE spr.windows")
-	again := newExporter(t, ch.Addr, "spr", flow.KeyPair, "r1") // the Reporter closed e
+	again := newDestination(t, ch.Addr, "spr", flow.KeyPair, "r1") // the Reporter closed e
 	if err := again.Window(&sums[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestSpreadRows(t *testing.T) {
 	}
 
 	// Without --spread, nothing in spread.
-	e2 := newExporter(t, ch.Addr, "nospr", flow.KeyPair, "r2")
+	e2 := newDestination(t, ch.Addr, "nospr", flow.KeyPair, "r2")
 	if err := e2.Window(&record.Summary{WindowSummary: wins[0]}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +145,12 @@ func TestSpreadRows(t *testing.T) {
 // table) gets spread created beside them on the first write.
 func TestSpreadTableAdded(t *testing.T) {
 	ch := testutil.StartClickHouse(t)
-	e := newExporter(t, ch.Addr, "old", flow.KeyPair, "r")
+	e := newDestination(t, ch.Addr, "old", flow.KeyPair, "r")
 	if err := e.Records(&record.Batch{ID: 1, Records: records(flow.KeyPair, 3, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	ch.Query(t, "DROP TABLE old.spread")
-	e2 := newExporter(t, ch.Addr, "old", flow.KeyPair, "r")
+	e2 := newDestination(t, ch.Addr, "old", flow.KeyPair, "r")
 	if err := e2.Records(&record.Batch{ID: 2, Records: records(flow.KeyPair, 3, 1)}); err != nil {
 		t.Fatal(err)
 	}
