@@ -258,3 +258,29 @@ func TestReplaySpreadClickHouse(t *testing.T) {
 		t.Errorf("spread rows:\n%s\nwant the summaries':\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestReplaySpreadShippedCaptures: on every shipped capture, as one
+// window, with counters for every host, the top 5 of each side are those
+// of tshark's distinct pairs, errors 0.
+func TestReplaySpreadShippedCaptures(t *testing.T) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
+	}
+	for _, name := range testPcaps {
+		t.Run(name, func(t *testing.T) {
+			file := pcapPath(name)
+			bySrc, byDst := tsharkSpread(t, file)
+			sums := replaySummaries(t, "--key", "pair", "--spread", "src:5", "--spread", "dst:5", "--spread-counters", "100000",
+				"--filter", "exact", "--workers", "2", file)
+			if len(sums) != 1 || sums[0].Spread == nil {
+				t.Fatalf("summaries %+v", sums)
+			}
+			if want := topOf(bySrc, 5); !slices.Equal(sums[0].Spread.Src, want) {
+				t.Errorf("src %+v, tshark's %+v", sums[0].Spread.Src, want)
+			}
+			if want := topOf(byDst, 5); !slices.Equal(sums[0].Spread.Dst, want) {
+				t.Errorf("dst %+v, tshark's %+v", sums[0].Spread.Dst, want)
+			}
+		})
+	}
+}
