@@ -215,6 +215,7 @@ func TestReporterSpreadMemory(t *testing.T) {
 	if d := after.TotalAlloc - before.TotalAlloc; d > 64<<10 {
 		t.Errorf("%d bytes allocated for %d records", d, n)
 	}
+	t.Logf("%d records: %d allocations, %d bytes allocated", n, after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc)
 	if err := r.Window(&record.WindowSummary{Windowed: true, Final: true}); err != nil {
 		t.Fatal(err)
 	}

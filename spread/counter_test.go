@@ -304,7 +304,8 @@ func TestMemoryBounded(t *testing.T) {
 	if c.Len() != m || c.Total() != uint64(n) {
 		t.Fatalf("Len %d Total %d", c.Len(), c.Total())
 	}
-	t.Logf("%d distinct sources, %d counters, %d bytes (%d per counter)", n, m, m*BytesPerCounter, BytesPerCounter)
+	t.Logf("%d distinct sources, %d counters, %d bytes (%d per counter); during the adds %d allocations, %d bytes allocated, heap in use %+d bytes",
+		n, m, m*BytesPerCounter, BytesPerCounter, after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc, int64(after.HeapInuse)-int64(before.HeapInuse))
 }
 
 func BenchmarkAdd(b *testing.B) {
