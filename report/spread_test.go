@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -325,5 +326,25 @@ func TestReporterSpreadKept(t *testing.T) {
 	r.Close()
 	if len(k.kept) != 2 || k.kept[0].Src[0].Addr != "10.0.0.1" || k.kept[0].Dst[0].Addr != "192.0.2.1" || k.kept[1].Src[0].Addr != "10.0.0.2" {
 		t.Fatalf("kept spreads %+v %+v", k.kept[0], k.kept[1])
+	}
+}
+
+// TestLargestSpreadLineReads: two lists of 1000 (the CLI's most) of the
+// longest entries, beside the largest sketch, make a line a
+// SummaryReader takes.
+func TestLargestSpreadLineReads(t *testing.T) {
+	list := make([]record.SpreadEntry, 1000)
+	for i := range list {
+		list[i] = record.SpreadEntry{Addr: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ff" + strconv.FormatInt(int64(10+i%90), 10), Distinct: ^uint64(0), Error: ^uint64(0)}
+	}
+	s := record.Summary{Spread: &record.Spread{Src: list, Dst: list}}
+	s.Sketch = make([]byte, 1<<18+64)
+	line := record.AppendSummary(nil, &s)
+	if len(line) >= MaxSummaryLine {
+		t.Fatalf("line of %d bytes, the reader takes %d", len(line), MaxSummaryLine)
+	}
+	got, err := ReadSummaries(bytes.NewReader(line))
+	if err != nil || len(got) != 1 || len(got[0].Spread.Src) != 1000 || len(got[0].Spread.Dst) != 1000 {
+		t.Fatalf("%v", err)
 	}
 }

@@ -17,8 +17,11 @@ import (
 const DefaultSpreadN = 10
 
 // MaxSpreadN bounds N in --spread SIDE:N: a summary line lists N hosts
-// a side.
-const MaxSpreadN = 10000
+// a side, up to about 100 bytes each (an IPv6 address and two 20-digit
+// counts), so that two full lists (200 KB) and the largest sketch (350
+// KB) stay well within the line readers take (report.MaxSummaryLine,
+// 1 MiB).
+const MaxSpreadN = 1000
 
 // DefaultSpreadCounters is the least counters a side gets when
 // --spread-counters is not given: 1000, or 10 N for a longer list. A

@@ -147,6 +147,7 @@ func TestSpreadUsage(t *testing.T) {
 		{[]string{"--key", "pair", "--spread", "src:0"}, "N must be a number from 1 to"},
 		{[]string{"--key", "pair", "--spread", "dst:x"}, "N must be a number from 1 to"},
 		{[]string{"--key", "pair", "--spread", "dst:"}, "N must be a number from 1 to"},
+		{[]string{"--key", "pair", "--spread", "dst:1001"}, "N must be a number from 1 to 1000"},
 		{[]string{"--key", "pair", "--spread", "src", "--spread", "src:3"}, "given twice"},
 		{[]string{"--key", "pair", "--spread", "src:20", "--spread-counters", "10"}, "fewer counters than the 20 hosts"},
 		{[]string{"--key", "pair", "--spread-counters", "10"}, "--spread-counters needs --spread"},
