@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"net"
 	"net/netip"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pmacct's daemons fork a process per plugin. The helpers below start
@@ -192,8 +193,8 @@ func drainUDP(tb testing.TB, c *net.UDPConn) [][]byte {
 		}
 		msgs = append(msgs, append([]byte(nil), buf[:n]...))
 	}
-	if q, ok := udpSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.drops != 0 {
-		tb.Fatalf("the kernel dropped %d datagrams", q.drops)
+	if q, ok := UDPSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.Drops != 0 {
+		tb.Fatalf("the kernel dropped %d datagrams", q.Drops)
 	}
 	return msgs
 }
@@ -219,7 +220,7 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 	bin := lookPmacct(tb, "sfacctd")
 	dir := tb.TempDir()
 	for attempt := 0; attempt < 5; attempt++ {
-		s := &Sfacctd{port: freeUDPPort(tb), out: filepath.Join(dir, fmt.Sprintf("sources-%d.csv", attempt))}
+		s := &Sfacctd{port: FreeUDPPort(tb), out: filepath.Join(dir, fmt.Sprintf("sources-%d.csv", attempt))}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 		conf := writeConfig(tb, dir,
 			"daemonize: false",
@@ -256,7 +257,7 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 func (s *Sfacctd) waitBound(limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if _, ok := udpSocket(s.port); ok {
+		if _, ok := UDPSocket(s.port); ok {
 			return true
 		}
 		select {
@@ -276,20 +277,20 @@ func (s *Sfacctd) Sources(tb testing.TB) []netip.Addr {
 	tb.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for empty := 0; empty < 2; {
-		q, ok := udpSocket(s.port)
+		q, ok := UDPSocket(s.port)
 		if !ok {
 			tb.Fatalf("sfacctd's socket is gone:\n%s", s.log.String())
 		}
-		if q.drops != 0 {
-			tb.Fatalf("the kernel dropped %d datagrams of sfacctd's", q.drops)
+		if q.Drops != 0 {
+			tb.Fatalf("the kernel dropped %d datagrams of sfacctd's", q.Drops)
 		}
-		if q.rx == 0 {
+		if q.RX == 0 {
 			empty++
 		} else {
 			empty = 0
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("sfacctd has not read its socket's %d bytes after 10 s", q.rx)
+			tb.Fatalf("sfacctd has not read its socket's %d bytes after 10 s", q.RX)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
