@@ -57,6 +57,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -93,7 +94,7 @@ const (
 // tputFrame is the generator's template: Ethernet, IPv4 (its source and
 // checksum rewritten for each frame), UDP 1000 -> 53, 60 bytes in all.
 func tputFrame() []byte {
-	return testutil.UDP4Frame(netip.MustParseAddr("10.0.0.0"), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
+	return testframe.UDP4Frame(netip.MustParseAddr("10.0.0.0"), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
 }
 
 // tputSink counts the pipeline's records.

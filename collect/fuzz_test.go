@@ -17,6 +17,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -195,7 +196,7 @@ func hostileSeeds() map[string][]byte {
 	ipfixMax := ipfixMsg(1, 0, layoutA.template(256), layoutA.records(256, 1, 0, 1))
 	binary.BigEndian.PutUint64(ipfixMax[len(ipfixMax)-8:], 1<<64-1)
 	var truncated, domains [][]byte
-	frame := testutil.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
+	frame := testframe.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
 	for i := range 40 {
 		a := &collecttest.SFlow{Agent: netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})}
 		d := a.Datagram([]collecttest.SFlowSample{{Header: frame, Protocol: 1, FrameLength: 60}}, false)

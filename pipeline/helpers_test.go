@@ -13,13 +13,13 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/record"
 )
 
 // udpFrame returns an Ethernet/IPv4/UDP frame from src to dst.
 func udpFrame(src, dst netip.Addr, sport, dport uint16) []byte {
-	return testutil.UDP4Frame(src, dst, sport, dport, 46)
+	return testframe.UDP4Frame(src, dst, sport, dport, 46)
 }
 
 // addr returns the i-th test address, 10.0.0.0 + i.

@@ -23,6 +23,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // The live tests send frames only inside a network namespace they make, on
@@ -46,10 +47,10 @@ func udpFrame(flowID int, v6 bool, dport uint16, seq uint32, padding int) []byte
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
 	if v6 {
 		src := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(flowID)})
-		return testutil.Ethernet(unix.ETH_P_IPV6, false, testutil.IPv6(src, netip.MustParseAddr("2001:db8::ff"), unix.IPPROTO_UDP, udp))
+		return testframe.Ethernet(unix.ETH_P_IPV6, false, testframe.IPv6(src, netip.MustParseAddr("2001:db8::ff"), unix.IPPROTO_UDP, udp))
 	}
 	src := netip.AddrFrom4([4]byte{198, 18, 0, byte(flowID)})
-	return testutil.Ethernet(unix.ETH_P_IP, false, testutil.IPv4(src, netip.MustParseAddr("198.19.0.1"), unix.IPPROTO_UDP, nil, 0, udp))
+	return testframe.Ethernet(unix.ETH_P_IP, false, testframe.IPv4(src, netip.MustParseAddr("198.19.0.1"), unix.IPPROTO_UDP, nil, 0, udp))
 }
 
 // seqOf finds the sequence number of a frame the test sent.
@@ -226,7 +227,7 @@ func TestFanoutLive(t *testing.T) {
 			}
 		}
 	}
-	arp := testutil.Ethernet(unix.ETH_P_ARP, false, append(testutil.ARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), marker+"\xff\xff\xff\xff"...))
+	arp := testframe.Ethernet(unix.ETH_P_ARP, false, append(testframe.ARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), marker+"\xff\xff\xff\xff"...))
 
 	sender := newSender(t, ns, ns.Veth[1])
 	start := time.Now()
@@ -464,8 +465,8 @@ func TestRawIP(t *testing.T) {
 	}
 	udp := append(binary.BigEndian.AppendUint16(nil, 1), 0, 2, 0, 20, 0, 0)
 	udp = binary.BigEndian.AppendUint32(append(udp, marker...), 9)
-	packet := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_UDP, nil, 0, udp)
-	tcp := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_TCP, nil, 0, append(testutil.Transport(unix.IPPROTO_TCP, 1, 2), marker+"\x00\x00\x00\x0a"...))
+	packet := testframe.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_UDP, nil, 0, udp)
+	tcp := testframe.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_TCP, nil, 0, append(testframe.Transport(unix.IPPROTO_TCP, 1, 2), marker+"\x00\x00\x00\x0a"...))
 	for _, pkt := range [][]byte{tcp, packet} {
 		if _, err := tun.Write(pkt); err != nil {
 			t.Fatalf("writing to tun: %v", err)

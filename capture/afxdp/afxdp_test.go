@@ -26,13 +26,14 @@ import (
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // afxFrame returns the i-th test frame: Ethernet/IPv4/UDP from 10.1.x.y
 // (distinct for each i below 65536) with i in the payload, 60 to 250 bytes
 // long depending on i.
 func afxFrame(i int) []byte {
-	f := testutil.UDP4Frame(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), netip.MustParseAddr("192.0.2.1"), 40000, 53, 60+i%191)
+	f := testframe.UDP4Frame(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), netip.MustParseAddr("192.0.2.1"), 40000, 53, 60+i%191)
 	binary.BigEndian.PutUint32(f[14+20+8:], uint32(i))
 	return f
 }

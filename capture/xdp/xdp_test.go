@@ -13,11 +13,12 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // udp4Frame returns a 60-byte Ethernet/IPv4/UDP frame from src to dst.
 func udp4Frame(src, dst netip.Addr, sport, dport uint16) []byte {
-	return testutil.UDP4Frame(src, dst, sport, dport, 60)
+	return testframe.UDP4Frame(src, dst, sport, dport, 60)
 }
 
 // srcAddr returns the i-th test source address, 10.x.y.z.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -316,7 +317,7 @@ func writeTimedPcap(t *testing.T, path string, frames []timedFrame) {
 		t.Fatal(err)
 	}
 	for _, fr := range frames {
-		data := testutil.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
+		data := testframe.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
 		ci := gopacket.CaptureInfo{Timestamp: fr.at, CaptureLength: len(data), Length: len(data)}
 		if err := w.WritePacket(ci, data); err != nil {
 			t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // pcapRecord is a little-endian pcap record of frame at unix second sec.
@@ -91,7 +91,7 @@ func TestReplayPipeSlowTraffic(t *testing.T) {
 		}
 	}
 	frame := func(src string) []byte {
-		return testutil.UDP4Frame(netip.MustParseAddr(src), netip.MustParseAddr("198.51.100.1"), 1000, 53, 60)
+		return testframe.UDP4Frame(netip.MustParseAddr(src), netip.MustParseAddr("198.51.100.1"), 1000, 53, 60)
 	}
 	send(pcapFileHeader())
 	sec := uint32(1_700_000_000)

@@ -22,7 +22,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // fedReplay is a `flowdedup replay -` process whose standard input the
@@ -85,7 +85,7 @@ func (f *fedReplay) log() string {
 func (f *fedReplay) send(t *testing.T, frames []timedFrame) {
 	t.Helper()
 	for _, fr := range frames {
-		data := testutil.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
+		data := testframe.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
 		ci := gopacket.CaptureInfo{Timestamp: fr.at, CaptureLength: len(data), Length: len(data)}
 		if err := f.pcap.WritePacket(ci, data); err != nil {
 			t.Fatalf("writing to replay's stdin: %v\n%s", err, f.log())
