@@ -57,6 +57,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
@@ -107,7 +108,7 @@ func (s *tputSink) Close() error                       { return nil }
 // tputRig is a namespace with a veth pair, the generator on end 1, a capture
 // mode on end 0 and a pipeline reading it.
 type tputRig struct {
-	ns    *testutil.Namespace
+	ns    *netns.Namespace
 	gen   *bpf.TrafficGen
 	genIf int // ifindex of veth end 1
 	frame []byte
@@ -119,7 +120,7 @@ type tputRig struct {
 // newTputGen loads the generator, sends one frame to check that the kernel runs
 // it in live-frames mode (nothing is attached to the peer yet: veth drops
 // it) and returns it with the ifindex of veth end 1.
-func newTputGen(tb testing.TB, ns *testutil.Namespace) (*bpf.TrafficGen, int) {
+func newTputGen(tb testing.TB, ns *netns.Namespace) (*bpf.TrafficGen, int) {
 	tb.Helper()
 	gen, err := bpf.LoadTrafficGen(tputFlows)
 	if err != nil {
@@ -141,7 +142,7 @@ func newTputGen(tb testing.TB, ns *testutil.Namespace) (*bpf.TrafficGen, int) {
 
 // openTputMode opens the capture of mode on veth end 0 and returns its sources
 // and a description; everything is closed by tb's cleanup.
-func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mode string, sockets int) ([]capture.Source, string) {
+func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode string, sockets int) ([]capture.Source, string) {
 	tb.Helper()
 	iface := ns.Veth[0]
 	var srcs []capture.Source
@@ -214,7 +215,7 @@ func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mo
 // running pipeline over the capture's sources.
 func newTputRig(tb testing.TB, mode string) *tputRig {
 	tb.Helper()
-	ns := testutil.NetNS(tb)
+	ns := netns.NetNS(tb)
 	gen, genIf := newTputGen(tb, ns)
 	// One AF_PACKET socket per worker, as flowdedup run does.
 	srcs, desc := openTputMode(tb, ns, gen, mode, runtime.NumCPU())
@@ -506,7 +507,7 @@ func TestTrafficGenXDP(t *testing.T) {
 // The generator's frames, as captured on the peer: valid IPv4 checksums,
 // and source addresses going round the flows in order.
 func TestTrafficGenFrames(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	gen, genIf := newTputGen(t, ns)
 	srcs, _ := openTputMode(t, ns, gen, tputAFPacket, 1)
 	const n = 3 * tputFlows

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 )
 
 const (
@@ -339,7 +340,7 @@ type service struct {
 
 // startService starts argv (the unit's ExecStart, already expanded) in ns
 // as the nobody user with caps, and returns once it says it is capturing.
-func startService(t *testing.T, ns *testutil.Namespace, caps []string, argv []string) *service {
+func startService(t *testing.T, ns *netns.Namespace, caps []string, argv []string) *service {
 	t.Helper()
 	// strace runs as the service's user, so it writes to a directory of
 	// that user's.
@@ -442,7 +443,7 @@ func TestServiceRunsUnprivileged(t *testing.T) {
 	needCommand(t, "strace", "strace")
 	needCommand(t, "systemd-analyze", "systemd")
 	needCommand(t, "tcpreplay", "tcpreplay")
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
@@ -68,7 +69,7 @@ type frameSender struct {
 	ifindex int
 }
 
-func newSender(t *testing.T, ns *testutil.Namespace, iface string) *frameSender {
+func newSender(t *testing.T, ns *netns.Namespace, iface string) *frameSender {
 	t.Helper()
 	s := &frameSender{ifindex: ns.Link(t, iface).Attrs().Index}
 	// Protocol 0: the socket sends and receives nothing.
@@ -100,7 +101,7 @@ func (s *frameSender) send(t *testing.T, frame []byte) {
 }
 
 // openInNS opens a capture inside ns and closes it when the test ends.
-func openInNS(t *testing.T, ns *testutil.Namespace, cfg Config) []*Socket {
+func openInNS(t *testing.T, ns *netns.Namespace, cfg Config) []*Socket {
 	t.Helper()
 	var srcs []capture.Source
 	err := ns.Do(func() (err error) {
@@ -179,7 +180,7 @@ func readAll(t *testing.T, srcs []*Socket, want int, limit time.Duration) (got [
 // pair and captures them on the other with two sockets in a fanout group
 // and a kernel filter.
 func TestFanoutLive(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{
 		Iface:       ns.Veth[0],
 		Sockets:     2,
@@ -293,7 +294,7 @@ func TestFanoutLive(t *testing.T) {
 // TestNextNoAllocs proves that reading a frame allocates nothing,
 // within a block and across blocks.
 func TestNextNoAllocs(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], BlockSize: 2 * os.Getpagesize(), NumBlocks: 64, PollTimeout: time.Second})
 	sender := newSender(t, ns, ns.Veth[1])
 	const runs = 200
@@ -317,7 +318,7 @@ func TestNextNoAllocs(t *testing.T) {
 
 // TestKernelDrops overfills a tiny ring and reads the drop count.
 func TestKernelDrops(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	page := os.Getpagesize()
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], BlockSize: page, NumBlocks: 2, PollTimeout: 50 * time.Millisecond})
 	sender := newSender(t, ns, ns.Veth[1])
@@ -344,7 +345,7 @@ func TestKernelDrops(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	const poll = 40 * time.Millisecond
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: poll})
 	var p capture.Packet
@@ -363,7 +364,7 @@ func TestTimeout(t *testing.T) {
 
 // TestCloseUnblocksNext closes a source while Next waits forever.
 func TestCloseUnblocksNext(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
 	s := srcs[0]
 	done := make(chan error, 1)
@@ -405,7 +406,7 @@ func TestCloseUnblocksNext(t *testing.T) {
 // TestCloseWhileHoldingFrame closes a source whose reader still
 // holds a frame: the frame stays readable until the reader's next Next.
 func TestCloseWhileHoldingFrame(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: time.Second})
 	sender := newSender(t, ns, ns.Veth[1])
 	frame := udpFrame(1, false, 7777, 42, 16)
@@ -431,7 +432,7 @@ func TestCloseWhileHoldingFrame(t *testing.T) {
 // TestLoopback captures on lo, where every frame passes twice,
 // leaving and arriving: the capture must keep one.
 func TestLoopback(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: "lo", BPF: "udp and dst port 7777", PollTimeout: 50 * time.Millisecond})
 	if lt := srcs[0].LinkType(); lt != flow.LinkEthernet {
 		t.Errorf("loopback link type %v, want Ethernet", lt)
@@ -457,7 +458,7 @@ func TestLoopback(t *testing.T) {
 
 // TestRawIP captures on a tun device, which has no link header.
 func TestRawIP(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	tun := ns.AddTun(t, "fdtun0")
 	srcs := openInNS(t, ns, Config{Iface: "fdtun0", BPF: "udp", PollTimeout: 50 * time.Millisecond})
 	if lt := srcs[0].LinkType(); lt != flow.LinkRaw {
@@ -479,7 +480,7 @@ func TestRawIP(t *testing.T) {
 }
 
 func TestPromisc(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	before := ns.Link(t, ns.Veth[0]).Attrs().Promisc
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], Sockets: 2, Promisc: true})
 	if got := ns.Link(t, ns.Veth[0]).Attrs().Promisc; got != before+2 {
@@ -494,7 +495,7 @@ func TestPromisc(t *testing.T) {
 }
 
 func TestFanoutGroupGiven(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], FanoutGroup: 4242})
 	if id, ok := srcs[0].FanoutGroup(); !ok || id != 4242 {
 		t.Errorf("FanoutGroup() = %d, %v; want 4242, true", id, ok)

@@ -26,6 +26,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
@@ -42,7 +43,7 @@ func afxFrame(i int) []byte {
 // other, through an AF_PACKET socket opened in the namespace.
 type afxSender struct{ fd int }
 
-func afxNewSender(t testing.TB, ns *testutil.Namespace, iface string) *afxSender {
+func afxNewSender(t testing.TB, ns *netns.Namespace, iface string) *afxSender {
 	t.Helper()
 	s := &afxSender{fd: -1}
 	err := ns.Do(func() error {
@@ -85,7 +86,7 @@ func (s *afxSender) send(t testing.TB, frame []byte) {
 
 // afxOpen opens an AF_XDP capture inside the namespace and closes it with
 // the test.
-func afxOpen(t testing.TB, ns *testutil.Namespace, cfg Config) *Capture {
+func afxOpen(t testing.TB, ns *netns.Namespace, cfg Config) *Capture {
 	t.Helper()
 	var a *Capture
 	err := ns.Do(func() (err error) {
@@ -103,7 +104,7 @@ func afxOpen(t testing.TB, ns *testutil.Namespace, cfg Config) *Capture {
 }
 
 // afxXDP returns the XDP state of a link of the namespace.
-func afxXDP(t testing.TB, ns *testutil.Namespace, iface string) *netlink.LinkXdp {
+func afxXDP(t testing.TB, ns *netns.Namespace, iface string) *netlink.LinkXdp {
 	t.Helper()
 	l, err := ns.Netlink().LinkByName(iface)
 	if err != nil {
@@ -112,7 +113,7 @@ func afxXDP(t testing.TB, ns *testutil.Namespace, iface string) *netlink.LinkXdp
 	return l.Attrs().Xdp
 }
 
-func afxAttached(t testing.TB, ns *testutil.Namespace, iface string) bool {
+func afxAttached(t testing.TB, ns *netns.Namespace, iface string) bool {
 	x := afxXDP(t, ns, iface)
 	return x != nil && x.Attached
 }
@@ -148,7 +149,7 @@ func afxRead(t testing.TB, src capture.Source, want int, idle time.Duration) [][
 func TestAFXDPReceivesFrames(t *testing.T) {
 	for _, mode := range []xdp.AttachMode{xdp.AttachNative, xdp.AttachGeneric} {
 		t.Run(string(mode), func(t *testing.T) {
-			ns := testutil.NetNS(t)
+			ns := netns.NetNS(t)
 			a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: mode, NumFrames: 512})
 			t.Logf("mode %s", a.Mode())
 			if want := string(mode) + "/copy"; a.Mode() != want { // veth has no zero-copy AF_XDP
@@ -236,7 +237,7 @@ func TestAFXDPReceivesFrames(t *testing.T) {
 // TestAFXDPCloseSourcePassesFrames checks that closing a source hands its
 // queue's frames back to the stack while the program stays attached.
 func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachGeneric})
 	src := a.Sources()[0]
 	if err := src.Close(); err != nil {
@@ -266,7 +267,7 @@ func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 }
 
 func TestAFXDPCloseWakesNext(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)
@@ -306,7 +307,7 @@ func TestAFXDPCloseWakesNext(t *testing.T) {
 // TestAFXDPCloseKeepsHeldFrame checks that a frame returned by Next stays
 // readable after Close until the next Next, which returns ErrClosed.
 func TestAFXDPCloseKeepsHeldFrame(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: time.Second})
 	src := a.Sources()[0]
 	afxNewSender(t, ns, ns.Veth[1]).send(t, afxFrame(7))
@@ -329,7 +330,7 @@ func TestAFXDPCloseKeepsHeldFrame(t *testing.T) {
 }
 
 func TestAFXDPNextAllocs(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachNative, NumFrames: 1024})
 	src := a.Sources()[0]
 	const runs = 500
@@ -355,7 +356,7 @@ func TestAFXDPNextAllocs(t *testing.T) {
 // TestAFXDPDetachedWhenKilled kills a process capturing with AF_XDP and
 // checks that the interface is left without XDP program.
 func TestAFXDPDetachedWhenKilled(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name for `ip netns exec`")
 	}
@@ -462,7 +463,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Logf("%s: %v", c.name, err)
 	}
 
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	for _, c := range []struct {
 		name string
 		cfg  Config
@@ -554,7 +555,7 @@ func TestParseQueues(t *testing.T) {
 func BenchmarkAFXDPVeth(b *testing.B) {
 	for _, mode := range []xdp.AttachMode{xdp.AttachNative, xdp.AttachGeneric} {
 		b.Run(string(mode), func(b *testing.B) {
-			ns := testutil.NetNS(b)
+			ns := netns.NetNS(b)
 			a := afxOpen(b, ns, Config{Iface: ns.Veth[0], Attach: mode})
 			src := a.Sources()[0]
 			snd := afxNewSender(b, ns, ns.Veth[1])
@@ -593,7 +594,7 @@ func BenchmarkAFXDPVeth(b *testing.B) {
 // TestAFXDPCloseWhileReading closes captures under a busy reader, which
 // reads every byte of each frame: a frame unmapped under it would crash.
 func TestAFXDPCloseWhileReading(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	snd := afxNewSender(t, ns, ns.Veth[1])
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -664,7 +665,7 @@ func TestAFXDPCloseWhileReading(t *testing.T) {
 // TestAFXDPCountsDrops overflows a socket nobody reads: every frame sent is
 // either read or counted by KernelDrops.
 func TestAFXDPCountsDrops(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	const frames = 256 // the least NumFrames: the UMEM, fill and RX rings hold that many
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], NumFrames: frames, PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
@@ -706,7 +707,7 @@ func TestAFXDPCountsDrops(t *testing.T) {
 // TestAFXDPInterfaceGone deletes the interface under a waiting reader: Next
 // reports ENETDOWN, and Close still works.
 func TestAFXDPInterfaceGone(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)

@@ -13,6 +13,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
@@ -30,7 +31,7 @@ func srcAddr(i int) netip.Addr {
 // the other end receives.
 type injector struct{ fd int }
 
-func newInjector(t *testing.T, ns *testutil.Namespace, iface string) *injector {
+func newInjector(t *testing.T, ns *netns.Namespace, iface string) *injector {
 	t.Helper()
 	ifindex := ns.Link(t, iface).Attrs().Index
 	in := &injector{fd: -1}
@@ -66,7 +67,7 @@ func (in *injector) send(t *testing.T, frames ...[]byte) {
 }
 
 // openXDP opens the fast path on the namespace's first veth end.
-func openXDP(t *testing.T, ns *testutil.Namespace, cfg Config) *Capture {
+func openXDP(t *testing.T, ns *netns.Namespace, cfg Config) *Capture {
 	t.Helper()
 	cfg.Iface = ns.Veth[0]
 	var x *Capture
@@ -168,7 +169,7 @@ func total(t *testing.T, x *Capture) capture.KernelCounts {
 // once per key thanks to the prefilter, with the kernel's time; malformed
 // frames are counted, not keyed; Close detaches the program.
 func TestXDPKeysFrames(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 1, PollTimeout: 50 * time.Millisecond})
 	if x.Mode() != AttachNative {
 		t.Errorf("mode %v on veth, want native (veth has a driver hook)", x.Mode())
@@ -226,7 +227,7 @@ func TestXDPKeysFrames(t *testing.T) {
 // as those two network keys, once each per CPU, and the other frames are
 // prefiltered in the kernel.
 func TestXDPPrefix(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	m, err := flow.ParseMask("24,64")
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +260,7 @@ func TestXDPPrefix(t *testing.T) {
 // drop, and a key lost to a full ring is not remembered, so a later packet
 // of the same flow gets through.
 func TestXDPBurstCountsDrops(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 2, RingBytes: 4096, PollTimeout: 50 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	const burst = 2000 // a 4 KiB ring holds about 70 events

@@ -16,6 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -113,7 +114,7 @@ func errCounts(truncated, notIP, badHeader, tooMany uint64) map[string]uint64 {
 // window never goes back), and otherwise to one of the two.
 func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 	const window = 100 * time.Millisecond
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 3, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	cpu := testutil.PinThread(t)
@@ -238,7 +239,7 @@ func TestXDPWindowCountsEnded(t *testing.T) {
 	start := time.Now()
 	mid := time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)
 	now := func() time.Time { return mid.Add(time.Since(start)) }
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 4, Window: window, PollTimeout: 20 * time.Millisecond, Now: now})
 	in := newInjector(t, ns, ns.Veth[1])
 	cpu := testutil.PinThread(t)
@@ -295,7 +296,7 @@ func TestXDPWindowCountsEnded(t *testing.T) {
 // its own, and the totals keep every frame.
 func TestXDPWindowGone(t *testing.T) {
 	const window = time.Millisecond
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 5, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	cpu := testutil.PinThread(t)
@@ -370,7 +371,7 @@ func (s *windowSink) Close() error { return nil }
 // sent: no window gets a frame of the next, as polled counts would give it.
 func TestXDPPipelineWindows(t *testing.T) {
 	const window = 300 * time.Millisecond
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 6, Window: window, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	sink := new(windowSink)

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 )
 
 // nsNfcapd is nfdump's nfcapd running inside a test namespace, on the
 // namespace's loopback, where a `flowdedup run` in the same namespace
 // reaches it.
 type nsNfcapd struct {
-	ns   *testutil.Namespace
+	ns   *netns.Namespace
 	port int
 	dir  string
 	cmd  *exec.Cmd
@@ -33,7 +34,7 @@ type nsNfcapd struct {
 
 // startNfcapdIn starts nfcapd in ns on 127.0.0.1:port (the namespace is
 // new, so any port is free) and waits until its socket is bound.
-func startNfcapdIn(t *testing.T, ns *testutil.Namespace, port int) *nsNfcapd {
+func startNfcapdIn(t *testing.T, ns *netns.Namespace, port int) *nsNfcapd {
 	t.Helper()
 	for _, tool := range []string{"nfcapd", "nfdump"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/gen"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 )
 
 // The live soak: `flowdedup run --mode afpacket` with wall-clock windows
@@ -56,7 +57,7 @@ func TestLiveSoak(t *testing.T) {
 	if _, err := exec.LookPath("tcpreplay"); err != nil {
 		testutil.SkipOrFail(t, "tcpreplay not installed (Debian package tcpreplay; .ci/run installs it)")
 	}
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}
