@@ -20,6 +20,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 const (
@@ -615,15 +616,15 @@ func TestUnitClickHouseCredential(t *testing.T) {
 	if want := "?password_file=${CREDENTIALS_DIRECTORY}/" + id; !strings.HasSuffix(exportURL, want) {
 		t.Fatalf("--export %s: want the credential %s's file, %s", exportURL, id, want)
 	}
-	const password = testutil.ClickHousePassword
+	const password = servers.ClickHousePassword
 	if strings.Contains(strings.Join(argv, " "), password) {
 		t.Fatalf("the command line holds the password")
 	}
 
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	m := regexp.MustCompile(`^clickhouse://([^@:/]+)@([^/]+)(/[a-z_]+\?.*)$`).FindStringSubmatch(exportURL)
-	if m == nil || m[1] != testutil.ClickHouseUser {
-		t.Fatalf("--export %s: want clickhouse://%s@HOST:PORT/DB?... (the test server's user)", exportURL, testutil.ClickHouseUser)
+	if m == nil || m[1] != servers.ClickHouseUser {
+		t.Fatalf("--export %s: want clickhouse://%s@HOST:PORT/DB?... (the test server's user)", exportURL, servers.ClickHouseUser)
 	}
 	local := "clickhouse://" + m[1] + "@" + ch.Addr + m[3]
 	creds := t.TempDir()

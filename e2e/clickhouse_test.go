@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 // TestClickHouse runs the ClickHouse scenarios against one server, in
@@ -23,7 +24,7 @@ import (
 // parallel tests: they use servers and ports of their own.
 func TestClickHouse(t *testing.T) {
 	t.Parallel()
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	flowdedup(t) // build before the clocks of the subtests start
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })
 	t.Run("Fleet", func(t *testing.T) { testFleet(t, ch) })
@@ -46,8 +47,8 @@ func chDateTime(t time.Time) string { return t.UTC().Format(time.DateTime) }
 //
 // fills both: the README's SQL returns the exact distinct sources of the
 // hour, flows holds each record once, and nfdump reads back the flows.
-func testDoneWhen(t *testing.T, ch *testutil.ClickHouse) {
-	col := testutil.StartNfcapd(t)
+func testDoneWhen(t *testing.T, ch *servers.ClickHouse) {
+	col := servers.StartNfcapd(t)
 	files, err := filepath.Glob(pcap("*.pcap"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("testdata captures: %v %v", files, err)
@@ -135,7 +136,7 @@ var fleetRouters = []struct{ name, flows, packets, ipv6 string }{
 // between runs. A merge that loses a router's sketch, or counts a shared
 // source twice, is off by 10% or more (the routers share 15-20% of a
 // minute's sources).
-func testFleet(t *testing.T, ch *testutil.ClickHouse) {
+func testFleet(t *testing.T, ch *servers.ClickHouse) {
 	captureStart := time.Unix(1767225600, 0) // flowdedup gen's first packet: 2026-01-01T00:00:00Z
 	dir := t.TempDir()
 	exact := map[string]map[string]bool{} // minute -> sources
@@ -158,7 +159,7 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 		if fr.name == "r3" {
 			// softflowd sends its 1,300 datagrams at once, more than
 			// nfcapd's socket buffer holds: it gets them in bursts.
-			nf := testutil.StartNfcapd(t)
+			nf := servers.StartNfcapd(t)
 			nf.Send(t, testutil.CaptureSoftflowd(t, capture, 10, "-a"))
 			for _, f := range nf.Flows(t) {
 				first := f.First
@@ -300,7 +301,7 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 // are not at fault, so with --spool they wait on disk; the message names
 // the column, once. Once the table is dropped (and so created again), the
 // next run sends them, once each.
-func testSchemaError(t *testing.T, ch *testutil.ClickHouse) {
+func testSchemaError(t *testing.T, ch *servers.ClickHouse) {
 	ch.Query(t, "CREATE DATABASE bad")
 	ch.Query(t, "CREATE TABLE bad.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src UInt32, dst String, "+
 		"proto UInt8, sport UInt16, dport UInt16) ENGINE = MergeTree ORDER BY window")
@@ -316,14 +317,14 @@ func testSchemaError(t *testing.T, ch *testutil.ClickHouse) {
 // holds a wrong password keeps its batches in the spool and says once
 // what to fix; once the file is right, the next run delivers the first
 // run's records, each once.
-func testWrongPassword(t *testing.T, ch *testutil.ClickHouse) {
+func testWrongPassword(t *testing.T, ch *servers.ClickHouse) {
 	pw := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pw, []byte("wrong-password\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := "clickhouse://" + testutil.ClickHouseUser + "@" + ch.Addr + "/pw?password_file=" + pw
+	url := "clickhouse://" + servers.ClickHouseUser + "@" + ch.Addr + "/pw?password_file=" + pw
 	fixed := func() {
-		if err := os.WriteFile(pw, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(pw, []byte(servers.ClickHousePassword+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -339,7 +340,7 @@ func testWrongPassword(t *testing.T, ch *testutil.ClickHouse) {
 // is said in one line, which it returns. Then it fixes the reason and runs
 // again with an empty capture: the first run's records go to db.flows,
 // each once.
-func waitForOperator(t *testing.T, ch *testutil.ClickHouse, url, db string, fix func()) (said string) {
+func waitForOperator(t *testing.T, ch *servers.ClickHouse, url, db string, fix func()) (said string) {
 	t.Helper()
 	dir := t.TempDir()
 	spool := filepath.Join(dir, "spool")
@@ -387,7 +388,7 @@ func waitForOperator(t *testing.T, ch *testutil.ClickHouse, url, db string, fix 
 // every record reaches the table, once. The drain at exit is long enough
 // for a full Queue on a loaded machine (four batches can take more than
 // the default 10 s): it is the waiting during the run that is tested.
-func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
+func testReplayWaits(t *testing.T, ch *servers.ClickHouse) {
 	capture := gen(t, t.TempDir(), "many.pcap", "--seed", "51", "--flows", "400000", "--packets", "420000", "--ipv6", "0.2", "--duration", "120s")
 	out := filepath.Join(t.TempDir(), "many.jsonl")
 	r := mustRun(t, "replay", "--key", "5tuple", "--filter", "exact", "--window", "1m", "--out", out, "--export", "clickhouse://"+ch.Addr+"/many",
@@ -409,7 +410,7 @@ func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
 // counting each record and summary once: count() with FINAL, the
 // distinct sources per hour, and, once the server has merged the parts
 // (OPTIMIZE ... FINAL), count() alone.
-func testRerun(t *testing.T, ch *testutil.ClickHouse) {
+func testRerun(t *testing.T, ch *servers.ClickHouse) {
 	files, err := filepath.Glob(pcap("*.pcap"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("testdata captures: %v %v", files, err)
@@ -454,7 +455,7 @@ func testRerun(t *testing.T, ch *testutil.ClickHouse) {
 // A flows table of the design before ReplacingMergeTree, doubled by a
 // re-run, is still written; the migration statements of docs/export.md
 // turn it into the new design, each record once.
-func testMigration(t *testing.T, ch *testutil.ClickHouse) {
+func testMigration(t *testing.T, ch *servers.ClickHouse) {
 	ch.Query(t, "CREATE DATABASE old")
 	ch.Query(t, "CREATE TABLE old.flows (`observer` String, `window` DateTime('UTC'), `ts` DateTime('UTC'), `ts_ns` UInt32, `key` String, "+
 		"`src` String, `dst` String, `proto` UInt8, `sport` UInt16, `dport` UInt16, `kind` String, `batch` UInt64) "+
@@ -519,7 +520,7 @@ func (l *lockedBuilder) String() string {
 
 // countRows returns count() of a table, or -1 while the server does not
 // answer.
-func countRows(ch *testutil.ClickHouse, table string) int {
+func countRows(ch *servers.ClickHouse, table string) int {
 	out, err := ch.TryQuery("SELECT count() FROM " + table)
 	if err != nil {
 		return -1
@@ -545,7 +546,7 @@ func countRows(ch *testutil.ClickHouse, table string) int {
 //
 // In the end count() = uniqExact(observer, window, key) = the records of
 // the two replays.
-func testStoppedMidReplay(t *testing.T, ch *testutil.ClickHouse) {
+func testStoppedMidReplay(t *testing.T, ch *servers.ClickHouse) {
 	dir := t.TempDir()
 	spool := filepath.Join(dir, "spool")
 	url := "clickhouse://" + ch.Addr + "/fault"

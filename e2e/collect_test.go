@@ -19,6 +19,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 // collector is a running `flowdedup collect`.
@@ -177,7 +178,7 @@ type fiveTuple struct {
 func hasPorts(proto uint8) bool { return proto == 6 || proto == 17 || proto == 132 || proto == 136 }
 
 // nfdumpSets returns the sources and 5-tuples of nfdump's flows.
-func nfdumpSets(flows []testutil.NfdumpFlow) (map[string]bool, map[fiveTuple]bool) {
+func nfdumpSets(flows []servers.NfdumpFlow) (map[string]bool, map[fiveTuple]bool) {
 	srcs, tuples := map[string]bool{}, map[fiveTuple]bool{}
 	for _, f := range flows {
 		srcs[f.Src.String()] = true
@@ -223,7 +224,7 @@ func TestCollectSoftflowd(t *testing.T) {
 		for _, v := range []int{5, 9, 10} {
 			t.Run(fmt.Sprintf("%s/v%d", capture, v), func(t *testing.T) {
 				path := pcap(capture)
-				nf := testutil.StartNfcapd(t)
+				nf := servers.StartNfcapd(t)
 				testutil.Softflowd(t, path, nf.Addr, v)
 				wantSrcs, wantTuples := nfdumpSets(nf.Flows(t))
 				if len(wantSrcs) < 20 {
@@ -457,7 +458,7 @@ func TestCollectRelayLoss(t *testing.T) {
 // same export, in CIDR text.
 func TestCollectPrefix(t *testing.T) {
 	path := pcap("small.pcap")
-	nf := testutil.StartNfcapd(t)
+	nf := servers.StartNfcapd(t)
 	testutil.Softflowd(t, path, nf.Addr, 10)
 	want := map[string]bool{}
 	for _, f := range nf.Flows(t) {

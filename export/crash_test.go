@@ -16,6 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -215,7 +216,7 @@ func TestSpoolReplayKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a process replaying to ClickHouse, many times: skipped in -short mode")
 	}
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	const batches, size = 6, 20
 	exe, err := os.Executable()
 	if err != nil {

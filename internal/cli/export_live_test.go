@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 // nsNfcapd is nfdump's nfcapd running inside a test namespace, on the
@@ -85,7 +86,7 @@ func (n *nsNfcapd) queue(t *testing.T) (uint64, bool) {
 
 // flows waits until nfcapd has read its socket, stops it (it writes its
 // file on SIGTERM) and returns what nfdump reads back.
-func (n *nsNfcapd) flows(t *testing.T) []testutil.NfdumpFlow {
+func (n *nsNfcapd) flows(t *testing.T) []servers.NfdumpFlow {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for empty := 0; empty < 2; time.Sleep(5 * time.Millisecond) {
@@ -104,12 +105,12 @@ func (n *nsNfcapd) flows(t *testing.T) []testutil.NfdumpFlow {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("nfcapd did not exit within 10 s of SIGTERM:\n%s", n.out.String())
 	}
-	return testutil.ReadNfdump(t, n.dir)
+	return servers.ReadNfdump(t, n.dir)
 }
 
 // nfdumpFlow is what nfdump shows for a jsonl 5-tuple record: ports 0 for
 // keys without ports, the time to the millisecond.
-func nfdumpFlow(t *testing.T, r map[string]any) testutil.NfdumpFlow {
+func nfdumpFlow(t *testing.T, r map[string]any) servers.NfdumpFlow {
 	t.Helper()
 	num := func(name string) uint64 {
 		v, _ := r[name].(float64)
@@ -119,7 +120,7 @@ func nfdumpFlow(t *testing.T, r map[string]any) testutil.NfdumpFlow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testutil.NfdumpFlow{
+	return servers.NfdumpFlow{
 		Src: netip.MustParseAddr(r["src"].(string)), Dst: netip.MustParseAddr(r["dst"].(string)),
 		Proto: uint8(num("proto")), SrcPort: uint16(num("sport")), DstPort: uint16(num("dport")),
 		First: ts.UTC().Truncate(time.Millisecond),
@@ -137,7 +138,7 @@ func TestRunExportsToCollector(t *testing.T) {
 	bin := buildBinary(t)
 	col := startNfcapdIn(t, ns, 4739)
 	file := pcapPath("small.pcap")
-	want := map[testutil.NfdumpFlow]bool{}
+	want := map[servers.NfdumpFlow]bool{}
 	for _, r := range replayRecords(t, "--filter", "exact", "--key", "5tuple", file) {
 		f := nfdumpFlow(t, r)
 		f.First = time.Time{}
@@ -150,8 +151,8 @@ func TestRunExportsToCollector(t *testing.T) {
 	lr.stop(t, syscall.SIGINT)
 
 	data, _ := os.ReadFile(lr.out)
-	recs := map[testutil.NfdumpFlow]int{}
-	keys := map[testutil.NfdumpFlow]bool{}
+	recs := map[servers.NfdumpFlow]int{}
+	keys := map[servers.NfdumpFlow]bool{}
 	n := 0
 	for line := range strings.Lines(string(data)) {
 		var r map[string]any
@@ -168,7 +169,7 @@ func TestRunExportsToCollector(t *testing.T) {
 		t.Errorf("run wrote %d records of %d keys, want the %d distinct keys of the capture once each\n%s", n, len(keys), len(want), lr.Log())
 	}
 	got := col.flows(t)
-	seen := map[testutil.NfdumpFlow]bool{}
+	seen := map[servers.NfdumpFlow]bool{}
 	for _, f := range got {
 		if recs[f] == 0 {
 			t.Errorf("nfdump shows a flow that is not a record of the run (or more often): %+v", f)

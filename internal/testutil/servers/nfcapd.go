@@ -1,4 +1,4 @@
-package testutil
+package servers
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // Nfcapd is a running nfcapd, the collector of Debian's nfdump package,
@@ -86,10 +88,10 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 	tb.Helper()
 	bin, err := exec.LookPath("nfcapd")
 	if err != nil {
-		SkipOrFail(tb, "nfcapd is not installed (Debian package nfdump): %v", err)
+		testutil.SkipOrFail(tb, "nfcapd is not installed (Debian package nfdump): %v", err)
 	}
 	if _, err := exec.LookPath("nfdump"); err != nil {
-		SkipOrFail(tb, "nfdump is not installed (Debian package nfdump): %v", err)
+		testutil.SkipOrFail(tb, "nfdump is not installed (Debian package nfdump): %v", err)
 	}
 	// A free port cannot be reserved for another process: take one the
 	// kernel hands out, and try again in the rare case another process
@@ -103,7 +105,7 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 		n := &Nfcapd{Dir: tb.TempDir(), exited: make(chan struct{})}
 		n.port = port
 		if port == 0 {
-			n.port = FreeUDPPort(tb)
+			n.port = testutil.FreeUDPPort(tb)
 		}
 		n.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
 		// -t: rotate once an hour, so that only Stop ends a file; no -D:
@@ -132,7 +134,7 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 func (n *Nfcapd) waitBound(limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if _, ok := UDPSocket(n.port); ok {
+		if _, ok := testutil.UDPSocket(n.port); ok {
 			return true
 		}
 		select {
@@ -158,7 +160,7 @@ func (n *Nfcapd) WaitRead(tb testing.TB) (dropped uint64) {
 	// does not count (the tests call this after their sender is done).
 	deadline := time.Now().Add(10 * time.Second)
 	for empty := 0; empty < 2; {
-		q, ok := UDPSocket(n.port)
+		q, ok := testutil.UDPSocket(n.port)
 		if !ok {
 			return dropped // exited: Stop says so
 		}
