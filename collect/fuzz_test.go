@@ -16,7 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -48,9 +48,9 @@ func TestWriteSeeds(t *testing.T) {
 	capture := filepath.Join("..", "testdata", "pcaps", "small.pcap")
 	seeds := map[string][]byte{}
 	for _, v := range []int{5, 9, 10} {
-		seeds[fmt.Sprintf("softflowd-v%d", v)] = fuzzInput(false, testutil.CaptureSoftflowd(t, capture, v))
+		seeds[fmt.Sprintf("softflowd-v%d", v)] = fuzzInput(false, testexporter.CaptureSoftflowd(t, capture, v))
 	}
-	sf := testutil.CaptureSfprobe(t, capture, netip.MustParseAddr("192.0.2.1"), 3)
+	sf := testexporter.CaptureSfprobe(t, capture, netip.MustParseAddr("192.0.2.1"), 3)
 	seeds["sfprobe"] = fuzzInput(true, sf[:min(len(sf), 8)])
 	seeds["flowdedup-ipfix"] = fuzzInput(false, flowdedupExport(t))
 	for name, b := range seeds {

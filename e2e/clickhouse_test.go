@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/servers"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
 
 // TestClickHouse runs the ClickHouse scenarios against one server, in
@@ -160,7 +160,7 @@ func testFleet(t *testing.T, ch *servers.ClickHouse) {
 			// softflowd sends its 1,300 datagrams at once, more than
 			// nfcapd's socket buffer holds: it gets them in bursts.
 			nf := servers.StartNfcapd(t)
-			nf.Send(t, testutil.CaptureSoftflowd(t, capture, 10, "-a"))
+			nf.Send(t, testexporter.CaptureSoftflowd(t, capture, 10, "-a"))
 			for _, f := range nf.Flows(t) {
 				first := f.First
 				if f.Duration < 0 {
@@ -210,7 +210,7 @@ func testFleet(t *testing.T, ch *servers.ClickHouse) {
 			t.Fatal(err)
 		}
 	}
-	testutil.Softflowd(t, routers[2].capture, routers[2].collect.addrs[0], 10, "-a")
+	testexporter.Softflowd(t, routers[2].capture, routers[2].collect.addrs[0], 10, "-a")
 	records := 0
 	for _, r := range routers {
 		var stderr string

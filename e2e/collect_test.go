@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/collect/netflow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/servers"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
 
 // collector is a running `flowdedup collect`.
@@ -225,14 +225,14 @@ func TestCollectSoftflowd(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/v%d", capture, v), func(t *testing.T) {
 				path := pcap(capture)
 				nf := servers.StartNfcapd(t)
-				testutil.Softflowd(t, path, nf.Addr, v)
+				testexporter.Softflowd(t, path, nf.Addr, v)
 				wantSrcs, wantTuples := nfdumpSets(nf.Flows(t))
 				if len(wantSrcs) < 20 {
 					t.Fatalf("nfdump has %d sources", len(wantSrcs))
 				}
 
 				c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--window", "1h")
-				testutil.Softflowd(t, path, c.addrs[0], v)
+				testexporter.Softflowd(t, path, c.addrs[0], v)
 				srcs := map[string]bool{}
 				for _, r := range c.stop(t) {
 					srcs[r.Src] = true
@@ -243,7 +243,7 @@ func TestCollectSoftflowd(t *testing.T) {
 				sameSet(t, "sources", srcs, wantSrcs)
 
 				c = startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "5tuple", "--window", "1h")
-				testutil.Softflowd(t, path, c.addrs[0], v)
+				testexporter.Softflowd(t, path, c.addrs[0], v)
 				tuples := map[fiveTuple]bool{}
 				for _, r := range c.stop(t) {
 					tuples[fiveTuple{r.Proto, r.Src, r.Dst, r.Sport, r.Dport}] = true
@@ -268,7 +268,7 @@ func TestCollectSoftflowd(t *testing.T) {
 // frames, so there collect's sources are replay's but for the hosts seen
 // only in those, and still include sfacctd's.
 //
-// One pmacctd feeds both (testutil.SfprobeTo): it sleeps 4 s a run
+// One pmacctd feeds both (testexporter.SfprobeTo): it sleeps 4 s a run
 // whatever the capture, which was most of this test's time.
 func TestCollectSFlow(t *testing.T) {
 	t.Parallel()
@@ -280,9 +280,9 @@ func TestCollectSFlow(t *testing.T) {
 			for _, r := range exactRecords(t, "--key", "src", path) {
 				want[r.Src] = true
 			}
-			sf := testutil.StartSfacctd(t)
+			sf := testexporter.StartSfacctd(t)
 			c := startCollector(t, []string{"sflow://127.0.0.1:0"}, "--key", "src", "--window", "1h")
-			testutil.SfprobeTo(t, path, []string{sf.Addr, c.addrs[0]}, agent, 3)
+			testexporter.SfprobeTo(t, path, []string{sf.Addr, c.addrs[0]}, agent, 3)
 			pm := map[string]bool{}
 			for _, a := range sf.Sources(t) {
 				pm[a.String()] = true
@@ -424,7 +424,7 @@ func TestCollectRelayLoss(t *testing.T) {
 					to.Write(buf[:n])
 				}
 			}()
-			testutil.Softflowd(t, capture, relay.LocalAddr().String(), v)
+			testexporter.Softflowd(t, capture, relay.LocalAddr().String(), v)
 			sent.Store(true)
 			relay.SetReadDeadline(time.Now()) // wake a read that waits for more
 			r := <-done
@@ -459,7 +459,7 @@ func TestCollectRelayLoss(t *testing.T) {
 func TestCollectPrefix(t *testing.T) {
 	path := pcap("small.pcap")
 	nf := servers.StartNfcapd(t)
-	testutil.Softflowd(t, path, nf.Addr, 10)
+	testexporter.Softflowd(t, path, nf.Addr, 10)
 	want := map[string]bool{}
 	for _, f := range nf.Flows(t) {
 		bits := 24
@@ -469,7 +469,7 @@ func TestCollectPrefix(t *testing.T) {
 		want[netip.PrefixFrom(f.Src, bits).Masked().String()] = true
 	}
 	c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--prefix", "24,64", "--window", "1h")
-	testutil.Softflowd(t, path, c.addrs[0], 10)
+	testexporter.Softflowd(t, path, c.addrs[0], 10)
 	got := map[string]bool{}
 	for _, r := range c.stop(t) {
 		got[r.Src] = true

@@ -1,4 +1,4 @@
-package testutil
+package testexporter
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,7 +57,7 @@ func lookPmacct(tb testing.TB, name string) string {
 	tb.Helper()
 	bin, err := exec.LookPath(name)
 	if err != nil {
-		SkipOrFail(tb, "%s is not installed (Debian package pmacct): %v", name, err)
+		testutil.SkipOrFail(tb, "%s is not installed (Debian package pmacct): %v", name, err)
 	}
 	return bin
 }
@@ -193,7 +195,7 @@ func drainUDP(tb testing.TB, c *net.UDPConn) [][]byte {
 		}
 		msgs = append(msgs, append([]byte(nil), buf[:n]...))
 	}
-	if q, ok := UDPSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.Drops != 0 {
+	if q, ok := testutil.UDPSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.Drops != 0 {
 		tb.Fatalf("the kernel dropped %d datagrams", q.Drops)
 	}
 	return msgs
@@ -220,7 +222,7 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 	bin := lookPmacct(tb, "sfacctd")
 	dir := tb.TempDir()
 	for attempt := 0; attempt < 5; attempt++ {
-		s := &Sfacctd{port: FreeUDPPort(tb), out: filepath.Join(dir, fmt.Sprintf("sources-%d.csv", attempt))}
+		s := &Sfacctd{port: testutil.FreeUDPPort(tb), out: filepath.Join(dir, fmt.Sprintf("sources-%d.csv", attempt))}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 		conf := writeConfig(tb, dir,
 			"daemonize: false",
@@ -257,7 +259,7 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 func (s *Sfacctd) waitBound(limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if _, ok := UDPSocket(s.port); ok {
+		if _, ok := testutil.UDPSocket(s.port); ok {
 			return true
 		}
 		select {
@@ -277,7 +279,7 @@ func (s *Sfacctd) Sources(tb testing.TB) []netip.Addr {
 	tb.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for empty := 0; empty < 2; {
-		q, ok := UDPSocket(s.port)
+		q, ok := testutil.UDPSocket(s.port)
 		if !ok {
 			tb.Fatalf("sfacctd's socket is gone:\n%s", s.log.String())
 		}
