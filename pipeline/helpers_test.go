@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
@@ -200,18 +199,6 @@ func byWindow(recs []record.Record) map[int64][]record.Record {
 		m[r.WindowNs] = append(m[r.WindowNs], r)
 	}
 	return m
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // workersParked reports whether every worker of p's run is parked: it
