@@ -16,6 +16,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/report"
 )
@@ -58,17 +59,17 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 		}
 	}
 	give(tcpRecords(0, 1000), window(0))
-	waitFor(t, "the first window delivered", func() bool { st := q.Stats(); return st.Sent == 1000 && st.SentWindows == 1 })
+	testutil.WaitFor(t, "the first window delivered", 60*time.Second, func() bool { st := q.Stats(); return st.Sent == 1000 && st.SentWindows == 1 })
 
 	ch.Stop(t)
 	give(tcpRecords(1000, 2000), window(1))
-	waitFor(t, "the Queue finding the server down and spooling", func() bool {
+	testutil.WaitFor(t, "the Queue finding the server down and spooling", 60*time.Second, func() bool {
 		st := q.Stats()
 		return !st.Up && st.Spooled+st.Queued >= 2000
 	})
 	ch.Start(t)
 	give(tcpRecords(3000, 500), window(2))
-	waitFor(t, "every record delivered", func() bool { st := q.Stats(); return st.Sent == 3500 && st.SentWindows == 3 })
+	testutil.WaitFor(t, "every record delivered", 60*time.Second, func() bool { st := q.Stats(); return st.Sent == 3500 && st.SentWindows == 3 })
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}

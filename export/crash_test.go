@@ -128,7 +128,7 @@ func TestSpoolUnmarkableNotSent(t *testing.T) {
 	q := newTestQueue(t, up, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: time.Hour, Notices: notices})
 	// The first file was attempted in the run that spooled it: already
 	// marked, it goes. The second is held, and tried again.
-	waitFor(t, "the first batch delivered and the second tried again", func() bool { return len(up.records()) == 10 && tries.Load() >= 3 })
+	testutil.WaitFor(t, "the first batch delivered and the second tried again", 10*time.Second, func() bool { return len(up.records()) == 10 && tries.Load() >= 3 })
 	if got := len(up.records()); got != 10 {
 		t.Errorf("%d records delivered while the second file cannot be marked, want 10", got)
 	}

@@ -51,17 +51,6 @@ func tcpRecords(from, n int) []record.Record {
 	return recs
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestNfcapdDownAtStart exports through a Reporter and an ipfix:// Queue
 // to a collector, nfdump's nfcapd, that is not listening when the run
 // starts and comes up later: the Queue says the collector is unreachable,
@@ -101,12 +90,12 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			}
 			before := tcpRecords(0, 3000)
 			give(before)
-			waitFor(t, "the Queue finding the collector down", func() bool { return !q.Stats().Up })
+			testutil.WaitFor(t, "the Queue finding the collector down", 60*time.Second, func() bool { return !q.Stats().Up })
 
 			col := servers.StartNfcapdAt(t, port)
 			after := tcpRecords(3000, 2000)
 			give(after)
-			waitFor(t, "every record delivered", func() bool {
+			testutil.WaitFor(t, "every record delivered", 60*time.Second, func() bool {
 				st := q.Stats()
 				return st.Up && st.Sent == 5000
 			})
