@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
@@ -578,21 +579,21 @@ func testStoppedMidReplay(t *testing.T, ch *servers.ClickHouse) {
 	if _, err := stdin.Write(data[:cut]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the first rows in fault.flows", func() bool { return countRows(ch, "fault.flows") > 0 })
+	testutil.WaitFor(t, "the first rows in fault.flows", time.Minute, func() bool { return countRows(ch, "fault.flows") > 0 })
 	ch.Stop(t)
 	before := countRows(ch, "fault.flows") // -1: the server is down
 	if _, err := stdin.Write(data[cut:]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the replay finding ClickHouse down", func() bool { return strings.Contains(stderr.String(), url+": unreachable") })
-	waitFor(t, time.Minute, "batches in the spool", func() bool {
+	testutil.WaitFor(t, "the replay finding ClickHouse down", time.Minute, func() bool { return strings.Contains(stderr.String(), url+": unreachable") })
+	testutil.WaitFor(t, "batches in the spool", time.Minute, func() bool {
 		files, _ := filepath.Glob(filepath.Join(spool, "*", "*.spool"))
 		return len(files) > 0
 	})
 	ch.Start(t)
 	// The replay retries (with backoff) while its input is open: once it
 	// is through, the rest of the capture ends the replay.
-	waitFor(t, time.Minute, "the replay finding ClickHouse back", func() bool { return strings.Contains(stderr.String(), url+": reachable again") })
+	testutil.WaitFor(t, "the replay finding ClickHouse back", time.Minute, func() bool { return strings.Contains(stderr.String(), url+": reachable again") })
 	stdin.Close()
 	select {
 	case err := <-done:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/collect/netflow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
@@ -66,7 +67,7 @@ func startCollector(t *testing.T, listens []string, args ...string) *collector {
 		c.err = c.cmd.Wait()
 		close(c.dead)
 	}()
-	waitFor(t, 20*time.Second, "collect's listening line", func() bool {
+	testutil.WaitFor(t, "collect's listening line", 20*time.Second, func() bool {
 		select {
 		case <-c.dead:
 			t.Fatalf("collect exited: %v\n%s", c.err, c.stderr())
@@ -337,7 +338,7 @@ func TestCollectFlowdedupExport(t *testing.T) {
 			if scheme == "ipfix" {
 				// UDP: wait until collect has read the edge's last datagram.
 				n := len(readRecords(t, edge))
-				waitFor(t, 20*time.Second, "collect's records of the edge's", func() bool {
+				testutil.WaitFor(t, "collect's records of the edge's", 20*time.Second, func() bool {
 					b, _ := os.ReadFile(c.out)
 					return strings.Count(string(b), "\n") >= n
 				})
