@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -143,8 +142,7 @@ func testFleet(t *testing.T, ch *servers.ClickHouse) {
 	exact := map[string]map[string]bool{} // minute -> sources
 	type router struct {
 		name, capture, summary, out string
-		cmd                         *exec.Cmd
-		stderr                      strings.Builder
+		replay                      *testutil.Process
 		collect                     *collector // r3
 	}
 	routers := make([]*router, len(fleetRouters))
@@ -205,11 +203,7 @@ func testFleet(t *testing.T, ch *servers.ClickHouse) {
 			r.out, r.summary = r.collect.out, r.collect.summary
 			continue
 		}
-		r.cmd = exec.Command(flowdedup(t), append([]string{"replay", "--summary", r.summary, "--out", r.out}, append(common, r.capture)...)...)
-		r.cmd.Stderr = &r.stderr
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		r.replay = testutil.StartProcess(t, exec.Command(flowdedup(t), append([]string{"replay", "--summary", r.summary, "--out", r.out}, append(common, r.capture)...)...), "", 0)
 	}
 	testexporter.Softflowd(t, routers[2].capture, routers[2].collect.addrs[0], 10, "-a")
 	records := 0
@@ -219,10 +213,10 @@ func testFleet(t *testing.T, ch *servers.ClickHouse) {
 			r.collect.stop(t)
 			stderr = r.collect.stderr()
 		} else {
-			if err := r.cmd.Wait(); err != nil {
-				t.Fatalf("%s: %v\n%s", r.name, err, r.stderr.String())
+			if err := r.replay.Wait(t, 10*time.Minute); err != nil {
+				t.Fatalf("%s: %v\n%s", r.name, err, r.replay.Log())
 			}
-			stderr = r.stderr.String()
+			stderr = r.replay.Log()
 		}
 		n := countLines(t, r.out)
 		if r.collect != nil && !strings.Contains(stderr, "kernel drops 0") {
@@ -500,25 +494,6 @@ func testMigration(t *testing.T, ch *servers.ClickHouse) {
 	}
 }
 
-// lockedBuilder is a strings.Builder written by one goroutine and read by
-// another.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // countRows returns count() of a table, or -1 while the server does not
 // answer.
 func countRows(ch *servers.ClickHouse, table string) int {
@@ -563,18 +538,11 @@ func testStoppedMidReplay(t *testing.T, ch *servers.ClickHouse) {
 	}
 	out1 := filepath.Join(dir, "first.jsonl")
 	cmd := exec.Command(flowdedup(t), append([]string{"replay", "--out", out1, "--export-drain", "2m", "-"}, exportArgs...)...)
-	var stderr lockedBuilder
-	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	replay := testutil.StartProcess(t, cmd, "", 0)
 	cut := len(data) * 2 / 5
 	if _, err := stdin.Write(data[:cut]); err != nil {
 		t.Fatal(err)
@@ -585,7 +553,7 @@ func testStoppedMidReplay(t *testing.T, ch *servers.ClickHouse) {
 	if _, err := stdin.Write(data[cut:]); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the replay finding ClickHouse down", time.Minute, func() bool { return strings.Contains(stderr.String(), url+": unreachable") })
+	testutil.WaitFor(t, "the replay finding ClickHouse down", time.Minute, func() bool { return strings.Contains(replay.Log(), url+": unreachable") })
 	testutil.WaitFor(t, "batches in the spool", time.Minute, func() bool {
 		files, _ := filepath.Glob(filepath.Join(spool, "*", "*.spool"))
 		return len(files) > 0
@@ -593,21 +561,21 @@ func testStoppedMidReplay(t *testing.T, ch *servers.ClickHouse) {
 	ch.Start(t)
 	// The replay retries (with backoff) while its input is open: once it
 	// is through, the rest of the capture ends the replay.
-	testutil.WaitFor(t, "the replay finding ClickHouse back", time.Minute, func() bool { return strings.Contains(stderr.String(), url+": reachable again") })
+	testutil.WaitFor(t, "the replay finding ClickHouse back", time.Minute, func() bool { return strings.Contains(replay.Log(), url+": reachable again") })
 	stdin.Close()
 	select {
-	case err := <-done:
+	case err := <-replay.Done():
 		if err != nil {
-			t.Fatalf("replay: %v\n%s", err, stderr.String())
+			t.Fatalf("replay: %v\n%s", err, replay.Log())
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("replay did not end within 2 minutes of its input:\n%s", stderr.String())
+		t.Fatalf("replay did not end within 2 minutes of its input:\n%s", replay.Log())
 	}
 	n1 := countLines(t, out1)
 	if n1 != len(exactRecords(t, "--key", "5tuple", "--window", "1m", first)) || before != -1 {
 		t.Fatalf("%d records (an exact replay has its own count); rows while down %d", n1, before)
 	}
-	said := stderr.String()
+	said := replay.Log()
 	if strings.Count(said, url+": unreachable") != 1 || strings.Count(said, url+": reachable again") != 1 ||
 		!strings.Contains(said, fmt.Sprintf("export %s: sent %d records and 5 window summaries, dropped 0\n", url, n1)) {
 		t.Errorf("stderr: want the fall and the return once each, and all %d records and 5 summaries sent:\n%s", n1, said)

@@ -150,11 +150,8 @@ func startGoflow2(b *testing.B) *benchTarget {
 }
 
 func startDaemon(b *testing.B, cmd *exec.Cmd) {
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cmd.Stdout = io.Discard
+	testutil.StartProcess(b, cmd, "", 0)
 }
 
 func freePort(tb testing.TB) int {

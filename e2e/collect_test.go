@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,14 +23,10 @@ import (
 
 // collector is a running `flowdedup collect`.
 type collector struct {
-	cmd     *exec.Cmd
+	*testutil.Process
 	addrs   []string // where each --listen listens, in order
 	out     string   // its --out
 	summary string   // its --summary
-	mu      sync.Mutex
-	log     strings.Builder
-	dead    chan struct{}
-	err     error
 }
 
 var listenLine = regexp.MustCompile(`listening on (\S+) \(`)
@@ -43,66 +37,30 @@ var listenLine = regexp.MustCompile(`listening on (\S+) \(`)
 func startCollector(t *testing.T, listens []string, args ...string) *collector {
 	t.Helper()
 	dir := t.TempDir()
-	c := &collector{out: filepath.Join(dir, "records.jsonl"), summary: filepath.Join(dir, "summary.jsonl"), dead: make(chan struct{})}
+	c := &collector{out: filepath.Join(dir, "records.jsonl"), summary: filepath.Join(dir, "summary.jsonl")}
 	argv := []string{"collect", "--out", c.out, "--summary", c.summary}
 	for _, l := range listens {
 		argv = append(argv, "--listen", l)
 	}
-	c.cmd = exec.Command(flowdedup(t), append(argv, args...)...)
-	stderr, err := c.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	c.Process = testutil.StartProcess(t, exec.Command(flowdedup(t), append(argv, args...)...), "", 0)
+	m := listenLine.FindStringSubmatch(c.WaitLine(t, "listening on ", 20*time.Second))
+	if m == nil {
+		t.Fatalf("collect's listening line names no address:\n%s", c.stderr())
 	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, u := range strings.Split(m[1], ",") {
+		_, hostPort, _ := strings.Cut(u, "://")
+		c.addrs = append(c.addrs, hostPort)
 	}
-	t.Cleanup(func() { c.cmd.Process.Kill(); <-c.dead })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			c.mu.Lock()
-			c.log.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-		}
-		c.err = c.cmd.Wait()
-		close(c.dead)
-	}()
-	testutil.WaitFor(t, "collect's listening line", 20*time.Second, func() bool {
-		select {
-		case <-c.dead:
-			t.Fatalf("collect exited: %v\n%s", c.err, c.stderr())
-		default:
-		}
-		m := listenLine.FindStringSubmatch(c.stderr())
-		if m == nil {
-			return false
-		}
-		for _, u := range strings.Split(m[1], ",") {
-			_, hostPort, _ := strings.Cut(u, "://")
-			c.addrs = append(c.addrs, hostPort)
-		}
-		return true
-	})
 	return c
 }
 
-func (c *collector) stderr() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.log.String()
-}
+func (c *collector) stderr() string { return c.Log() }
 
 // stop sends SIGTERM, waits for exit 0, and returns the records.
 func (c *collector) stop(t *testing.T) []collected {
 	t.Helper()
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.dead:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("collect did not exit within 30 s of SIGTERM\n%s", c.stderr())
-	}
-	if c.err != nil {
-		t.Fatalf("collect: %v\n%s", c.err, c.stderr())
+	if err := c.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("collect: %v\n%s", err, c.stderr())
 	}
 	return readCollected(t, c.out)
 }
