@@ -25,12 +25,10 @@ import (
 // namespace's loopback, where a `flowdedup run` in the same namespace
 // reaches it.
 type nsNfcapd struct {
+	*testutil.Process
 	ns   *netns.Namespace
 	port int
 	dir  string
-	cmd  *exec.Cmd
-	out  bytes.Buffer
-	done chan error
 }
 
 // startNfcapdIn starts nfcapd in ns on 127.0.0.1:port (the namespace is
@@ -42,25 +40,14 @@ func startNfcapdIn(t *testing.T, ns *netns.Namespace, port int) *nsNfcapd {
 			testutil.SkipOrFail(t, "%s is not installed (Debian package nfdump; .ci/run installs it)", tool)
 		}
 	}
-	n := &nsNfcapd{ns: ns, port: port, dir: t.TempDir(), done: make(chan error, 1)}
+	n := &nsNfcapd{ns: ns, port: port, dir: t.TempDir()}
 	// ip netns exec execs nfcapd: signals to the process reach nfcapd.
-	n.cmd = exec.Command("ip", "netns", "exec", ns.Name, "nfcapd", "-b", "127.0.0.1", "-p", strconv.Itoa(port), "-w", n.dir, "-t", "3600")
-	n.cmd.Stdout, n.cmd.Stderr = &n.out, &n.out
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { n.done <- n.cmd.Wait() }()
-	t.Cleanup(func() { n.cmd.Process.Kill() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := n.queue(t); ok {
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nfcapd in %s did not bind 127.0.0.1:%d in 10 s:\n%s", ns.Name, port, n.out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	n.Process = testutil.StartProcess(t, exec.Command("ip", "netns", "exec", ns.Name, "nfcapd", "-b", "127.0.0.1", "-p", strconv.Itoa(port), "-w", n.dir, "-t", "3600"), "", 0)
+	n.WaitFor(t, fmt.Sprintf("nfcapd in %s binding 127.0.0.1:%d", ns.Name, port), 10*time.Second, func() bool {
+		_, ok := n.queue(t)
+		return ok
+	})
+	return n
 }
 
 // queue returns the bytes waiting in nfcapd's socket, from the namespace's
@@ -85,26 +72,16 @@ func (n *nsNfcapd) queue(t *testing.T) (uint64, bool) {
 }
 
 // flows waits until nfcapd has read its socket, stops it (it writes its
-// file on SIGTERM) and returns what nfdump reads back.
+// file on SIGTERM) and returns what nfdump reads back. Call it once the
+// sender has exited: loopback queues a datagram within the sender's send
+// call, so nfcapd has read them all when its socket's queue is empty.
 func (n *nsNfcapd) flows(t *testing.T) []servers.NfdumpFlow {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for empty := 0; empty < 2; time.Sleep(5 * time.Millisecond) {
-		if q, _ := n.queue(t); q == 0 {
-			empty++
-		} else {
-			empty = 0
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nfcapd has not read its socket after 10 s")
-		}
-	}
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nfcapd did not exit within 10 s of SIGTERM:\n%s", n.out.String())
-	}
+	n.WaitFor(t, "nfcapd reading its socket", 10*time.Second, func() bool {
+		q, _ := n.queue(t)
+		return q == 0
+	})
+	n.Stop(t, syscall.SIGTERM, 10*time.Second) // its exit status is nfcapd's business; its files are the test's
 	return servers.ReadNfdump(t, n.dir)
 }
 
