@@ -82,3 +82,13 @@ func TestProcessWaitForHolds(t *testing.T) {
 		t.Errorf("cat, its input closed: %v", err)
 	}
 }
+
+func TestWaitUntil(t *testing.T) {
+	n := 0
+	if !WaitUntil(time.Minute, func() bool { n++; return n == 3 }) || n != 3 {
+		t.Errorf("WaitUntil gave up after %d looks; want success on the third", n)
+	}
+	if WaitUntil(20*time.Millisecond, func() bool { return false }) {
+		t.Error("WaitUntil reported a condition that never holds as held")
+	}
+}
