@@ -235,10 +235,7 @@ func newMemoryCgroup(t *testing.T, limit int) string {
 	t.Cleanup(func() {
 		// The processes have exited; the kernel may take a moment to
 		// let go of an emptied cgroup.
-		deadline := time.Now().Add(5 * time.Second)
-		for os.Remove(dir) != nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.WaitUntil(5*time.Second, func() bool { return os.Remove(dir) == nil })
 	})
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(limit)), 0o644); err != nil {
 		t.Fatalf("setting %s: %v", file, err)

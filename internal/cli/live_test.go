@@ -57,11 +57,9 @@ func sendInto(t *testing.T, ns *netns.Namespace, file string) {
 
 // waitLines waits, up to 10 seconds, until path holds n complete lines:
 // records reach the file as soon as the workers go idle.
+// The test's checks afterwards judge what came.
 func waitLines(path string, n int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for lineCount(path) < n && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitUntil(10*time.Second, func() bool { return lineCount(path) >= n })
 }
 
 // Live capture end to end, in every mode: `flowdedup run --mode M` on one
@@ -141,13 +139,7 @@ func TestRunXDPKilledLeavesNoProgram(t *testing.T) {
 				t.Fatalf("no XDP program on %s while running\n%s", ns.Veth[0], lr.Log())
 			}
 			lr.stop(t, syscall.SIGKILL)
-			deadline := time.Now().Add(5 * time.Second)
-			for xdpAttached(t, ns) {
-				if time.Now().After(deadline) {
-					t.Fatalf("an XDP program is still attached to %s 5 s after SIGKILL", ns.Veth[0])
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testutil.WaitFor(t, "the XDP program to leave "+ns.Veth[0]+" after SIGKILL", 5*time.Second, func() bool { return !xdpAttached(t, ns) })
 		})
 	}
 }
