@@ -4,6 +4,7 @@ package xdp
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -132,17 +133,7 @@ func processed(t *testing.T, x *Capture) uint64 {
 // frames are in the rings.
 func waitProcessed(t *testing.T, x *Capture, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got := processed(t, x)
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the XDP program finished with %d frames in 10 s, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("the XDP program to finish with %d frames", n), time.Minute, func() bool { return processed(t, x) >= n })
 }
 
 // total sums the counters of all CPUs.

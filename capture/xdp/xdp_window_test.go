@@ -5,6 +5,7 @@ package xdp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net/netip"
@@ -54,6 +55,26 @@ var dstAddr = netip.MustParseAddr("192.0.2.1")
 func keyFrame(j int) []byte { return udp4Frame(srcAddr(j), dstAddr, 1000, 53) }
 
 func srcKey(j int) flow.Key { return flow.MakeKey(flow.KeySrc, srcAddr(j), netip.Addr{}, 0, 0, 0) }
+
+// perWindow bounds the keys a test sends in one window: 4 windows and
+// more of them stay far below what a CPU's ring holds
+// (bpf.DefaultRingBytes over bpf.EventSize and the ring's 8-byte record
+// header, about 75,000 events) when it is
+// read only at the end.
+const perWindow = 5000
+
+// spread paces a sender that spreads its frames over the windows: before
+// its j-th key it waits until the program has finished with the sent
+// frames before it (the sender goes at the kernel's pace, not a sleep's),
+// and, every perWindow keys, for the clock to enter the next window.
+func spread(t *testing.T, x *Capture, window time.Duration, j int, sent uint64) {
+	t.Helper()
+	waitProcessed(t, x, sent)
+	if j > 0 && j%perWindow == 0 {
+		w := time.Now().UnixNano() / int64(window)
+		testutil.WaitFor(t, fmt.Sprintf("window %d", w+1), time.Minute, func() bool { return time.Now().UnixNano()/int64(window) > w })
+	}
+}
 
 // readByCPU reads every source until it is idle for one poll interval (call
 // it after waitProcessed, when every event is in the rings) and returns
@@ -122,9 +143,11 @@ func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 	const trunc, notIP = -1, -2 // error frames in seq; keyed frames are their index j >= 0
 	var seq []int
 	keyed := 0
-	// Send until the wall clock has been in four windows (bounded).
+	// Send until the wall clock has been in four windows (bounded), each
+	// frame once the program has finished with those before (see spread).
 	first, deadline := time.Now().UnixNano()/int64(window), time.Now().Add(20*time.Second)
 	for time.Now().UnixNano()/int64(window) < first+4 && time.Now().Before(deadline) {
+		spread(t, x, window, keyed, uint64(len(seq)))
 		in.send(t, keyFrame(keyed))
 		seq = append(seq, keyed)
 		switch keyed % 6 {
@@ -136,7 +159,6 @@ func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 			seq = append(seq, notIP)
 		}
 		keyed++
-		time.Sleep(time.Millisecond) // spread the frames over the windows
 	}
 	if seq[len(seq)-1] < 0 { // an error frame is always followed by a keyed one
 		in.send(t, keyFrame(keyed))
@@ -309,13 +331,9 @@ func TestXDPWindowGone(t *testing.T) {
 		t.Fatalf("%d events, want 1", len(evs[cpu]))
 	}
 	w0 := evs[cpu][0].TimeNs / int64(window)
-	// Wait for the clock to pass window w0+WindowSlots.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().UnixNano()/int64(window) <= w0+bpf.WindowSlots; {
-		if time.Now().After(deadline) {
-			t.Fatal("the clock did not move")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("the clock to pass window %d", w0+bpf.WindowSlots), 5*time.Second, func() bool {
+		return time.Now().UnixNano()/int64(window) > w0+bpf.WindowSlots
+	})
 	in.send(t, keyFrame(1))
 	waitProcessed(t, x, 2)
 	evs = readByCPU(t, x)
@@ -396,13 +414,13 @@ func TestXDPPipelineWindows(t *testing.T) {
 	// Send until the wall clock has been in four windows (bounded).
 	first, deadline := time.Now().UnixNano()/int64(window), time.Now().Add(20*time.Second)
 	for j := 0; time.Now().UnixNano()/int64(window) < first+4 && time.Now().Before(deadline); j++ {
+		spread(t, x, window, j, sent)
 		in.send(t, keyFrame(j), keyFrame(j))
 		sent += 2
 		if j%4 == 3 {
 			in.send(t, errFrames[j/4%len(errFrames)])
 			sent++
 		}
-		time.Sleep(time.Millisecond)
 	}
 	waitProcessed(t, x, sent)
 	cancel()
