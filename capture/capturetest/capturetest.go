@@ -42,6 +42,10 @@ type Backend struct {
 	// Close wakes a Next blocked in the kernel; a file source ends with
 	// io.EOF after Frames.
 	Live bool
+	// Close closes the source Open returned as its owner does, and may
+	// check what the owner's Close does besides (detach a program); nil
+	// means the source's Close.
+	Close func(t *testing.T, s capture.Source) error
 	// Blocked waits until the goroutine on OS thread tid is blocked in
 	// Next; nil means testutil.WaitInPoll (a Next that waits in poll(2)).
 	Blocked func(t *testing.T, tid int)
@@ -65,7 +69,7 @@ const limit = time.Minute
 
 func nextReturnsFrames(t *testing.T, b Backend) {
 	s := b.Open(t)
-	defer s.Close()
+	defer b.close(t, s)
 	if b.Send != nil {
 		b.Send(t, b.Frames)
 	}
@@ -105,19 +109,33 @@ func next(t *testing.T, s capture.Source, p *capture.Packet) error {
 func nextAfterClose(t *testing.T, b Backend) {
 	s := b.Open(t)
 	c := newCounts(t, s)
-	if err := s.Close(); err != nil {
+	if err := b.close(t, s); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	closed(t, b, s)
+	c.checkDropsAfterClose(t)
+}
+
+func (b Backend) close(t *testing.T, s capture.Source) error {
+	if b.Close != nil {
+		return b.Close(t, s)
+	}
+	return s.Close()
+}
+
+// closed checks a closed source: Next returns capture.ErrClosed, twice,
+// and Close again returns nil.
+func closed(t *testing.T, b Backend, s capture.Source) {
+	t.Helper()
 	var p capture.Packet
 	for i := range 2 {
 		if err := s.Next(&p); !errors.Is(err, capture.ErrClosed) {
 			t.Errorf("Next %d after Close: %v, want capture.ErrClosed", i+1, err)
 		}
 	}
-	if err := s.Close(); err != nil {
+	if err := b.close(t, s); err != nil {
 		t.Errorf("second Close: %v, want nil", err)
 	}
-	c.checkDropsAfterClose(t)
 }
 
 // counts follows the counters of a source that has them.

@@ -36,7 +36,7 @@ func closeWakesBlockedNext(t *testing.T, b Backend) {
 		t.Fatalf("Next returned %v with no frame and no poll timeout", err)
 	default:
 	}
-	if err := s.Close(); err != nil {
+	if err := b.close(t, s); err != nil {
 		t.Errorf("Close: %v", err)
 	}
 	select {
@@ -47,4 +47,5 @@ func closeWakesBlockedNext(t *testing.T, b Backend) {
 	case <-time.After(limit):
 		t.Fatalf("Next still blocked %v after Close", limit)
 	}
+	closed(t, b, s)
 }
