@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/netns"
@@ -362,45 +363,30 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-// TestCloseUnblocksNext closes a source while Next waits forever.
-func TestCloseUnblocksNext(t *testing.T) {
-	ns := netns.NetNS(t)
-	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
-	s := srcs[0]
-	done := make(chan error, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
-		var p capture.Packet
-		done <- s.Next(&p)
-	}()
-	testutil.WaitInPoll(t, <-tids, 5*time.Second)
-	select {
-	case err := <-done:
-		t.Fatalf("Next returned %v on an idle link without timeout", err)
-	default:
+// TestSource checks a socket against the contract of capture.Source
+// (capturetest): the frames sent into the veth pair, in order, and Close,
+// which wakes a Next waiting forever in poll(2).
+func TestSource(t *testing.T) {
+	var sender *frameSender
+	frames := make([][]byte, 10)
+	for i := range frames {
+		frames[i] = udpFrame(1, i%2 == 1, 7777, uint32(i), 16)
 	}
-	start := time.Now()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, capture.ErrClosed) {
-			t.Errorf("Next after Close: %v, want capture.ErrClosed", err)
-		}
-		t.Logf("Next returned %v after Close", time.Since(start))
-	case <-time.After(time.Minute):
-		t.Fatal("Next still blocked 1 minute after Close")
-	}
-	var p capture.Packet
-	if err := s.Next(&p); !errors.Is(err, capture.ErrClosed) {
-		t.Errorf("second Next after Close: %v, want capture.ErrClosed", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	capturetest.Run(t, capturetest.Backend{
+		Open: func(t *testing.T) capture.Source {
+			ns := netns.NetNS(t)
+			srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
+			sender = newSender(t, ns, ns.Veth[1])
+			return srcs[0]
+		},
+		Send: func(t *testing.T, frames [][]byte) {
+			for _, f := range frames {
+				sender.send(t, f)
+			}
+		},
+		Frames: frames,
+		Live:   true,
+	})
 }
 
 // TestCloseWhileHoldingFrame closes a source whose reader still
