@@ -23,6 +23,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/afpacket"
+	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -266,42 +267,42 @@ func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 	}
 }
 
-func TestAFXDPCloseWakesNext(t *testing.T) {
-	ns := netns.NetNS(t)
-	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
-	src := a.Sources()[0]
-	errc := make(chan error, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
-		var p capture.Packet
-		errc <- src.Next(&p)
-	}()
-	// Close must wake a Next that sleeps in the kernel, not one that has
-	// not got there yet: wait until its thread is in poll(2).
-	testutil.WaitInPoll(t, <-tids, 5*time.Second)
-	select {
-	case err := <-errc:
-		t.Fatalf("Next returned %v with no frame and no timeout", err)
-	default:
+// TestSource checks a socket against the contract of capture.Source
+// (capturetest), closed as the pipeline's caller closes it, by the Capture:
+// the frames sent into the veth pair, in order, and Close, which wakes a
+// Next waiting forever in poll(2) and detaches the program.
+func TestSource(t *testing.T) {
+	var (
+		ns     *netns.Namespace
+		a      *Capture
+		sender *afxSender
+	)
+	frames := make([][]byte, 10)
+	for i := range frames {
+		frames[i] = afxFrame(i)
 	}
-	start := time.Now()
-	if err := a.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, capture.ErrClosed) {
-			t.Errorf("blocked Next returned %v, want ErrClosed", err)
-		}
-		t.Logf("Next returned %v after Close", time.Since(start))
-	case <-time.After(time.Minute):
-		t.Fatal("Next still blocked 1 minute after Close")
-	}
-	if afxAttached(t, ns, ns.Veth[0]) {
-		t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
-	}
+	capturetest.Run(t, capturetest.Backend{
+		Open: func(t *testing.T) capture.Source {
+			ns = netns.NetNS(t)
+			a = afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
+			sender = afxNewSender(t, ns, ns.Veth[1])
+			return a.Sources()[0]
+		},
+		Send: func(t *testing.T, frames [][]byte) {
+			for _, f := range frames {
+				sender.send(t, f)
+			}
+		},
+		Frames: frames,
+		Live:   true,
+		Close: func(t *testing.T, s capture.Source) error {
+			err := a.Close()
+			if afxAttached(t, ns, ns.Veth[0]) {
+				t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
+			}
+			return err
+		},
+	})
 }
 
 // TestAFXDPCloseKeepsHeldFrame checks that a frame returned by Next stays
