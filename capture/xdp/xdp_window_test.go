@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/netns"
@@ -470,4 +471,33 @@ func TestXDPPipelineWindows(t *testing.T) {
 		t.Errorf("frames in %d windows, want 3 or more: too few boundaries crossed to test", withFrames)
 	}
 	t.Logf("%d frames in %d summaries (%d with frames), pinned to CPU %d", sent, len(sink.wins), withFrames, cpu)
+}
+
+// TestSource checks a CPU's source against the contract of
+// capture.Source (capturetest): the keys of the frames sent, in order, and
+// Close, which wakes a Next waiting in the kernel for its ring. The sender
+// is pinned, so that its frames are keyed on its CPU, whose source is read.
+func TestSource(t *testing.T) {
+	var in *injector
+	frames := make([][]byte, 10)
+	for j := range frames {
+		frames[j] = keyFrame(j)
+	}
+	capturetest.Run(t, capturetest.Backend{
+		Open: func(t *testing.T) capture.Source {
+			ns := netns.NetNS(t)
+			// An hour's poll timeout: an idle Next blocks until a key
+			// comes or Close.
+			x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 7, PrefilterBytes: -1, PollTimeout: time.Hour})
+			in = newInjector(t, ns, ns.Veth[1])
+			return x.Sources()[testutil.PinThread(t)]
+		},
+		Send: func(t *testing.T, frames [][]byte) { in.send(t, frames...) },
+		Match: func(p *capture.Packet, frame []byte) bool {
+			// The key of the frame's IPv4 source address (bytes 26-29).
+			return p.Key == flow.MakeKey(flow.KeySrc, netip.AddrFrom4([4]byte(frame[26:30])), netip.Addr{}, 0, 0, 0) && len(p.Data) == 0
+		},
+		Frames: frames,
+		Live:   true,
+	})
 }
