@@ -92,3 +92,25 @@ func TestWaitUntil(t *testing.T) {
 		t.Error("WaitUntil reported a condition that never holds as held")
 	}
 }
+
+// waitsOnChannel blocks on c: TestWaitBlockedIn looks for it by name.
+func waitsOnChannel(c chan struct{}) { <-c }
+
+func TestWaitBlockedIn(t *testing.T) {
+	const fn = "github.com/flowdedup/flowdedup/internal/testutil.waitsOnChannel"
+	if blockedIn(fn) {
+		t.Fatal("a goroutine blocked in waitsOnChannel before any was started")
+	}
+	c := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitsOnChannel(c)
+	}()
+	WaitBlockedIn(t, fn, time.Minute)
+	close(c)
+	<-done
+	if blockedIn(fn) {
+		t.Error("a goroutine still blocked in waitsOnChannel after it returned")
+	}
+}
