@@ -302,7 +302,7 @@ func testSchemaError(t *testing.T, ch *servers.ClickHouse) {
 		"proto UInt8, sport UInt16, dport UInt16) ENGINE = MergeTree ORDER BY window")
 	url := "clickhouse://" + ch.Addr + "/bad"
 	fixed := func() { ch.Query(t, "DROP TABLE bad.flows") }
-	said := waitForOperator(t, ch, url, "bad", fixed)
+	said := spoolUntilOperatorFixes(t, ch, url, "bad", fixed)
 	if !strings.Contains(said, "src") || !strings.Contains(said, "UInt32") || !strings.Contains(said, "String") {
 		t.Errorf("the notice does not name column src, its type and the type wanted:\n%s", said)
 	}
@@ -323,19 +323,19 @@ func testWrongPassword(t *testing.T, ch *servers.ClickHouse) {
 			t.Fatal(err)
 		}
 	}
-	said := waitForOperator(t, ch, url, "pw", fixed)
+	said := spoolUntilOperatorFixes(t, ch, url, "pw", fixed)
 	if !strings.Contains(said, "WRONG_PASSWORD") || !strings.Contains(said, "password_file") || strings.Contains(said, "wrong-password") {
 		t.Errorf("the notice does not say the password is wrong and where to fix it, or shows the password:\n%s", said)
 	}
 }
 
-// waitForOperator runs a replay that exports to url, whose server refuses
+// spoolUntilOperatorFixes runs a replay that exports to url, whose server refuses
 // the run for a reason the operator has to fix (fix fixes it), with a
 // spool: nothing is dropped, the records stay in the spool, and the reason
 // is said in one line, which it returns. Then it fixes the reason and runs
 // again with an empty capture: the first run's records go to db.flows,
 // each once.
-func waitForOperator(t *testing.T, ch *servers.ClickHouse, url, db string, fix func()) (said string) {
+func spoolUntilOperatorFixes(t *testing.T, ch *servers.ClickHouse, url, db string, fix func()) (said string) {
 	t.Helper()
 	dir := t.TempDir()
 	spool := filepath.Join(dir, "spool")
