@@ -495,10 +495,7 @@ func TestTrafficGenXDP(t *testing.T) {
 	}
 	// Records come once the keys have gone through the filters: wait for
 	// them (the filter may take a few flows for duplicates, not more).
-	deadline := time.Now().Add(time.Minute)
-	for r.sink.records.Load() < tputFlows*99/100 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitUntil(time.Minute, func() bool { return r.sink.records.Load() >= tputFlows*99/100 })
 	if got := r.sink.records.Load(); got < tputFlows*99/100 || got > tputFlows {
 		t.Errorf("%d records for %d flows", got, tputFlows)
 	}
