@@ -403,13 +403,7 @@ func TestAFXDPDetachedWhenKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	deadline := time.Now().Add(time.Minute)
-	for afxAttached(t, ns, ns.Veth[0]) {
-		if time.Now().After(deadline) {
-			t.Fatalf("an XDP program is still attached to %s a minute after its process was killed", ns.Veth[0])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the XDP program to leave "+ns.Veth[0]+" after its process was killed", time.Minute, func() bool { return !afxAttached(t, ns, ns.Veth[0]) })
 }
 
 const afxHelperEnv = "FLOWDEDUP_AFXDP_HELPER_IFACE"
