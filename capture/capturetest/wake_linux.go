@@ -2,11 +2,8 @@ package capturetest
 
 import (
 	"errors"
-	"runtime"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -18,14 +15,10 @@ import (
 func closeWakesBlockedNext(t *testing.T, b Backend) {
 	s := b.Open(t)
 	errc := make(chan error, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
+	tid := testutil.OnThread(func() {
 		var p capture.Packet
 		errc <- s.Next(&p)
-	}()
-	tid := <-tids
+	})
 	if b.Blocked != nil {
 		b.Blocked(t, tid)
 	} else {
