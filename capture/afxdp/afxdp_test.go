@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -706,10 +705,7 @@ func TestAFXDPInterfaceGone(t *testing.T) {
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
+	tid := testutil.OnThread(func() {
 		var p capture.Packet
 		for {
 			if err := src.Next(&p); !errors.Is(err, capture.ErrTimeout) {
@@ -717,9 +713,9 @@ func TestAFXDPInterfaceGone(t *testing.T) {
 				return
 			}
 		}
-	}()
+	})
 	// The interface goes while the reader waits in the kernel.
-	testutil.WaitInPoll(t, <-tids, 5*time.Second)
+	testutil.WaitInPoll(t, tid, 5*time.Second)
 	if err := ns.Netlink().LinkDel(ns.Link(t, ns.Veth[0])); err != nil {
 		t.Fatal(err)
 	}
