@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FreeUDPPort returns a UDP port of 127.0.0.1 that was free a moment ago.
@@ -49,4 +50,23 @@ func UDPSocket(port int) (UDPQueue, bool) {
 		return q, true
 	}
 	return UDPQueue{}, false
+}
+
+// WaitUDPBound waits until a socket is bound to 127.0.0.1:port, as WaitFor
+// waits, and reports whether one is: false when exited (the process that
+// was to bind it) is closed first, or limit passes.
+func WaitUDPBound(port int, exited <-chan struct{}, limit time.Duration) bool {
+	bound := false
+	WaitUntil(limit, func() bool {
+		if _, bound = UDPSocket(port); bound {
+			return true
+		}
+		select {
+		case <-exited:
+			return true
+		default:
+			return false
+		}
+	})
+	return bound
 }

@@ -119,7 +119,7 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 			n.waitErr = n.cmd.Wait()
 			close(n.exited)
 		}()
-		if n.waitBound(10 * time.Second) {
+		if testutil.WaitUDPBound(n.port, n.exited, 10*time.Second) {
 			tb.Cleanup(func() { n.kill() })
 			return n
 		}
@@ -128,22 +128,6 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 	}
 	tb.Fatalf("nfcapd did not bind a UDP port in %d attempts; its last output:\n%s", attempts, lastOut)
 	return nil
-}
-
-// waitBound waits until nfcapd's socket is bound, or it exited.
-func (n *Nfcapd) waitBound(limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if _, ok := testutil.UDPSocket(n.port); ok {
-			return true
-		}
-		select {
-		case <-n.exited:
-			return false
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return false
 }
 
 // WaitRead waits until nfcapd has read every datagram sent to it so far,

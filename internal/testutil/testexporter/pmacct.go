@@ -246,7 +246,7 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 		s.cmd = exec.Command(bin, "-f", conf)
 		s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 		s.exited = startGroup(tb, s.cmd, "sfacctd")
-		if s.waitBound(10 * time.Second) {
+		if testutil.WaitUDPBound(s.port, s.exited, 10*time.Second) {
 			return s
 		}
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
@@ -254,21 +254,6 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 	}
 	tb.Fatalf("sfacctd did not bind a UDP port in 5 attempts")
 	return nil
-}
-
-func (s *Sfacctd) waitBound(limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if _, ok := testutil.UDPSocket(s.port); ok {
-			return true
-		}
-		select {
-		case <-s.exited:
-			return false
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return false
 }
 
 // Sources waits until sfacctd has read every datagram sent to it, stops
