@@ -92,18 +92,8 @@ func openXDP(t *testing.T, ns *netns.Namespace, cfg Config) *Capture {
 func readKeys(t *testing.T, x *Capture) []capture.Packet {
 	t.Helper()
 	var out []capture.Packet
-	for _, s := range x.Sources() {
-		for {
-			var p capture.Packet
-			err := s.Next(&p)
-			if errors.Is(err, capture.ErrTimeout) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("Next: %v", err)
-			}
-			out = append(out, p)
-		}
+	for _, ps := range readByCPU(t, x) {
+		out = append(out, ps...)
 	}
 	return out
 }
