@@ -42,16 +42,16 @@ func (q *Queue) finishing(now time.Time) bool {
 		q.abandon("a call to it had not returned when the drain time (%s) ran out", true)
 		return true
 	case empty && q.inflight == nil && !spooled:
-		q.closeSink()
+		q.closeDestination()
 		return true
 	case q.down && q.spool != nil && empty && (q.inflight == nil || q.inflight.onDisk):
 		// Failing, and everything is on disk: no need to wait.
-		q.closeSink()
+		q.closeDestination()
 		q.notice("%d records and %d window summaries stay in the spool %s for the next run", q.spool.records, q.spool.windows, q.cfg.Spool.dir)
 		return true
 	case !now.Before(q.deadline):
 		q.abandon("the drain time (%s) ran out", false)
-		q.closeSink()
+		q.closeDestination()
 		return true
 	}
 	return false
@@ -101,10 +101,10 @@ func (q *Queue) abandon(why string, stuck bool) {
 	q.inflight = nil
 }
 
-// closeSink closes the record.Destination, waiting for it until the drain deadline (and
+// closeDestination closes the record.Destination, waiting for it until the drain deadline (and
 // at least a second, so that a record.Destination whose data are all delivered closes
 // cleanly even when draining took the whole time).
-func (q *Queue) closeSink() {
+func (q *Queue) closeDestination() {
 	q.busy = true
 	q.call = call{op: opClose}
 	q.calls <- &q.call

@@ -54,11 +54,11 @@ type Options struct {
 	Env clickhouse.Env
 }
 
-// opener makes the Sink of a URL and says how its Queue batches.
+// opener makes the Destination of a URL and says how its Queue batches.
 type opener func(raw string, o *Options) (record.Destination, QueueConfig, error)
 
 // destination is what a scheme serves: check parses a URL (and reads the
-// secrets it names) without making anything, open makes its Sink.
+// secrets it names) without making anything, open makes its Destination.
 type destination struct {
 	check func(raw string, env clickhouse.Env) error
 	open  opener
@@ -83,7 +83,7 @@ func Schemes() []string {
 	})
 }
 
-// Open opens the --export destination rawURL: it makes the Sink of its
+// Open opens the --export destination rawURL: it makes the Destination of its
 // scheme (which does not connect yet, or does not mind a destination that
 // is down) and returns it in a running Queue named Dest(rawURL). A
 // malformed URL, a scheme no destination serves (ErrScheme, listing those
@@ -93,7 +93,7 @@ func Open(rawURL string, o Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	sink, qc, err := d.open(rawURL, &o)
+	dst, qc, err := d.open(rawURL, &o)
 	if err != nil {
 		return nil, err
 	}
@@ -101,9 +101,9 @@ func Open(rawURL string, o Options) (*Queue, error) {
 	qc.DrainTimeout = o.DrainTimeout
 	qc.Notices = o.Notices
 	qc.Wait = o.Wait
-	q, err := NewQueue(Dest(rawURL), sink, qc)
+	q, err := NewQueue(Dest(rawURL), dst, qc)
 	if err != nil {
-		sink.Close()
+		dst.Close()
 		return nil, err
 	}
 	return q, nil

@@ -150,10 +150,10 @@ type QueueConfig struct {
 // A Queue is a record.Destination: Records, Window and Flush may be called from one
 // goroutine (the Reporter's), Stats from any. Close drains and stops it.
 type Queue struct {
-	dest string
-	sink record.Destination
-	cfg  QueueConfig
-	base uint64
+	dest        string
+	destination record.Destination
+	cfg         QueueConfig
+	base        uint64
 
 	mu          sync.Mutex
 	room        sync.Cond       // on mu: a buffer was freed, or the destination failed (Wait)
@@ -254,11 +254,11 @@ const (
 // share.
 var noticeMu sync.Mutex
 
-// NewQueue returns a Queue delivering to sink, which it owns from now on
+// NewQueue returns a Queue delivering to the Destination to, which it owns from now on
 // (it calls Close on it), under the name dest: the destination's URL
 // without credentials, as summaries and metrics show it. With a spool, it
 // first sends what an earlier run left there for dest.
-func NewQueue(dest string, sink record.Destination, cfg QueueConfig) (*Queue, error) {
+func NewQueue(dest string, to record.Destination, cfg QueueConfig) (*Queue, error) {
 	if dest == "" || len(dest) > maxDestLen {
 		return nil, fmt.Errorf("export: export queue: destination name of %d bytes, want 1 to %d", len(dest), maxDestLen)
 	}
@@ -275,16 +275,16 @@ func NewQueue(dest string, sink record.Destination, cfg QueueConfig) (*Queue, er
 	cfg.RetryMin = orDefault(cfg.RetryMin, DefaultRetryMin)
 	cfg.RetryMax = max(orDefault(cfg.RetryMax, DefaultRetryMax), cfg.RetryMin)
 	q := &Queue{
-		dest:    dest,
-		sink:    sink,
-		cfg:     cfg,
-		base:    rand.Uint64(),
-		kick:    make(chan struct{}, 1),
-		closeCh: make(chan struct{}),
-		done:    make(chan struct{}),
-		calls:   make(chan *call, 1),
-		results: make(chan *call, 1),
-		rng:     rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		dest:        dest,
+		destination: to,
+		cfg:         cfg,
+		base:        rand.Uint64(),
+		kick:        make(chan struct{}, 1),
+		closeCh:     make(chan struct{}),
+		done:        make(chan struct{}),
+		calls:       make(chan *call, 1),
+		results:     make(chan *call, 1),
+		rng:         rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	q.room.L = &q.mu
 	q.up.Store(true)

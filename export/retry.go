@@ -17,13 +17,13 @@ func (q *Queue) caller() {
 	for c := range q.calls {
 		switch c.op {
 		case opRecords:
-			c.err = q.sink.Records(&c.it.batch)
+			c.err = q.destination.Records(&c.it.batch)
 		case opWindow:
-			c.err = q.sink.Window(c.it.sum)
+			c.err = q.destination.Window(c.it.sum)
 		case opFlush:
-			c.err = q.sink.Flush()
+			c.err = q.destination.Flush()
 		case opClose:
-			c.err = q.sink.Close()
+			c.err = q.destination.Close()
 		}
 		q.results <- c // never blocks: one call at a time
 	}

@@ -65,7 +65,7 @@ type Config struct {
 const stageSize = 256
 
 // Reporter is the pipeline.Sink of the CLI: it hands records and window
-// summaries to report.Sinks, and on Close writes the run totals.
+// summaries to its Destinations and Exports, and on Close writes the run totals.
 //
 // The synchronous sinks are the record file (--out, a RecordWriter), the
 // summary file (--summary, a SummaryWriter) and Config.Destinations; the first

@@ -74,7 +74,7 @@ func BenchmarkTableDesign(b *testing.B) {
 	recs := trafficRecords(rows)
 	designs := []struct{ name, create string }{
 		{"MergeTree-window-observer-src-dst", "ENGINE = MergeTree PARTITION BY toYYYYMM(`window`) ORDER BY (`window`, `observer`, `src`, `dst`)"},
-		{"ReplacingMergeTree-all-seen", ""}, // made by the Exporter
+		{"ReplacingMergeTree-all-seen", ""}, // made by the Destination
 	}
 	for _, d := range designs {
 		b.Run(d.name, func(b *testing.B) {

@@ -19,10 +19,10 @@ import (
 // DefaultTimeout bounds each request to the server (connecting, sending,
 // the server's work and its answer) when Config.Timeout is zero. An insert
 // of a large batch on a busy server takes seconds; one that takes longer
-// than this is given up and its outcome is unknown (see Exporter.Records).
+// than this is given up and its outcome is unknown (see Destination.Records).
 const DefaultTimeout = 30 * time.Second
 
-// Config says where and how an Exporter writes.
+// Config says where and how a Destination writes.
 type Config struct {
 	// Address is the HOST:PORT of the server's HTTP interface; Database
 	// the database of the tables, created if missing. ParseURL fills both
@@ -57,13 +57,13 @@ type Config struct {
 // CompressionGzip is the Config.Compression that gzips insert bodies.
 const CompressionGzip = "gzip"
 
-// Stats counts what an Exporter has done since New.
+// Stats counts what a Destination has done since New.
 type Stats struct {
 	Batches uint64 // batches whose every row is in flows: inserted, or found there on a retry
 	Rows    uint64 // rows inserted into flows
 	Windows uint64 // rows inserted into windows
 	// Checks counts the batches and summaries looked for in their table
-	// before they were written again (see Exporter.Records and Window).
+	// before they were written again (see Destination.Records and Window).
 	Checks uint64
 	// RowsFound and WindowsFound count the rows those checks found in
 	// the table already, which were not inserted again.
@@ -76,15 +76,15 @@ type Stats struct {
 	InsertBytes uint64
 }
 
-// An Exporter writes distinct-flow records and window summaries to the
+// A Destination writes distinct-flow records and window summaries to the
 // flows and windows tables of a ClickHouse database over its HTTP
 // interface: it is the record.Destination of a clickhouse:// --export destination.
 // The package documentation says how it fails; the repository's
 // docs/export.md describes its tables and idempotent retries.
 //
-// An Exporter is not safe for concurrent use (record.Destination's rule: one
+// A Destination is not safe for concurrent use (record.Destination's rule: one
 // goroutine at a time). It starts no goroutines of its own.
-type Exporter struct {
+type Destination struct {
 	cfg           Config
 	c             *client
 	flows         flowRow
@@ -110,18 +110,18 @@ type Exporter struct {
 	closed bool
 }
 
-var _ record.Destination = (*Exporter)(nil)
+var _ record.Destination = (*Destination)(nil)
 
-// maxUnsure bounds Exporter.unsure: batches the caller gave up on are
+// maxUnsure bounds Destination.unsure: batches the caller gave up on are
 // never given again, and their IDs must not pile up. Forgetting one only
 // means relying on Batch.Retry for it.
 const maxUnsure = 4096
 
-// New returns an Exporter writing to cfg's server. It sends nothing: the
+// New returns a Destination writing to cfg's server. It sends nothing: the
 // first Records or Window call creates what is missing, and a server that
 // is down, or a name that does not resolve yet, is reported by those calls
 // as a transient error. Only a malformed Config is an error (ErrConfig).
-func New(cfg Config) (*Exporter, error) {
+func New(cfg Config) (*Destination, error) {
 	if err := record.CheckAddress(cfg.Address); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -141,7 +141,7 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, fmt.Errorf("%w: negative timeout %v", ErrConfig, cfg.Timeout)
 	}
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
-	e := &Exporter{
+	e := &Destination{
 		cfg: cfg,
 		c:   newClient(&cfg),
 		flows: flowRow{
@@ -160,8 +160,8 @@ func insertSQL(db string, t *table) string {
 	return "INSERT INTO " + qualified(db, t.name) + " (" + t.columns + ") FORMAT RowBinary"
 }
 
-// Stats returns the Exporter's counts so far.
-func (e *Exporter) Stats() Stats {
+// Stats returns the Destination's counts so far.
+func (e *Destination) Stats() Stats {
 	s := e.stats
 	s.Requests, s.Failures, s.InsertBytes = e.c.requests, e.c.failures, e.c.insertBytes
 	return s
@@ -180,7 +180,7 @@ func (e *Exporter) Stats() Stats {
 // that carry b's ID (and observer, in b's windows) and inserts only the
 // records not among them, so that a retry after an insert that did land,
 // wholly or in part, adds nothing twice. The read goes through the same
-// server session as every request of the Exporter, and the server runs one
+// server session as every request of the Destination, and the server runs one
 // request of a session at a time: while an earlier attempt is still in the
 // server's hands, the read fails (SESSION_IS_LOCKED, transient) instead of
 // missing rows that attempt is about to write.
@@ -191,7 +191,7 @@ func (e *Exporter) Stats() Stats {
 // *ServerError, permanent ones wrapping record.ErrRejected; a table whose
 // columns do not fit is a *SchemaError; anything else (no connection, a
 // timeout) is transient.
-func (e *Exporter) Records(b *record.Batch) error {
+func (e *Destination) Records(b *record.Batch) error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -245,7 +245,7 @@ const typicalRowLen = 128
 // encode encodes the rows of b into e.buf and e.ends. The buffers are
 // grown once for the batch, from the length of the rows of the last, so
 // that a large batch is not copied over and over as it grows.
-func (e *Exporter) encode(b *record.Batch) error {
+func (e *Destination) encode(b *record.Batch) error {
 	rowLen := typicalRowLen + len(e.flows.observer)
 	if len(e.ends) > 0 && len(e.buf) > 0 {
 		rowLen = len(e.buf)/len(e.ends) + 8
@@ -272,7 +272,7 @@ func (e *Exporter) encode(b *record.Batch) error {
 // flows has the same value in every column; rows that occur n times in the
 // batch (the same key at the same nanosecond, reported twice by a filter)
 // need n such rows.
-func (e *Exporter) missingRows(b *record.Batch) ([]byte, int, error) {
+func (e *Destination) missingRows(b *record.Batch) ([]byte, int, error) {
 	e.stats.Checks++
 	lo, hi := windowSpan(b)
 	q := "SELECT " + flowsTable.columns + " FROM " + qualified(e.cfg.Database, FlowsTable) +
@@ -323,7 +323,7 @@ func windowSpan(b *record.Batch) (lo, hi uint32) {
 	return lo, hi
 }
 
-func (e *Exporter) markUnsure(id uint64) {
+func (e *Destination) markUnsure(id uint64) {
 	if len(e.unsure) >= maxUnsure {
 		clear(e.unsure)
 	}
@@ -331,8 +331,8 @@ func (e *Exporter) markUnsure(id uint64) {
 }
 
 // afterError makes the next call look at the tables again when err says
-// that they changed under the Exporter.
-func (e *Exporter) afterError(err error) {
+// that they changed under the Destination.
+func (e *Destination) afterError(err error) {
 	var se *ServerError
 	if errors.As(err, &se) && schemaCode(se.Code) {
 		e.ready = false
@@ -345,14 +345,14 @@ func (e *Exporter) afterError(err error) {
 // windows with the same observer, window start and id, the hash of every
 // other column of the row, and inserts only when there is none: a summary
 // given again after an insert that did land is not written twice. The
-// look-up goes through the Exporter's session, as in Records. The price is
+// look-up goes through the Destination's session, as in Records. The price is
 // that two runs whose summaries are equal in every column (the same
 // capture replayed twice under the same observer, filter and kind) leave
 // one row.
 //
 // A window outside 1970 to 2106 is rejected (ErrBadRecord,
 // record.ErrRejected); other errors are as for Records.
-func (e *Exporter) Window(s *record.Summary) error {
+func (e *Destination) Window(s *record.Summary) error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -394,19 +394,19 @@ func (e *Exporter) Window(s *record.Summary) error {
 	return nil
 }
 
-func (e *Exporter) observer(s *record.Summary) string {
+func (e *Destination) observer(s *record.Summary) string {
 	return cmp.Or(s.Observer, e.cfg.Observer)
 }
 
 // batchObserver returns the observer of the flows rows of b: its own, or
 // Config.Observer.
-func (e *Exporter) batchObserver(b *record.Batch) string {
+func (e *Destination) batchObserver(b *record.Batch) string {
 	return cmp.Or(b.Observer, e.cfg.Observer)
 }
 
 // windowRow encodes the windows row of s into e.wrow and returns it with
 // its id: the FNV-1a hash of the row's other columns in RowBinary.
-func (e *Exporter) windowRow(s *record.Summary) ([]byte, uint64, error) {
+func (e *Destination) windowRow(s *record.Summary) ([]byte, uint64, error) {
 	start, _, ok1 := seconds(s.StartNs)
 	end, _, ok2 := seconds(s.EndNs)
 	if !ok1 || !ok2 {
@@ -439,16 +439,16 @@ func (e *Exporter) windowRow(s *record.Summary) ([]byte, uint64, error) {
 }
 
 // Flush does nothing: Records and Window write before they return.
-func (e *Exporter) Flush() error {
+func (e *Destination) Flush() error {
 	if e.closed {
 		return ErrClosed
 	}
 	return nil
 }
 
-// Close releases the Exporter's connections. Nothing is buffered, so
+// Close releases the Destination's connections. Nothing is buffered, so
 // nothing is lost. Later calls return ErrClosed.
-func (e *Exporter) Close() error {
+func (e *Destination) Close() error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -459,7 +459,7 @@ func (e *Exporter) Close() error {
 
 // ensure finds the tables, creates what is missing, and checks their
 // columns, once; again after an error that says they changed.
-func (e *Exporter) ensure() error {
+func (e *Destination) ensure() error {
 	if e.ready {
 		return nil
 	}
@@ -498,7 +498,7 @@ func (e *Exporter) ensure() error {
 
 // columns returns the columns of flows and windows, by table; a table
 // that does not exist is not in the map.
-func (e *Exporter) columns() (map[string]tableColumns, error) {
+func (e *Destination) columns() (map[string]tableColumns, error) {
 	answer, err := e.c.exec(columnsSQL(e.cfg.Database), 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: list the columns of %s.%s and %s.%s: %w", e.cfg.Database, FlowsTable, e.cfg.Database, WindowsTable, err)

@@ -27,7 +27,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind.String(), func(t *testing.T) {
 			db := "rt_" + strings.ReplaceAll(kind.String(), "5", "five")
-			e := newExporter(t, ch.Addr, db, kind, "router-1")
+			e := newDestination(t, ch.Addr, db, kind, "router-1")
 			var want []string
 			for id := uint64(1); id <= 3; id++ {
 				recs := records(kind, 200, int(id))
@@ -70,7 +70,7 @@ func TestRecordsEdges(t *testing.T) {
 	}
 	for _, observer := range []string{"", `it's a "router" \ with	tab`} {
 		db := fmt.Sprintf("edges%d", len(observer))
-		e := newExporter(t, ch.Addr, db, flow.KeySrc, observer)
+		e := newDestination(t, ch.Addr, db, flow.KeySrc, observer)
 		b := &record.Batch{ID: 7, Records: recs}
 		if err := e.Records(b); err != nil {
 			t.Fatal(err)
@@ -90,12 +90,12 @@ func TestRecordsEdges(t *testing.T) {
 }
 
 // A batch's own observer (record.Batch.Observer: the run that spooled it)
-// goes in its rows, whatever the Exporter's; a batch without one takes
-// the Exporter's. A retry of the batch after it landed looks for its rows
+// goes in its rows, whatever the Destination's; a batch without one takes
+// the Destination's. A retry of the batch after it landed looks for its rows
 // under its own observer, finds them all and inserts nothing.
 func TestRecordsBatchObserver(t *testing.T) {
 	ch := servers.StartClickHouse(t)
-	e := newExporter(t, ch.Addr, "obs", flow.Key5Tuple, "b")
+	e := newDestination(t, ch.Addr, "obs", flow.Key5Tuple, "b")
 	spooled := &record.Batch{ID: 11, Records: records(flow.Key5Tuple, 200, 1), Observer: "a"}
 	own := &record.Batch{ID: 12, Records: records(flow.Key5Tuple, 100, 2)}
 	for _, b := range []*record.Batch{spooled, own} {
@@ -125,7 +125,7 @@ func TestRecordsBatchObserver(t *testing.T) {
 // nothing reaches the table, and the error says why.
 func TestBadRecordsRejected(t *testing.T) {
 	ch := servers.StartClickHouse(t)
-	e := newExporter(t, ch.Addr, "bad", flow.KeySrc, "r")
+	e := newDestination(t, ch.Addr, "bad", flow.KeySrc, "r")
 	a := netip.MustParseAddr("192.0.2.1")
 	good := record.Record{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 1e18}
 	for _, tc := range []struct {
@@ -157,7 +157,7 @@ func TestBadRecordsRejected(t *testing.T) {
 // and a second Window of the same summary adds nothing.
 func TestWindows(t *testing.T) {
 	ch := servers.StartClickHouse(t)
-	e := newExporter(t, ch.Addr, "win", flow.Key5Tuple, "default-observer")
+	e := newDestination(t, ch.Addr, "win", flow.Key5Tuple, "default-observer")
 	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	sums := []record.Summary{{
 		WindowSummary: record.WindowSummary{
@@ -204,13 +204,13 @@ func TestWindows(t *testing.T) {
 	}
 }
 
-// The tables are created once, found by a later Exporter and reused; a
+// The tables are created once, found by a later Destination and reused; a
 // table made by hand with plain DateTime columns and a column of its own
 // is written too.
 func TestCreateAndReuse(t *testing.T) {
 	ch := servers.StartClickHouse(t)
 	recs := records(flow.KeyPair, 50, 0)
-	e1 := newExporter(t, ch.Addr, "reuse", flow.KeyPair, "a")
+	e1 := newDestination(t, ch.Addr, "reuse", flow.KeyPair, "a")
 	if err := e1.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestCreateAndReuse(t *testing.T) {
 			t.Errorf("SHOW CREATE TABLE reuse.flows lacks %q:\n%s", part, created)
 		}
 	}
-	e2 := newExporter(t, ch.Addr, "reuse", flow.KeyPair, "b")
+	e2 := newDestination(t, ch.Addr, "reuse", flow.KeyPair, "b")
 	if err := e2.Records(&record.Batch{ID: 2, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestCreateAndReuse(t *testing.T) {
 	ch.Query(t, "CREATE DATABASE own")
 	ch.Query(t, "CREATE TABLE own.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src String, dst String, "+
 		"proto UInt8, sport UInt16, dport UInt16, kind String, batch UInt64, note String DEFAULT 'mine') ENGINE = MergeTree ORDER BY ts")
-	e3 := newExporter(t, ch.Addr, "own", flow.KeyPair, "c")
+	e3 := newDestination(t, ch.Addr, "own", flow.KeyPair, "c")
 	if err := e3.Records(&record.Batch{ID: 3, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +254,13 @@ func TestCreateAndReuse(t *testing.T) {
 
 // A table with a column of another type, or without a column, is a
 // transient error that names the column (the rows are not at fault: they
-// wait for the table to be fixed); once it is, the same Exporter writes.
+// wait for the table to be fixed); once it is, the same Destination writes.
 func TestSchemaMismatch(t *testing.T) {
 	ch := servers.StartClickHouse(t)
 	ch.Query(t, "CREATE DATABASE mis")
 	ch.Query(t, "CREATE TABLE mis.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src String, dst String, "+
 		"proto UInt8, sport UInt32, dport UInt16, batch UInt64) ENGINE = MergeTree ORDER BY window")
-	e := newExporter(t, ch.Addr, "mis", flow.Key5Tuple, "r")
+	e := newDestination(t, ch.Addr, "mis", flow.Key5Tuple, "r")
 	recs := records(flow.Key5Tuple, 10, 0)
 	check := func(column, want string) {
 		t.Helper()
@@ -282,10 +282,10 @@ func TestSchemaMismatch(t *testing.T) {
 	}
 	diffRows(t, readFlows(t, ch, "mis"), wantRows(t, flow.Key5Tuple, "r", 1, recs))
 
-	// Windows too (the Exporter created it, beside flows).
+	// Windows too (the Destination created it, beside flows).
 	ch.Query(t, "DROP TABLE mis.windows")
 	ch.Query(t, "CREATE TABLE mis.windows (observer String, window_start DateTime, window_end DateTime) ENGINE = MergeTree ORDER BY window_start")
-	e2 := newExporter(t, ch.Addr, "mis", flow.Key5Tuple, "r")
+	e2 := newDestination(t, ch.Addr, "mis", flow.Key5Tuple, "r")
 	err := e2.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 0, EndNs: 60e9}})
 	var se *clickhouse.SchemaError
 	if !errors.As(err, &se) || se.Table != "mis.windows" || se.Column != "packets" || errors.Is(err, record.ErrRejected) {
@@ -293,11 +293,11 @@ func TestSchemaMismatch(t *testing.T) {
 	}
 }
 
-// A table dropped under a running Exporter is created again by the next
+// A table dropped under a running Destination is created again by the next
 // attempt; the failed attempt is transient.
 func TestTableDroppedWhileRunning(t *testing.T) {
 	ch := servers.StartClickHouse(t)
-	e := newExporter(t, ch.Addr, "dropped", flow.KeySrc, "r")
+	e := newDestination(t, ch.Addr, "dropped", flow.KeySrc, "r")
 	recs := records(flow.KeySrc, 10, 0)
 	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatal(err)
@@ -314,13 +314,13 @@ func TestTableDroppedWhileRunning(t *testing.T) {
 	diffRows(t, readFlows(t, ch, "dropped"), wantRows(t, flow.KeySrc, "r", 2, recs))
 }
 
-// A server that is down when the Exporter starts: New succeeds, writes
+// A server that is down when the Destination starts: New succeeds, writes
 // fail with transient errors, and succeed once the server is up, each row
 // once.
 func TestUnreachableThenUp(t *testing.T) {
 	ch := servers.StartClickHouse(t)
 	ch.Stop(t)
-	e := newExporter(t, ch.Addr, "late", flow.KeyDst, "r")
+	e := newDestination(t, ch.Addr, "late", flow.KeyDst, "r")
 	recs := records(flow.KeyDst, 100, 0)
 	b := &record.Batch{ID: 9, Records: recs}
 	sum := &record.Summary{WindowSummary: record.WindowSummary{StartNs: 0, EndNs: 60e9, Packets: 1}}
@@ -356,7 +356,7 @@ func TestDistinctSourcesPerWindow(t *testing.T) {
 	ch := servers.StartClickHouse(t)
 	exact := map[int64]map[string]bool{}
 	for i, observer := range []string{"r1", "r2", "r3"} {
-		e := newExporter(t, ch.Addr, "net", flow.Key5Tuple, observer)
+		e := newDestination(t, ch.Addr, "net", flow.Key5Tuple, observer)
 		// Seeds overlap: routers see some of the same sources.
 		recs := append(records(flow.Key5Tuple, 300, i), records(flow.Key5Tuple, 300, i+1)...)
 		for j := 0; j < len(recs); j += 100 {
@@ -390,7 +390,7 @@ func TestDistinctSourcesPerWindow(t *testing.T) {
 
 	// Per hour, with a router of dst keys in the table too (its rows
 	// have no source).
-	d := newExporter(t, ch.Addr, "net", flow.KeyDst, "r4")
+	d := newDestination(t, ch.Addr, "net", flow.KeyDst, "r4")
 	if err := d.Records(&record.Batch{ID: 1 << 40, Records: records(flow.KeyDst, 100, 7)}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // password where the URL says (the file of password_file=PATH, with a
 // ${CREDENTIALS_DIRECTORY} of systemd's replaced; else the environment
 // variable FLOWDEDUP_CLICKHOUSE_PASSWORD; else none), through an [Env];
-// [New] makes an [Exporter], which is a record.Destination. A password file
+// [New] makes an [Destination], which is a record.Destination. A password file
 // that cannot be read is [ErrPasswordFile]. No error holds a password:
 // URLs are shown without it, and requests carry it in the Authorization
 // header.
@@ -40,7 +40,7 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (record.Destination's
+// A Destination is used from one goroutine at a time (record.Destination's
 // rule) and starts no goroutines. Records and Window write before they
 // return, so Flush has nothing to do; Close releases the idle connection,
 // and later calls return [ErrClosed]. It works with Debian's

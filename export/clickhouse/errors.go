@@ -22,7 +22,7 @@ var (
 	ErrPasswordFile = errors.New("clickhouse: cannot read the password file")
 	// ErrConfig: a Config that New cannot serve.
 	ErrConfig = errors.New("clickhouse: invalid configuration")
-	// ErrClosed: the Exporter was used after Close.
+	// ErrClosed: the Destination was used after Close.
 	ErrClosed = errors.New("clickhouse: exporter closed")
 	// ErrSchema is wrapped by a *SchemaError: a table exists with columns
 	// this package cannot write.
@@ -104,7 +104,7 @@ var fixes = map[int]struct{ name, fix string }{
 const fixPassword = "fix the user or password of the --export URL (password_file=FILE, or FLOWDEDUP_CLICKHOUSE_PASSWORD)"
 
 // schemaCodes are the error codes that say the database, a table or a
-// column is not what the Exporter found when it last looked: someone
+// column is not what the Destination found when it last looked: someone
 // dropped or altered it meanwhile. They are transient, and the next call
 // looks again: it creates what is missing, or returns a *SchemaError that
 // names the column.

@@ -23,9 +23,9 @@ var kinds = []flow.KeyKind{flow.KeySrc, flow.KeyDst, flow.KeyPair, flow.Key5Tupl
 // base is the time of the first generated record.
 var base = time.Date(2026, 1, 31, 23, 58, 0, 0, time.UTC)
 
-// newExporter returns an Exporter of records of kind to database db of the
+// newDestination returns a Destination of records of kind to database db of the
 // server at addr, closed when t ends.
-func newExporter(t testing.TB, addr, db string, kind flow.KeyKind, observer string) *clickhouse.Exporter {
+func newDestination(t testing.TB, addr, db string, kind flow.KeyKind, observer string) *clickhouse.Destination {
 	t.Helper()
 	e, err := clickhouse.New(clickhouse.Config{Address: addr, Database: db, Kind: kind, Observer: observer, Timeout: 10 * time.Second})
 	if err != nil {

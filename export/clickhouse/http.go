@@ -21,7 +21,7 @@ import (
 // client sends statements to the server's HTTP interface. Every request
 // carries the same session_id, so that the server handles this client's
 // requests one at a time: one that comes while an earlier one is still in
-// the server's hands fails with SESSION_IS_LOCKED (see Exporter.Records
+// the server's hands fails with SESSION_IS_LOCKED (see Destination.Records
 // for why that matters).
 type client struct {
 	base      string // http://HOST:PORT/?session_id=...

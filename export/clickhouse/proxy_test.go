@@ -26,7 +26,7 @@ const (
 	holdBody
 )
 
-// faultProxy is an HTTP proxy between an Exporter and a real ClickHouse
+// faultProxy is an HTTP proxy between a Destination and a real ClickHouse
 // that applies a mode to each request, in the order they come: the real
 // server does the work, and only what the client sees of it changes.
 type faultProxy struct {

@@ -13,10 +13,10 @@ import (
 	"github.com/flowdedup/flowdedup/record"
 )
 
-// newProxiedExporter returns an Exporter that reaches ch through a
+// newProxiedExporter returns a Destination that reaches ch through a
 // faultProxy, with a short timeout, its tables already created (so that
 // the next request of the proxy's is the insert under test).
-func newProxiedExporter(t *testing.T, ch *servers.ClickHouse, db string) (*clickhouse.Exporter, *faultProxy) {
+func newProxiedExporter(t *testing.T, ch *servers.ClickHouse, db string) (*clickhouse.Destination, *faultProxy) {
 	t.Helper()
 	p := startProxy(t, ch.Addr)
 	e, err := clickhouse.New(clickhouse.Config{Address: p.Addr, Database: db, Kind: flow.Key5Tuple, Observer: "r", Timeout: 2 * time.Second})
@@ -32,7 +32,7 @@ func newProxiedExporter(t *testing.T, ch *servers.ClickHouse, db string) (*click
 
 // An insert that lands while its answer is lost (the client times out) is
 // not written again by the retry, with Batch.Retry set or not (the
-// Exporter remembers the failure), in batches that span two partitions.
+// Destination remembers the failure), in batches that span two partitions.
 func TestRetryAfterLostAnswer(t *testing.T) {
 	ch := servers.StartClickHouse(t)
 	for _, flagged := range []bool{true, false} {
@@ -92,7 +92,7 @@ func waitCount(t *testing.T, ch *servers.ClickHouse, query string, want uint64) 
 // retryWhileLocked gives b to e again until its answer is something other
 // than the transient SESSION_IS_LOCKED (373), for at most 30 s, and fails
 // the test unless that answer is success.
-func retryWhileLocked(t *testing.T, e *clickhouse.Exporter, b *record.Batch) {
+func retryWhileLocked(t *testing.T, e *clickhouse.Destination, b *record.Batch) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -170,11 +170,11 @@ func TestRetryAfterPartialLanding(t *testing.T) {
 	if len(jan) == 0 || len(jan) == len(recs) {
 		t.Fatalf("%d of %d records in January: the batch must span two months", len(jan), len(recs))
 	}
-	first := newExporter(t, ch.Addr, "partial", flow.Key5Tuple, "r")
+	first := newDestination(t, ch.Addr, "partial", flow.Key5Tuple, "r")
 	if err := first.Records(&record.Batch{ID: 5, Records: jan}); err != nil {
 		t.Fatal(err)
 	}
-	e := newExporter(t, ch.Addr, "partial", flow.Key5Tuple, "r")
+	e := newDestination(t, ch.Addr, "partial", flow.Key5Tuple, "r")
 	if err := e.Records(&record.Batch{ID: 5, Records: recs, Retry: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -221,7 +221,7 @@ func TestEncodeAllocs(t *testing.T) {
 			t.Errorf("%v: %v allocations per batch", kind, allocs)
 		}
 		// Batches of another observer (spooled by an earlier run) between
-		// batches of the Exporter's own: none allocates either.
+		// batches of the Destination's own: none allocates either.
 		spooled := *batch
 		spooled.Observer = "edge-fra1-before-the-rename"
 		if allocs := testing.AllocsPerRun(10, func() { e.encode(&spooled); e.encode(batch) }); allocs != 0 {

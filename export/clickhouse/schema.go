@@ -20,7 +20,7 @@ type column struct {
 	typ string
 }
 
-// table is one of the tables Exporter writes, with the statements it
+// table is one of the tables Destination writes, with the statements it
 // needs, made once.
 type table struct {
 	name    string
@@ -47,7 +47,7 @@ var flowsColumns = []column{
 	// kind of value, but 5-tuple rows are not distinct sources.
 	{"kind", "String"},
 	// batch is record.Batch.ID: a retried insert looks for it (see
-	// Exporter.Records).
+	// Destination.Records).
 	{"batch", "UInt64"},
 }
 
@@ -71,7 +71,7 @@ var windowsColumns = []column{
 	{"filter", "String"},
 	{"kind", "String"},
 	// id is a hash of the row's other columns: a summary that is written
-	// again is found by it (see Exporter.Window).
+	// again is found by it (see Destination.Window).
 	{"id", "UInt64"},
 }
 

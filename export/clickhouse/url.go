@@ -45,7 +45,7 @@ const maxPasswordFile = 4096
 const maxDatabaseLen = 128
 
 // URL is a clickhouse:// --export URL, parsed by ParseURL; Config turns it
-// into the Config of an Exporter, looking the password up where the URL
+// into the Config of a Destination, looking the password up where the URL
 // says it is.
 type URL struct {
 	// Address is the server's HOST:PORT, Database the database.

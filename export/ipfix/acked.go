@@ -38,7 +38,7 @@ const ackPoll = 5 * time.Millisecond
 
 // wrote notes that m, a message of d, went out as n bytes of the stream,
 // and keeps a copy of its buffer until the bytes are acknowledged.
-func (e *Exporter) wrote(d *domain, m *message, n int) {
+func (e *Destination) wrote(d *domain, m *message, n int) {
 	e.written += uint64(n)
 	if !e.tcp || !e.canAck {
 		e.stats.Records += uint64(m.n)
@@ -55,7 +55,7 @@ func (e *Exporter) wrote(d *domain, m *message, n int) {
 
 // retire counts the in-flight messages the collector's host has
 // acknowledged as sent, and reports whether any are left.
-func (e *Exporter) retire() bool {
+func (e *Destination) retire() bool {
 	if len(e.inflight) == 0 {
 		return false
 	}
@@ -79,7 +79,7 @@ func (e *Exporter) retire() bool {
 // acknowledged. A connection that breaks meanwhile, or a collector that
 // does not acknowledge in time, fails: the messages not acknowledged go
 // again on the next connection.
-func (e *Exporter) waitAcked() error {
+func (e *Destination) waitAcked() error {
 	if !e.tcp || !e.canAck || e.conn == nil {
 		return nil
 	}
@@ -103,7 +103,7 @@ func (e *Exporter) waitAcked() error {
 
 // unacked returns the records written and not acknowledged, on this
 // connection and waiting for the next.
-func (e *Exporter) unacked() int {
+func (e *Destination) unacked() int {
 	n := 0
 	for i := range e.inflight {
 		n += e.inflight[i].n
@@ -116,7 +116,7 @@ func (e *Exporter) unacked() int {
 
 // lostConn drops a broken TCP connection: what its collector's host
 // acknowledged counts as sent, the rest goes again first on the next.
-func (e *Exporter) lostConn() {
+func (e *Destination) lostConn() {
 	if e.tcp && e.canAck && e.conn != nil {
 		e.retire()
 		e.resend = append(e.resend, e.inflight...)
@@ -129,7 +129,7 @@ func (e *Exporter) lostConn() {
 // collector host did not acknowledge, oldest first, each with its new
 // session's header, sequence number and template. It stops at the first
 // failure; what is left goes with the next attempt.
-func (e *Exporter) sendResend() error {
+func (e *Destination) sendResend() error {
 	for len(e.resend) > 0 {
 		p := &e.resend[0]
 		real := &p.d.msgs[p.ti]

@@ -59,7 +59,7 @@ func TestTCPCountsAcknowledged(t *testing.T) {
 	}()
 
 	clock := newFakeClock()
-	e := newExporter(t, ipfix.Config{Network: "tcp", Address: ln.Addr().String(), Kind: flow.KeySrc, MessageSize: 1000, Now: clock.Now})
+	e := newDestination(t, ipfix.Config{Network: "tcp", Address: ln.Addr().String(), Kind: flow.KeySrc, MessageSize: 1000, Now: clock.Now})
 	rng := rand.New(rand.NewPCG(21, 4))
 	recs := randRecords(rng, flow.KeySrc, 100000, 1)
 	for i := range recs {

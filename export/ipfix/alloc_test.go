@@ -49,7 +49,7 @@ func sinkTCP(tb testing.TB) string {
 
 // TestNoAllocs: in steady state, encoding and sending records allocates
 // nothing, on UDP and TCP, for every template (IPv4 and IPv6, with and
-// without ports, of hosts and of networks), with batches of the Exporter's own observation domain
+// without ports, of hosts and of networks), with batches of the Destination's own observation domain
 // and of another (spooled by an earlier run) in turn.
 func TestNoAllocs(t *testing.T) {
 	if raceEnabled {
@@ -61,7 +61,7 @@ func TestNoAllocs(t *testing.T) {
 			if network == "tcp" {
 				addr = sinkTCP(t)
 			}
-			e := newExporter(t, ipfix.Config{Network: network, Address: addr, Kind: flow.Key5Tuple, MessageSize: 1400})
+			e := newDestination(t, ipfix.Config{Network: network, Address: addr, Kind: flow.Key5Tuple, MessageSize: 1400})
 			rng := rand.New(rand.NewPCG(1, 2))
 			recs := append(randRecords(rng, flow.Key5Tuple, 1000, 1), networkRecords(rng, flow.Key5Tuple, 500)...)
 			batch := &record.Batch{ID: 1, Records: recs}

@@ -27,7 +27,7 @@ const (
 	// after a collector restart at high rates too (100 messages are about
 	// 7000 IPv4 5-tuple records on a 1500-byte path) for at most 0.03 %
 	// more bytes. The room for the template is kept free in every message
-	// anyway (see Exporter), so it never costs a message.
+	// anyway (see Destination), so it never costs a message.
 	DefaultTemplateRefreshMessages = 100
 	// DefaultReconnectInterval is the least time between two connection
 	// attempts: RFC 7011 section 10.4.4 says an exporter in its default
@@ -69,7 +69,7 @@ var (
 	ErrURL = errors.New("ipfix: invalid export URL")
 	// ErrConfig: a Config that New cannot serve.
 	ErrConfig = errors.New("ipfix: invalid configuration")
-	// ErrClosed: the Exporter was used after Close.
+	// ErrClosed: the Destination was used after Close.
 	ErrClosed = errors.New("ipfix: exporter closed")
 	// ErrPeerClosed: the collector closed the TCP connection. The records
 	// not yet sent are kept, and the next call connects again.
@@ -80,7 +80,7 @@ var (
 	ErrNotConnected = errors.New("ipfix: not connected to the collector")
 )
 
-// Config says where and how an Exporter sends.
+// Config says where and how a Destination sends.
 type Config struct {
 	// Network is "udp" or "tcp"; Address the collector's HOST:PORT.
 	// ParseURL fills both from an --export URL.
@@ -126,7 +126,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Stats counts what an Exporter has done since New.
+// Stats counts what a Destination has done since New.
 type Stats struct {
 	Messages   uint64 // messages sent
 	Records    uint64 // data records sent: on TCP, whose bytes the collector's host acknowledged (Linux)
@@ -135,7 +135,7 @@ type Stats struct {
 	SendErrors uint64 // messages that failed to go out (they are kept and sent again)
 }
 
-// An Exporter sends distinct-flow records to one IPFIX collector: it is
+// A Destination sends distinct-flow records to one IPFIX collector: it is
 // the record.Destination of an ipfix:// or ipfix+tcp:// --export destination.
 //
 // Records are gathered into one message per template, so each message
@@ -156,9 +156,9 @@ type Stats struct {
 // domain's first message on a session carries its templates, whatever
 // other domains sent before.
 //
-// An Exporter is not safe for concurrent use (record.Destination's rule: one
+// A Destination is not safe for concurrent use (record.Destination's rule: one
 // goroutine at a time). It starts no goroutines.
-type Exporter struct {
+type Destination struct {
 	cfg    Config
 	now    func() time.Time
 	tcp    bool
@@ -187,7 +187,7 @@ type Exporter struct {
 	// doms holds the observation domains records were given for:
 	// doms[0] is Config.ObservationDomain's, the others those of batches
 	// with a domain of their own (spooled by runs with another), added
-	// when first seen and kept for the Exporter's life (a few at most:
+	// when first seen and kept for the Destination's life (a few at most:
 	// one per --observation-domain the spool holds batches of).
 	doms []*domain
 
@@ -206,7 +206,7 @@ type Exporter struct {
 	closed bool
 }
 
-var _ record.Destination = (*Exporter)(nil)
+var _ record.Destination = (*Destination)(nil)
 
 // domain is what RFC 7011 scopes to an observation domain in a transport
 // session: the sequence number, and the templates (a message per
@@ -239,13 +239,13 @@ type message struct {
 	since   int
 }
 
-// New returns an Exporter sending to cfg's collector. For UDP it connects
+// New returns a Destination sending to cfg's collector. For UDP it connects
 // the socket (which sends nothing) to learn the path MTU; for TCP it does
 // not connect: the first message does. A collector that is down, or a name
 // that does not resolve yet, is not an error here: sending reports it, and
 // connecting is tried again (at most once per ReconnectInterval). Only a
 // malformed Config is (ErrConfig).
-func New(cfg Config) (*Exporter, error) {
+func New(cfg Config) (*Destination, error) {
 	if cfg.Network != "udp" && cfg.Network != "tcp" {
 		return nil, fmt.Errorf("%w: network %q: want udp or tcp", ErrConfig, cfg.Network)
 	}
@@ -266,7 +266,7 @@ func New(cfg Config) (*Exporter, error) {
 	cfg.ReconnectInterval = cmp.Or(cfg.ReconnectInterval, DefaultReconnectInterval)
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.RefusalWait = cmp.Or(cfg.RefusalWait, DefaultRefusalWait)
-	e := &Exporter{cfg: cfg, now: cfg.Now, tcp: cfg.Network == "tcp"}
+	e := &Destination{cfg: cfg, now: cfg.Now, tcp: cfg.Network == "tcp"}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -287,13 +287,13 @@ func New(cfg Config) (*Exporter, error) {
 	return e, nil
 }
 
-// MessageSize returns the largest message the Exporter sends now: for UDP
+// MessageSize returns the largest message the Destination sends now: for UDP
 // with Config.MessageSize zero, the path MTU of the socket less the IP
 // and UDP headers.
-func (e *Exporter) MessageSize() int { return e.maxMsg }
+func (e *Destination) MessageSize() int { return e.maxMsg }
 
-// Stats returns the Exporter's counts so far.
-func (e *Exporter) Stats() Stats { return e.stats }
+// Stats returns the Destination's counts so far.
+func (e *Destination) Stats() Stats { return e.stats }
 
 // Records encodes one data record per record of b, in messages of b's
 // observation domain (Config.ObservationDomain when b.Domain is not
@@ -302,7 +302,7 @@ func (e *Exporter) Stats() Stats { return e.stats }
 // it is encoded (record.ErrRejected). A failure to send returns an error
 // that does not wrap record.ErrRejected: the records taken before it are
 // kept and sent later, and the same batch given again resumes after them.
-func (e *Exporter) Records(b *record.Batch) error {
+func (e *Destination) Records(b *record.Batch) error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -337,8 +337,8 @@ func (e *Exporter) Records(b *record.Batch) error {
 }
 
 // domain returns the state of the observation domain id, added when new
-// (doms is short: see Exporter.doms).
-func (e *Exporter) domain(id uint32) *domain {
+// (doms is short: see Destination.doms).
+func (e *Destination) domain(id uint32) *domain {
 	for _, d := range e.doms {
 		if d.id == id {
 			return d
@@ -352,7 +352,7 @@ func (e *Exporter) domain(id uint32) *domain {
 // ready makes room in m, a message of d, for one more record: it sends m
 // when it is full, and sizes its buffer on first use or after the message
 // size grew.
-func (e *Exporter) ready(d *domain, m *message) error {
+func (e *Destination) ready(d *domain, m *message) error {
 	if m.n > 0 {
 		if err := e.send(d, m); err != nil {
 			return err
@@ -371,13 +371,13 @@ func (e *Exporter) ready(d *domain, m *message) error {
 // reach the collector when it closes rather than when a message fills.
 // Summaries themselves are not exported: IPFIX has no standard Information
 // Elements for a window's counts, and --summary and ClickHouse carry them.
-func (e *Exporter) Window(s *record.Summary) error { return e.Flush() }
+func (e *Destination) Window(s *record.Summary) error { return e.Flush() }
 
 // Flush sends every message that holds records, of every domain. On TCP
 // it then waits, up to Config.Timeout, until the collector's host has
 // acknowledged every byte written (Linux; see acked.go), so that what a
 // successful Flush returns for has reached the collector's host.
-func (e *Exporter) Flush() error {
+func (e *Destination) Flush() error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -403,7 +403,7 @@ func (e *Exporter) Flush() error {
 
 // Close flushes and closes the connection. Records that could not be sent
 // are lost, and the error says so. Later calls return ErrClosed.
-func (e *Exporter) Close() error {
+func (e *Destination) Close() error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -429,7 +429,7 @@ func (e *Exporter) Close() error {
 
 // connect connects when there is no connection, at most once per
 // ReconnectInterval.
-func (e *Exporter) connect() error {
+func (e *Destination) connect() error {
 	if e.conn != nil {
 		return nil
 	}
@@ -480,7 +480,7 @@ func (e *Exporter) connect() error {
 // would fail the next send instead. The wait is only for a message sent
 // while the collector's state is unknown, so a collector that is down at
 // start, or goes down, costs no record.
-func (e *Exporter) refused() error {
+func (e *Destination) refused() error {
 	c := e.conn
 	c.SetReadDeadline(time.Now().Add(e.cfg.RefusalWait))
 	_, err := c.Read(e.rbuf[:]) // a collector sends nothing: only an error or the deadline ends it
@@ -508,7 +508,7 @@ func udpMessageSize(c *net.UDPConn) int {
 
 // disconnect drops a broken connection: the next send connects again,
 // starting a new transport session.
-func (e *Exporter) disconnect() {
+func (e *Destination) disconnect() {
 	if e.conn != nil {
 		e.conn.Close()
 		e.conn, e.peek = nil, nil
@@ -517,7 +517,7 @@ func (e *Exporter) disconnect() {
 
 // forgetTemplates makes every template of every domain due with its next
 // message: the collector missed those sent lately.
-func (e *Exporter) forgetTemplates() {
+func (e *Destination) forgetTemplates() {
 	for _, d := range e.doms {
 		for i := range d.msgs {
 			d.msgs[i].session = 0
@@ -529,7 +529,7 @@ func (e *Exporter) forgetTemplates() {
 // header and sequence number, and its template when the template is due
 // in d, after what a broken TCP connection left unacknowledged. On success
 // m is empty; on failure m is unchanged.
-func (e *Exporter) send(d *domain, m *message) error {
+func (e *Destination) send(d *domain, m *message) error {
 	if err := e.connect(); err != nil {
 		e.stats.SendErrors++
 		return err
@@ -543,7 +543,7 @@ func (e *Exporter) send(d *domain, m *message) error {
 }
 
 // write writes m, a message of d, on the connection: see send.
-func (e *Exporter) write(d *domain, m *message) error {
+func (e *Destination) write(d *domain, m *message) error {
 	now := e.now()
 	t := m.t
 	data := headerLen + len(t.set)

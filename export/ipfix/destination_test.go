@@ -90,8 +90,8 @@ func TestNewConfigErrors(t *testing.T) {
 	}
 }
 
-// newExporter makes an exporter for t, closed at cleanup.
-func newExporter(t testing.TB, cfg ipfix.Config) *ipfix.Exporter {
+// newDestination makes an exporter for t, closed at cleanup.
+func newDestination(t testing.TB, cfg ipfix.Config) *ipfix.Destination {
 	t.Helper()
 	e, err := ipfix.New(cfg)
 	if err != nil {
@@ -104,7 +104,7 @@ func newExporter(t testing.TB, cfg ipfix.Config) *ipfix.Exporter {
 // sendBatches gives recs to e in batches of random sizes, flushing now and
 // then, as the Reporter and a Queue would; after each batch it calls after,
 // if not nil.
-func sendBatches(t testing.TB, e *ipfix.Exporter, rng *rand.Rand, recs []record.Record, after func()) {
+func sendBatches(t testing.TB, e *ipfix.Destination, rng *rand.Rand, recs []record.Record, after func()) {
 	t.Helper()
 	id := uint64(1000)
 	for len(recs) > 0 {
@@ -135,7 +135,7 @@ func TestUDP(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(kind), uint64(size)))
 				col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 				clock := newFakeClock()
-				e := newExporter(t, ipfix.Config{
+				e := newDestination(t, ipfix.Config{
 					Network: "udp", Address: col.addr(), Kind: kind,
 					ObservationDomain: 0xdeadbeef, MessageSize: size, Now: clock.Now,
 				})
@@ -176,7 +176,7 @@ func TestTCP(t *testing.T) {
 		t.Run(kind.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(kind), 7))
 			col := newTCPCollector(t, "127.0.0.1:0")
-			e := newExporter(t, ipfix.Config{Network: "tcp", Address: col.addr(), Kind: kind, ObservationDomain: 7})
+			e := newDestination(t, ipfix.Config{Network: "tcp", Address: col.addr(), Kind: kind, ObservationDomain: 7})
 			if got := e.MessageSize(); got != 65535 {
 				t.Errorf("TCP MessageSize() = %d, want 65535", got)
 			}
@@ -214,7 +214,7 @@ func TestTCP(t *testing.T) {
 // and its template set: UDP messages are as large as the path allows.
 func TestMessagesFilled(t *testing.T) {
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
-	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.Key5Tuple, MessageSize: 1000})
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.Key5Tuple, MessageSize: 1000})
 	rng := rand.New(rand.NewPCG(1, 2))
 	recs := randRecords(rng, flow.Key5Tuple, 5000, 1)
 	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
@@ -244,7 +244,7 @@ func TestMessagesFilled(t *testing.T) {
 func TestTemplateRefreshUDP(t *testing.T) {
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 	clock := newFakeClock()
-	e := newExporter(t, ipfix.Config{
+	e := newDestination(t, ipfix.Config{
 		Network: "udp", Address: col.addr(), Kind: flow.KeySrc, MessageSize: ipfix.MinMessageSize,
 		TemplateRefresh: 10 * time.Second, TemplateRefreshMessages: 4, Now: clock.Now,
 	})
@@ -294,7 +294,7 @@ func TestTemplateRefreshUDP(t *testing.T) {
 // for good, before any of it is taken.
 func TestRejects(t *testing.T) {
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
-	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeyPair})
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeyPair})
 	good := randRecords(rand.New(rand.NewPCG(5, 6)), flow.KeyPair, 10, 1)
 	for name, bad := range map[string]record.Record{
 		"zero key":    {TimeNs: good[0].TimeNs},
@@ -317,7 +317,7 @@ func TestRejects(t *testing.T) {
 
 func TestUseAfterClose(t *testing.T) {
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
-	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeySrc})
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeySrc})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func transient(t *testing.T, what string, err error, target error) {
 func TestTCPUnreachableAtStart(t *testing.T) {
 	addr := freePort(t, "tcp")
 	clock := newFakeClock()
-	e := newExporter(t, ipfix.Config{
+	e := newDestination(t, ipfix.Config{
 		Network: "tcp", Address: addr, Kind: flow.Key5Tuple, MessageSize: ipfix.MinMessageSize, Now: clock.Now,
 	})
 	if st := e.Stats(); st.Dials != 0 {
@@ -421,7 +421,7 @@ func waitCloseWait(t *testing.T, local string) {
 func TestTCPCollectorCloses(t *testing.T) {
 	col := newTCPCollector(t, "127.0.0.1:0")
 	clock := newFakeClock()
-	e := newExporter(t, ipfix.Config{Network: "tcp", Address: col.addr(), Kind: flow.Key5Tuple, Now: clock.Now})
+	e := newDestination(t, ipfix.Config{Network: "tcp", Address: col.addr(), Kind: flow.Key5Tuple, Now: clock.Now})
 	rng := rand.New(rand.NewPCG(10, 11))
 	first := randRecords(rng, flow.Key5Tuple, 500, 1)
 	second := randRecords(rng, flow.Key5Tuple, 700, 1)
@@ -489,7 +489,7 @@ func decodeStreamQuiet(b []byte) []int {
 // before.
 func TestUDPPortUnreachable(t *testing.T) {
 	addr := freePort(t, "udp")
-	e := newExporter(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
 	rng := rand.New(rand.NewPCG(12, 13))
 	var lost int
 	var kept []record.Record
@@ -530,7 +530,7 @@ func TestUDPPortUnreachable(t *testing.T) {
 // arrive, once, from sequence number 0.
 func TestUDPDownKeepsEveryRecord(t *testing.T) {
 	addr := freePort(t, "udp")
-	e := newExporter(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: addr, Kind: flow.KeyDst})
 	rng := rand.New(rand.NewPCG(16, 17))
 	var all []record.Record
 	for i := range 4 {
@@ -558,7 +558,7 @@ func TestUDPDownKeepsEveryRecord(t *testing.T) {
 // TestWindowFlushes: a window's close sends its records.
 func TestWindowFlushes(t *testing.T) {
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
-	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.Key5Tuple})
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.Key5Tuple})
 	recs := randRecords(rand.New(rand.NewPCG(14, 15)), flow.Key5Tuple, 50, 1)
 	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
 		t.Fatal(err)
@@ -583,11 +583,11 @@ func TestPathMTULoopback(t *testing.T) {
 		testutil.SkipOrFail(t, "no lo interface: %v", err)
 	}
 	col := newUDPCollector(t, "udp4", "127.0.0.1:0")
-	e := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeySrc})
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeySrc})
 	if want := min(lo.MTU, 65535) - 28; e.MessageSize() != want {
 		t.Errorf("IPv4 loopback (MTU %d): MessageSize() = %d, want %d", lo.MTU, e.MessageSize(), want)
 	}
-	big := newExporter(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeySrc, MessageSize: 65535})
+	big := newDestination(t, ipfix.Config{Network: "udp", Address: col.addr(), Kind: flow.KeySrc, MessageSize: 65535})
 	if got := big.MessageSize(); got != 65535-28 {
 		t.Errorf("UDP with MessageSize 65535: MessageSize() = %d, want %d (the largest IPv4 UDP payload)", got, 65535-28)
 	}
@@ -597,7 +597,7 @@ func TestPathMTULoopback(t *testing.T) {
 		return
 	}
 	c6.Close()
-	e6 := newExporter(t, ipfix.Config{Network: "udp", Address: c6.LocalAddr().String(), Kind: flow.KeySrc})
+	e6 := newDestination(t, ipfix.Config{Network: "udp", Address: c6.LocalAddr().String(), Kind: flow.KeySrc})
 	if want := min(lo.MTU-48, 65535); e6.MessageSize() != want {
 		t.Errorf("IPv6 loopback (MTU %d): MessageSize() = %d, want %d", lo.MTU, e6.MessageSize(), want)
 	}

@@ -1,7 +1,7 @@
 // Package ipfix exports distinct-flow records to an IPFIX collector (RFC
 // 7011) over UDP or TCP: the --export ipfix://HOST:PORT and
 // ipfix+tcp://HOST:PORT destinations. [ParseURL] reads such a URL into a
-// [Config]; [New] makes an [Exporter], which is a record.Destination.
+// [Config]; [New] makes an [Destination], which is a record.Destination.
 //
 // Each record is one data record with the IANA elements of its key kind
 // (source and destination address, protocol, ports), flowStartMilliseconds
@@ -46,7 +46,7 @@
 //
 // # Lifecycle
 //
-// An Exporter is used from one goroutine at a time (record.Destination's
+// A Destination is used from one goroutine at a time (record.Destination's
 // rule) and starts none of its own: template refresh and reconnection
 // happen in the calls. In steady state, Records and Flush allocate nothing.
 // Close flushes and closes the connection; later calls return [ErrClosed].

@@ -26,11 +26,11 @@ type domainBatch struct {
 	flush  bool // Flush after it
 }
 
-// TestBatchDomain: an Exporter configured with observation domain 9 is
+// TestBatchDomain: a Destination configured with observation domain 9 is
 // given batches of its own (without a domain, and with domain 9), of
 // domain 7 (spooled by a run with --observation-domain 7) and of domain 0
 // (a domain, not "none"), interleaved, some flushed and some left to share
-// the Exporter's buffers with the next. Over UDP and TCP, goflow2 and
+// the Destination's buffers with the next. Over UDP and TCP, goflow2 and
 // libfixbuf's ipfixDump, two decoders that keep templates per domain (RFC
 // 7011 section 3.4.1) and fail a data set whose domain has not defined its
 // template, read every message; in each domain the sequence numbers count
@@ -54,7 +54,7 @@ func TestBatchDomain(t *testing.T) {
 			cfg := ipfix.Config{Network: network, Kind: flow.Key5Tuple, ObservationDomain: 9, MessageSize: 1400}
 			var stream []byte
 			var msgs []decodedMessage
-			send := func(e *ipfix.Exporter) {
+			send := func(e *ipfix.Destination) {
 				for i, b := range batches {
 					if err := e.Records(&record.Batch{ID: uint64(i + 1), Records: b.recs, Domain: b.domain}); err != nil {
 						t.Fatal(err)
@@ -72,7 +72,7 @@ func TestBatchDomain(t *testing.T) {
 			if network == "tcp" {
 				col := newTCPCollector(t, "127.0.0.1:0")
 				cfg.Address = col.addr()
-				e := newExporter(t, cfg)
+				e := newDestination(t, cfg)
 				send(e)
 				stream = col.waitStreams(t, "the exporter to close", func(s [][]byte, ended []bool) bool {
 					return len(ended) == 1 && ended[0]
@@ -81,7 +81,7 @@ func TestBatchDomain(t *testing.T) {
 			} else {
 				col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 				cfg.Address = col.addr()
-				e := newExporter(t, cfg)
+				e := newDestination(t, cfg)
 				send(e)
 				dgrams := col.waitDatagrams(t, int(e.Stats().Messages))
 				stream = bytes.Join(dgrams, nil)

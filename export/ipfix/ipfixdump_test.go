@@ -34,12 +34,12 @@ func TestIPFIXDump(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(kind), 21))
 				recs := randRecords(rng, kind, 3000, 2)
 				var stream []byte
-				var e *ipfix.Exporter
+				var e *ipfix.Destination
 				cfg := ipfix.Config{Network: network, Kind: kind, ObservationDomain: 5, MessageSize: 1400}
 				if network == "tcp" {
 					col := newTCPCollector(t, "127.0.0.1:0")
 					cfg.Address = col.addr()
-					e = newExporter(t, cfg)
+					e = newDestination(t, cfg)
 					sendBatches(t, e, rng, recs, nil)
 					if err := e.Close(); err != nil {
 						t.Fatal(err)
@@ -50,7 +50,7 @@ func TestIPFIXDump(t *testing.T) {
 				} else {
 					col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 					cfg.Address = col.addr()
-					e = newExporter(t, cfg)
+					e = newDestination(t, cfg)
 					sendBatches(t, e, rng, recs, nil)
 					if err := e.Close(); err != nil {
 						t.Fatal(err)

@@ -45,7 +45,7 @@ func TestNetworkKeys(t *testing.T) {
 			rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
 
 			udp := newUDPCollector(t, "udp4", "127.0.0.1:0")
-			e := newExporter(t, ipfix.Config{Network: "udp", Address: udp.addr(), Kind: kind, ObservationDomain: 9, MessageSize: 1400})
+			e := newDestination(t, ipfix.Config{Network: "udp", Address: udp.addr(), Kind: kind, ObservationDomain: 9, MessageSize: 1400})
 			sendBatches(t, e, rng, recs, nil)
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
@@ -70,7 +70,7 @@ func TestNetworkKeys(t *testing.T) {
 			}
 
 			tcp := newTCPCollector(t, "127.0.0.1:0")
-			e = newExporter(t, ipfix.Config{Network: "tcp", Address: tcp.addr(), Kind: kind, ObservationDomain: 9})
+			e = newDestination(t, ipfix.Config{Network: "tcp", Address: tcp.addr(), Kind: kind, ObservationDomain: 9})
 			sendBatches(t, e, rng, recs, nil)
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
@@ -94,7 +94,7 @@ func TestNfcapdNetworks(t *testing.T) {
 			col := servers.StartNfcapd(t)
 			rng := rand.New(rand.NewPCG(uint64(kind), 31))
 			recs := networkRecords(rng, kind, 2000)
-			e := newExporter(t, ipfix.Config{Network: "udp", Address: col.Addr, Kind: kind, ObservationDomain: 4})
+			e := newDestination(t, ipfix.Config{Network: "udp", Address: col.Addr, Kind: kind, ObservationDomain: 4})
 			sendBatches(t, e, rng, recs, func() { col.WaitRead(t) })
 			if err := e.Close(); err != nil {
 				t.Fatal(err)

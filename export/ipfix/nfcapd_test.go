@@ -58,7 +58,7 @@ func TestNfcapd(t *testing.T) {
 			col := servers.StartNfcapd(t)
 			rng := rand.New(rand.NewPCG(uint64(c.kind), 99))
 			recs := randRecords(rng, c.kind, 5000, 3)
-			e := newExporter(t, ipfix.Config{Network: "udp", Address: col.Addr, Kind: c.kind, ObservationDomain: 3, MessageSize: c.size})
+			e := newDestination(t, ipfix.Config{Network: "udp", Address: col.Addr, Kind: c.kind, ObservationDomain: 3, MessageSize: c.size})
 			// A burst of small datagrams overflows nfcapd's socket buffer:
 			// let it read each batch's.
 			sendBatches(t, e, rng, recs, func() { col.WaitRead(t) })

@@ -38,7 +38,7 @@ func TestPathMTURoute(t *testing.T) {
 		{"10.231.0.9:4739", 1400 - 28}, // on the link: the interface's MTU
 		{"10.232.0.9:4739", 1280 - 28}, // through the route with an MTU
 	} {
-		var e *ipfix.Exporter
+		var e *ipfix.Destination
 		err := ns.Do(func() error {
 			var err error
 			e, err = ipfix.New(ipfix.Config{Network: "udp", Address: c.collector, Kind: flow.KeySrc})

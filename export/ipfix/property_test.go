@@ -36,7 +36,7 @@ func TestRoundTripProperty(t *testing.T) {
 			if network == "udp" {
 				col := newUDPCollector(t, "udp4", "127.0.0.1:0")
 				cfg.Address = col.addr()
-				e := newExporter(t, cfg)
+				e := newDestination(t, cfg)
 				sendBatches(t, e, rng, recs, nil)
 				if err := e.Close(); err != nil {
 					t.Fatal(err)
@@ -50,7 +50,7 @@ func TestRoundTripProperty(t *testing.T) {
 			} else {
 				col := newTCPCollector(t, "127.0.0.1:0")
 				cfg.Address = col.addr()
-				e := newExporter(t, cfg)
+				e := newDestination(t, cfg)
 				sendBatches(t, e, rng, recs, nil)
 				if err := e.Close(); err != nil {
 					t.Fatal(err)

@@ -254,13 +254,13 @@ func TestWorkersBound(t *testing.T) {
 	}
 }
 
-// The CLI's bound on open windows is the pipeline's: 64 windows open is
-// accepted, 65 refused.
+// The CLI says the pipeline's bound on open windows as a usage error:
+// 64 windows open is accepted, 65 refused, by the pipeline and the CLI.
 func TestLatenessBoundIsThePipelines(t *testing.T) {
 	sink := discard{}
-	for open := maxOpenWindows; open <= maxOpenWindows+1; open++ {
+	for open := pipeline.MaxOpenWindows; open <= pipeline.MaxOpenWindows+1; open++ {
 		_, err := pipeline.New(pipeline.Config{Workers: 1, Filter: "exact", Key: flow.KeySrc, Window: time.Second, Lateness: time.Duration(open-1) * time.Second}, sink)
-		if (err == nil) != (open <= maxOpenWindows) {
+		if (err == nil) != (open <= pipeline.MaxOpenWindows) {
 			t.Errorf("pipeline with %d windows open: %v", open, err)
 		}
 	}
