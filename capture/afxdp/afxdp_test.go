@@ -3,7 +3,6 @@
 package afxdp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -366,33 +365,12 @@ func TestAFXDPDetachedWhenKilled(t *testing.T) {
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns.Name, exe, "-test.run=^TestAFXDPHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), afxHelperEnv+"="+ns.Veth[0], testutil.RequirePrivilegedEnv+"=")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
+	if _, err := exec.LookPath("ip"); err != nil {
 		testutil.SkipOrFail(t, "cannot run ip netns exec: %v", err)
 	}
-	defer cmd.Process.Kill()
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), "afxdp-helper: "); ok {
-				ready <- line
-				return
-			}
-		}
-		ready <- "no output"
-	}()
-	select {
-	case line := <-ready:
-		if !strings.HasPrefix(line, "ready") {
-			t.Fatalf("helper: %s", line)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("helper not ready after 1 minute")
+	helper := testutil.StartProcess(t, cmd, "", 0)
+	if line := helper.WaitLine(t, "afxdp-helper: ", time.Minute); !strings.Contains(line, "afxdp-helper: ready") {
+		t.Fatalf("helper: %s", line)
 	}
 	if !afxAttached(t, ns, ns.Veth[0]) {
 		t.Fatalf("helper capturing but no XDP program on %s", ns.Veth[0])
@@ -401,7 +379,7 @@ func TestAFXDPDetachedWhenKilled(t *testing.T) {
 	if err := cmd.Process.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	helper.Wait(t, time.Minute)
 	testutil.WaitFor(t, "the XDP program to leave "+ns.Veth[0]+" after its process was killed", time.Minute, func() bool { return !afxAttached(t, ns, ns.Veth[0]) })
 }
 
@@ -416,10 +394,10 @@ func TestAFXDPHelperProcess(t *testing.T) {
 	}
 	a, err := Open(Config{Iface: iface})
 	if err != nil {
-		fmt.Printf("afxdp-helper: %v\n", err)
+		fmt.Fprintf(os.Stderr, "afxdp-helper: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Printf("afxdp-helper: ready, %s\n", a.Mode())
+	fmt.Fprintf(os.Stderr, "afxdp-helper: ready, %s\n", a.Mode())
 	for _, s := range a.Sources() {
 		go func() {
 			var p capture.Packet
@@ -427,7 +405,7 @@ func TestAFXDPHelperProcess(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(time.Minute)
+	time.Sleep(time.Minute) // until killed: a helper left over ends by itself
 	os.Exit(2)
 }
 
