@@ -78,7 +78,7 @@ func (g *TrafficGen) Sent() (uint64, error) {
 // varying their source addresses. frame must be an Ethernet frame holding
 // an IPv4 header without options (its checksum is rewritten; what follows is
 // sent as it is). The calling goroutine's OS thread must be in the device's
-// network namespace (testutil.Namespace.Do).
+// network namespace (netns.Namespace.Do).
 //
 // On a veth end, XDP_TX hands the frames to the peer's NAPI receive path,
 // which runs only while the peer has an XDP program attached or GRO turned

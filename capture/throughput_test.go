@@ -57,6 +57,8 @@ import (
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -93,7 +95,7 @@ const (
 // tputFrame is the generator's template: Ethernet, IPv4 (its source and
 // checksum rewritten for each frame), UDP 1000 -> 53, 60 bytes in all.
 func tputFrame() []byte {
-	return testutil.UDP4Frame(netip.MustParseAddr("10.0.0.0"), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
+	return testframe.UDP4Frame(netip.MustParseAddr("10.0.0.0"), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
 }
 
 // tputSink counts the pipeline's records.
@@ -106,7 +108,7 @@ func (s *tputSink) Close() error                       { return nil }
 // tputRig is a namespace with a veth pair, the generator on end 1, a capture
 // mode on end 0 and a pipeline reading it.
 type tputRig struct {
-	ns    *testutil.Namespace
+	ns    *netns.Namespace
 	gen   *bpf.TrafficGen
 	genIf int // ifindex of veth end 1
 	frame []byte
@@ -118,7 +120,7 @@ type tputRig struct {
 // newTputGen loads the generator, sends one frame to check that the kernel runs
 // it in live-frames mode (nothing is attached to the peer yet: veth drops
 // it) and returns it with the ifindex of veth end 1.
-func newTputGen(tb testing.TB, ns *testutil.Namespace) (*bpf.TrafficGen, int) {
+func newTputGen(tb testing.TB, ns *netns.Namespace) (*bpf.TrafficGen, int) {
 	tb.Helper()
 	gen, err := bpf.LoadTrafficGen(tputFlows)
 	if err != nil {
@@ -140,7 +142,7 @@ func newTputGen(tb testing.TB, ns *testutil.Namespace) (*bpf.TrafficGen, int) {
 
 // openTputMode opens the capture of mode on veth end 0 and returns its sources
 // and a description; everything is closed by tb's cleanup.
-func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mode string, sockets int) ([]capture.Source, string) {
+func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode string, sockets int) ([]capture.Source, string) {
 	tb.Helper()
 	iface := ns.Veth[0]
 	var srcs []capture.Source
@@ -213,7 +215,7 @@ func openTputMode(tb testing.TB, ns *testutil.Namespace, gen *bpf.TrafficGen, mo
 // running pipeline over the capture's sources.
 func newTputRig(tb testing.TB, mode string) *tputRig {
 	tb.Helper()
-	ns := testutil.NetNS(tb)
+	ns := netns.NetNS(tb)
 	gen, genIf := newTputGen(tb, ns)
 	// One AF_PACKET socket per worker, as flowdedup run does.
 	srcs, desc := openTputMode(tb, ns, gen, mode, runtime.NumCPU())
@@ -493,10 +495,7 @@ func TestTrafficGenXDP(t *testing.T) {
 	}
 	// Records come once the keys have gone through the filters: wait for
 	// them (the filter may take a few flows for duplicates, not more).
-	deadline := time.Now().Add(time.Minute)
-	for r.sink.records.Load() < tputFlows*99/100 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitUntil(time.Minute, func() bool { return r.sink.records.Load() >= tputFlows*99/100 })
 	if got := r.sink.records.Load(); got < tputFlows*99/100 || got > tputFlows {
 		t.Errorf("%d records for %d flows", got, tputFlows)
 	}
@@ -505,7 +504,7 @@ func TestTrafficGenXDP(t *testing.T) {
 // The generator's frames, as captured on the peer: valid IPv4 checksums,
 // and source addresses going round the flows in order.
 func TestTrafficGenFrames(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	gen, genIf := newTputGen(t, ns)
 	srcs, _ := openTputMode(t, ns, gen, tputAFPacket, 1)
 	const n = 3 * tputFlows

@@ -10,7 +10,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 var exportTime = time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
@@ -183,7 +183,7 @@ func ipfixSrcOnly(t *testing.T, n int) []byte {
 // with their arrival, observer the agent and sub-agent.
 func TestSFlow(t *testing.T) {
 	c := open(t, SFlow, flow.KeySrc, nil)
-	frame := testutil.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
+	frame := testframe.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
 	a := &collecttest.SFlow{Agent: netip.MustParseAddr("192.0.2.9"), SubAgent: 2}
 	samples := []collecttest.SFlowSample{{Header: frame, Protocol: 1, FrameLength: uint32(len(frame)), SamplingRate: 64}}
 	before := time.Now().UnixNano()

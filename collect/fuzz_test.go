@@ -16,7 +16,8 @@ import (
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -47,9 +48,9 @@ func TestWriteSeeds(t *testing.T) {
 	capture := filepath.Join("..", "testdata", "pcaps", "small.pcap")
 	seeds := map[string][]byte{}
 	for _, v := range []int{5, 9, 10} {
-		seeds[fmt.Sprintf("softflowd-v%d", v)] = fuzzInput(false, testutil.CaptureSoftflowd(t, capture, v))
+		seeds[fmt.Sprintf("softflowd-v%d", v)] = fuzzInput(false, testexporter.CaptureSoftflowd(t, capture, v))
 	}
-	sf := testutil.CaptureSfprobe(t, capture, netip.MustParseAddr("192.0.2.1"), 3)
+	sf := testexporter.CaptureSfprobe(t, capture, netip.MustParseAddr("192.0.2.1"), 3)
 	seeds["sfprobe"] = fuzzInput(true, sf[:min(len(sf), 8)])
 	seeds["flowdedup-ipfix"] = fuzzInput(false, flowdedupExport(t))
 	for name, b := range seeds {
@@ -195,7 +196,7 @@ func hostileSeeds() map[string][]byte {
 	ipfixMax := ipfixMsg(1, 0, layoutA.template(256), layoutA.records(256, 1, 0, 1))
 	binary.BigEndian.PutUint64(ipfixMax[len(ipfixMax)-8:], 1<<64-1)
 	var truncated, domains [][]byte
-	frame := testutil.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
+	frame := testframe.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
 	for i := range 40 {
 		a := &collecttest.SFlow{Agent: netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})}
 		d := a.Datagram([]collecttest.SFlowSample{{Header: frame, Protocol: 1, FrameLength: 60}}, false)

@@ -11,7 +11,7 @@ import (
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // routers are the two routers of the registry tests, each from a
@@ -19,7 +19,7 @@ import (
 var routers = []struct{ from, agent string }{{"127.0.0.2", "192.0.2.1"}, {"127.0.0.3", "192.0.2.2"}}
 
 // sflowFrame is the packet header the routers' sFlow samples carry.
-var sflowFrame = testutil.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
+var sflowFrame = testframe.UDP4Frame(netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.2.2.2"), 1, 2, 46)
 
 // checkRouters sends each router's datagrams (n sFlow datagrams of one
 // sample, or v5 messages of n records) and checks that the records are

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 const (
@@ -339,7 +341,7 @@ type service struct {
 
 // startService starts argv (the unit's ExecStart, already expanded) in ns
 // as the nobody user with caps, and returns once it says it is capturing.
-func startService(t *testing.T, ns *testutil.Namespace, caps []string, argv []string) *service {
+func startService(t *testing.T, ns *netns.Namespace, caps []string, argv []string) *service {
 	t.Helper()
 	// strace runs as the service's user, so it writes to a directory of
 	// that user's.
@@ -442,7 +444,7 @@ func TestServiceRunsUnprivileged(t *testing.T) {
 	needCommand(t, "strace", "strace")
 	needCommand(t, "systemd-analyze", "systemd")
 	needCommand(t, "tcpreplay", "tcpreplay")
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}
@@ -614,15 +616,15 @@ func TestUnitClickHouseCredential(t *testing.T) {
 	if want := "?password_file=${CREDENTIALS_DIRECTORY}/" + id; !strings.HasSuffix(exportURL, want) {
 		t.Fatalf("--export %s: want the credential %s's file, %s", exportURL, id, want)
 	}
-	const password = testutil.ClickHousePassword
+	const password = servers.ClickHousePassword
 	if strings.Contains(strings.Join(argv, " "), password) {
 		t.Fatalf("the command line holds the password")
 	}
 
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	m := regexp.MustCompile(`^clickhouse://([^@:/]+)@([^/]+)(/[a-z_]+\?.*)$`).FindStringSubmatch(exportURL)
-	if m == nil || m[1] != testutil.ClickHouseUser {
-		t.Fatalf("--export %s: want clickhouse://%s@HOST:PORT/DB?... (the test server's user)", exportURL, testutil.ClickHouseUser)
+	if m == nil || m[1] != servers.ClickHouseUser {
+		t.Fatalf("--export %s: want clickhouse://%s@HOST:PORT/DB?... (the test server's user)", exportURL, servers.ClickHouseUser)
 	}
 	local := "clickhouse://" + m[1] + "@" + ch.Addr + m[3]
 	creds := t.TempDir()

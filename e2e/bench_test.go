@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 // BenchmarkReplayExport measures what --export adds to a replay's wall
@@ -27,8 +27,8 @@ import (
 //	go test -run '^$' -bench ReplayExport -benchtime 10x ./e2e/
 func BenchmarkReplayExport(b *testing.B) {
 	b.ReportAllocs()
-	ch := testutil.StartClickHouse(b)
-	col := testutil.StartNfcapd(b)
+	ch := servers.StartClickHouse(b)
+	col := servers.StartNfcapd(b)
 	capture := gen(b, b.TempDir(), "bench.pcap", "--packets", "1000000", "--flows", "100000", "--zipf", "1.0", "--ipv6", "0.2",
 		"--duration", "600s", "--seed", "42")
 	variants := []struct {

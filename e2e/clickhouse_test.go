@@ -11,11 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
 
 // TestClickHouse runs the ClickHouse scenarios against one server, in
@@ -23,7 +24,7 @@ import (
 // parallel tests: they use servers and ports of their own.
 func TestClickHouse(t *testing.T) {
 	t.Parallel()
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	flowdedup(t) // build before the clocks of the subtests start
 	t.Run("DoneWhen", func(t *testing.T) { testDoneWhen(t, ch) })
 	t.Run("Fleet", func(t *testing.T) { testFleet(t, ch) })
@@ -46,8 +47,8 @@ func chDateTime(t time.Time) string { return t.UTC().Format(time.DateTime) }
 //
 // fills both: the README's SQL returns the exact distinct sources of the
 // hour, flows holds each record once, and nfdump reads back the flows.
-func testDoneWhen(t *testing.T, ch *testutil.ClickHouse) {
-	col := testutil.StartNfcapd(t)
+func testDoneWhen(t *testing.T, ch *servers.ClickHouse) {
+	col := servers.StartNfcapd(t)
 	files, err := filepath.Glob(pcap("*.pcap"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("testdata captures: %v %v", files, err)
@@ -135,14 +136,13 @@ var fleetRouters = []struct{ name, flows, packets, ipv6 string }{
 // between runs. A merge that loses a router's sketch, or counts a shared
 // source twice, is off by 10% or more (the routers share 15-20% of a
 // minute's sources).
-func testFleet(t *testing.T, ch *testutil.ClickHouse) {
+func testFleet(t *testing.T, ch *servers.ClickHouse) {
 	captureStart := time.Unix(1767225600, 0) // flowdedup gen's first packet: 2026-01-01T00:00:00Z
 	dir := t.TempDir()
 	exact := map[string]map[string]bool{} // minute -> sources
 	type router struct {
 		name, capture, summary, out string
-		cmd                         *exec.Cmd
-		stderr                      strings.Builder
+		replay                      *testutil.Process
 		collect                     *collector // r3
 	}
 	routers := make([]*router, len(fleetRouters))
@@ -158,8 +158,8 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 		if fr.name == "r3" {
 			// softflowd sends its 1,300 datagrams at once, more than
 			// nfcapd's socket buffer holds: it gets them in bursts.
-			nf := testutil.StartNfcapd(t)
-			nf.Send(t, testutil.CaptureSoftflowd(t, capture, 10, "-a"))
+			nf := servers.StartNfcapd(t)
+			nf.Send(t, testexporter.CaptureSoftflowd(t, capture, 10, "-a"))
 			for _, f := range nf.Flows(t) {
 				first := f.First
 				if f.Duration < 0 {
@@ -203,13 +203,9 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 			r.out, r.summary = r.collect.out, r.collect.summary
 			continue
 		}
-		r.cmd = exec.Command(flowdedup(t), append([]string{"replay", "--summary", r.summary, "--out", r.out}, append(common, r.capture)...)...)
-		r.cmd.Stderr = &r.stderr
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		r.replay = testutil.StartProcess(t, exec.Command(flowdedup(t), append([]string{"replay", "--summary", r.summary, "--out", r.out}, append(common, r.capture)...)...), "", 0)
 	}
-	testutil.Softflowd(t, routers[2].capture, routers[2].collect.addrs[0], 10, "-a")
+	testexporter.Softflowd(t, routers[2].capture, routers[2].collect.addrs[0], 10, "-a")
 	records := 0
 	for _, r := range routers {
 		var stderr string
@@ -217,10 +213,10 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 			r.collect.stop(t)
 			stderr = r.collect.stderr()
 		} else {
-			if err := r.cmd.Wait(); err != nil {
-				t.Fatalf("%s: %v\n%s", r.name, err, r.stderr.String())
+			if err := r.replay.Wait(t, 10*time.Minute); err != nil {
+				t.Fatalf("%s: %v\n%s", r.name, err, r.replay.Log())
 			}
-			stderr = r.stderr.String()
+			stderr = r.replay.Log()
 		}
 		n := countLines(t, r.out)
 		if r.collect != nil && !strings.Contains(stderr, "kernel drops 0") {
@@ -300,13 +296,13 @@ func testFleet(t *testing.T, ch *testutil.ClickHouse) {
 // are not at fault, so with --spool they wait on disk; the message names
 // the column, once. Once the table is dropped (and so created again), the
 // next run sends them, once each.
-func testSchemaError(t *testing.T, ch *testutil.ClickHouse) {
+func testSchemaError(t *testing.T, ch *servers.ClickHouse) {
 	ch.Query(t, "CREATE DATABASE bad")
 	ch.Query(t, "CREATE TABLE bad.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src UInt32, dst String, "+
 		"proto UInt8, sport UInt16, dport UInt16) ENGINE = MergeTree ORDER BY window")
 	url := "clickhouse://" + ch.Addr + "/bad"
 	fixed := func() { ch.Query(t, "DROP TABLE bad.flows") }
-	said := waitForOperator(t, ch, url, "bad", fixed)
+	said := spoolUntilOperatorFixes(t, ch, url, "bad", fixed)
 	if !strings.Contains(said, "src") || !strings.Contains(said, "UInt32") || !strings.Contains(said, "String") {
 		t.Errorf("the notice does not name column src, its type and the type wanted:\n%s", said)
 	}
@@ -316,30 +312,30 @@ func testSchemaError(t *testing.T, ch *testutil.ClickHouse) {
 // holds a wrong password keeps its batches in the spool and says once
 // what to fix; once the file is right, the next run delivers the first
 // run's records, each once.
-func testWrongPassword(t *testing.T, ch *testutil.ClickHouse) {
+func testWrongPassword(t *testing.T, ch *servers.ClickHouse) {
 	pw := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pw, []byte("wrong-password\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := "clickhouse://" + testutil.ClickHouseUser + "@" + ch.Addr + "/pw?password_file=" + pw
+	url := "clickhouse://" + servers.ClickHouseUser + "@" + ch.Addr + "/pw?password_file=" + pw
 	fixed := func() {
-		if err := os.WriteFile(pw, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(pw, []byte(servers.ClickHousePassword+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	said := waitForOperator(t, ch, url, "pw", fixed)
+	said := spoolUntilOperatorFixes(t, ch, url, "pw", fixed)
 	if !strings.Contains(said, "WRONG_PASSWORD") || !strings.Contains(said, "password_file") || strings.Contains(said, "wrong-password") {
 		t.Errorf("the notice does not say the password is wrong and where to fix it, or shows the password:\n%s", said)
 	}
 }
 
-// waitForOperator runs a replay that exports to url, whose server refuses
+// spoolUntilOperatorFixes runs a replay that exports to url, whose server refuses
 // the run for a reason the operator has to fix (fix fixes it), with a
 // spool: nothing is dropped, the records stay in the spool, and the reason
 // is said in one line, which it returns. Then it fixes the reason and runs
 // again with an empty capture: the first run's records go to db.flows,
 // each once.
-func waitForOperator(t *testing.T, ch *testutil.ClickHouse, url, db string, fix func()) (said string) {
+func spoolUntilOperatorFixes(t *testing.T, ch *servers.ClickHouse, url, db string, fix func()) (said string) {
 	t.Helper()
 	dir := t.TempDir()
 	spool := filepath.Join(dir, "spool")
@@ -387,7 +383,7 @@ func waitForOperator(t *testing.T, ch *testutil.ClickHouse, url, db string, fix 
 // every record reaches the table, once. The drain at exit is long enough
 // for a full Queue on a loaded machine (four batches can take more than
 // the default 10 s): it is the waiting during the run that is tested.
-func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
+func testReplayWaits(t *testing.T, ch *servers.ClickHouse) {
 	capture := gen(t, t.TempDir(), "many.pcap", "--seed", "51", "--flows", "400000", "--packets", "420000", "--ipv6", "0.2", "--duration", "120s")
 	out := filepath.Join(t.TempDir(), "many.jsonl")
 	r := mustRun(t, "replay", "--key", "5tuple", "--filter", "exact", "--window", "1m", "--out", out, "--export", "clickhouse://"+ch.Addr+"/many",
@@ -409,7 +405,7 @@ func testReplayWaits(t *testing.T, ch *testutil.ClickHouse) {
 // counting each record and summary once: count() with FINAL, the
 // distinct sources per hour, and, once the server has merged the parts
 // (OPTIMIZE ... FINAL), count() alone.
-func testRerun(t *testing.T, ch *testutil.ClickHouse) {
+func testRerun(t *testing.T, ch *servers.ClickHouse) {
 	files, err := filepath.Glob(pcap("*.pcap"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("testdata captures: %v %v", files, err)
@@ -454,7 +450,7 @@ func testRerun(t *testing.T, ch *testutil.ClickHouse) {
 // A flows table of the design before ReplacingMergeTree, doubled by a
 // re-run, is still written; the migration statements of docs/export.md
 // turn it into the new design, each record once.
-func testMigration(t *testing.T, ch *testutil.ClickHouse) {
+func testMigration(t *testing.T, ch *servers.ClickHouse) {
 	ch.Query(t, "CREATE DATABASE old")
 	ch.Query(t, "CREATE TABLE old.flows (`observer` String, `window` DateTime('UTC'), `ts` DateTime('UTC'), `ts_ns` UInt32, `key` String, "+
 		"`src` String, `dst` String, `proto` UInt8, `sport` UInt16, `dport` UInt16, `kind` String, `batch` UInt64) "+
@@ -498,28 +494,9 @@ func testMigration(t *testing.T, ch *testutil.ClickHouse) {
 	}
 }
 
-// lockedBuilder is a strings.Builder written by one goroutine and read by
-// another.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // countRows returns count() of a table, or -1 while the server does not
 // answer.
-func countRows(ch *testutil.ClickHouse, table string) int {
+func countRows(ch *servers.ClickHouse, table string) int {
 	out, err := ch.TryQuery("SELECT count() FROM " + table)
 	if err != nil {
 		return -1
@@ -545,7 +522,7 @@ func countRows(ch *testutil.ClickHouse, table string) int {
 //
 // In the end count() = uniqExact(observer, window, key) = the records of
 // the two replays.
-func testStoppedMidReplay(t *testing.T, ch *testutil.ClickHouse) {
+func testStoppedMidReplay(t *testing.T, ch *servers.ClickHouse) {
 	dir := t.TempDir()
 	spool := filepath.Join(dir, "spool")
 	url := "clickhouse://" + ch.Addr + "/fault"
@@ -561,51 +538,44 @@ func testStoppedMidReplay(t *testing.T, ch *testutil.ClickHouse) {
 	}
 	out1 := filepath.Join(dir, "first.jsonl")
 	cmd := exec.Command(flowdedup(t), append([]string{"replay", "--out", out1, "--export-drain", "2m", "-"}, exportArgs...)...)
-	var stderr lockedBuilder
-	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	replay := testutil.StartProcess(t, cmd, "", 0)
 	cut := len(data) * 2 / 5
 	if _, err := stdin.Write(data[:cut]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the first rows in fault.flows", func() bool { return countRows(ch, "fault.flows") > 0 })
+	testutil.WaitFor(t, "the first rows in fault.flows", time.Minute, func() bool { return countRows(ch, "fault.flows") > 0 })
 	ch.Stop(t)
 	before := countRows(ch, "fault.flows") // -1: the server is down
 	if _, err := stdin.Write(data[cut:]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the replay finding ClickHouse down", func() bool { return strings.Contains(stderr.String(), url+": unreachable") })
-	waitFor(t, time.Minute, "batches in the spool", func() bool {
+	testutil.WaitFor(t, "the replay finding ClickHouse down", time.Minute, func() bool { return strings.Contains(replay.Log(), url+": unreachable") })
+	testutil.WaitFor(t, "batches in the spool", time.Minute, func() bool {
 		files, _ := filepath.Glob(filepath.Join(spool, "*", "*.spool"))
 		return len(files) > 0
 	})
 	ch.Start(t)
 	// The replay retries (with backoff) while its input is open: once it
 	// is through, the rest of the capture ends the replay.
-	waitFor(t, time.Minute, "the replay finding ClickHouse back", func() bool { return strings.Contains(stderr.String(), url+": reachable again") })
+	testutil.WaitFor(t, "the replay finding ClickHouse back", time.Minute, func() bool { return strings.Contains(replay.Log(), url+": reachable again") })
 	stdin.Close()
 	select {
-	case err := <-done:
+	case err := <-replay.Done():
 		if err != nil {
-			t.Fatalf("replay: %v\n%s", err, stderr.String())
+			t.Fatalf("replay: %v\n%s", err, replay.Log())
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("replay did not end within 2 minutes of its input:\n%s", stderr.String())
+		t.Fatalf("replay did not end within 2 minutes of its input:\n%s", replay.Log())
 	}
 	n1 := countLines(t, out1)
 	if n1 != len(exactRecords(t, "--key", "5tuple", "--window", "1m", first)) || before != -1 {
 		t.Fatalf("%d records (an exact replay has its own count); rows while down %d", n1, before)
 	}
-	said := stderr.String()
+	said := replay.Log()
 	if strings.Count(said, url+": unreachable") != 1 || strings.Count(said, url+": reachable again") != 1 ||
 		!strings.Contains(said, fmt.Sprintf("export %s: sent %d records and 5 window summaries, dropped 0\n", url, n1)) {
 		t.Errorf("stderr: want the fall and the return once each, and all %d records and 5 summaries sent:\n%s", n1, said)

@@ -125,7 +125,7 @@ func startBenchCollect(b *testing.B) *benchTarget {
 		"--window", "1h", "--out", os.DevNull, "--summary", "", "--metrics", fmt.Sprintf("127.0.0.1:%d", metrics))
 	startDaemon(b, cmd)
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	waitFor(b, 20*time.Second, "collect's metrics", func() bool { _, err := http.Get(url); return err == nil })
+	testutil.WaitFor(b, "collect's metrics", 20*time.Second, func() bool { _, err := http.Get(url); return err == nil })
 	return &benchTarget{name: "collect", addr: fmt.Sprintf("127.0.0.1:%d", port), port: port,
 		records: func() uint64 { return scrape(b, url, "flowdedup_packets_total") }}
 }
@@ -142,7 +142,7 @@ func startGoflow2(b *testing.B) *benchTarget {
 		"-format", "bin", "-transport", "file", "-transport.file", os.DevNull, "-addr", fmt.Sprintf("127.0.0.1:%d", metrics), "-loglevel", "error")
 	startDaemon(b, cmd)
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	waitFor(b, 20*time.Second, "goflow2's metrics", func() bool { _, err := http.Get(url); return err == nil })
+	testutil.WaitFor(b, "goflow2's metrics", 20*time.Second, func() bool { _, err := http.Get(url); return err == nil })
 	return &benchTarget{name: "goflow2", addr: fmt.Sprintf("127.0.0.1:%d", port), port: port,
 		records: func() uint64 {
 			return scrape(b, url, "goflow2_flow_process_nf_flowset_records_total", `type="DataFlowSet"`)
@@ -150,11 +150,8 @@ func startGoflow2(b *testing.B) *benchTarget {
 }
 
 func startDaemon(b *testing.B, cmd *exec.Cmd) {
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cmd.Stdout = io.Discard
+	testutil.StartProcess(b, cmd, "", 0)
 }
 
 func freePort(tb testing.TB) int {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,18 +17,16 @@ import (
 
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
 
 // collector is a running `flowdedup collect`.
 type collector struct {
-	cmd     *exec.Cmd
+	*testutil.Process
 	addrs   []string // where each --listen listens, in order
 	out     string   // its --out
 	summary string   // its --summary
-	mu      sync.Mutex
-	log     strings.Builder
-	dead    chan struct{}
-	err     error
 }
 
 var listenLine = regexp.MustCompile(`listening on (\S+) \(`)
@@ -41,66 +37,30 @@ var listenLine = regexp.MustCompile(`listening on (\S+) \(`)
 func startCollector(t *testing.T, listens []string, args ...string) *collector {
 	t.Helper()
 	dir := t.TempDir()
-	c := &collector{out: filepath.Join(dir, "records.jsonl"), summary: filepath.Join(dir, "summary.jsonl"), dead: make(chan struct{})}
+	c := &collector{out: filepath.Join(dir, "records.jsonl"), summary: filepath.Join(dir, "summary.jsonl")}
 	argv := []string{"collect", "--out", c.out, "--summary", c.summary}
 	for _, l := range listens {
 		argv = append(argv, "--listen", l)
 	}
-	c.cmd = exec.Command(flowdedup(t), append(argv, args...)...)
-	stderr, err := c.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	c.Process = testutil.StartProcess(t, exec.Command(flowdedup(t), append(argv, args...)...), "", 0)
+	m := listenLine.FindStringSubmatch(c.WaitLine(t, "listening on ", 20*time.Second))
+	if m == nil {
+		t.Fatalf("collect's listening line names no address:\n%s", c.stderr())
 	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, u := range strings.Split(m[1], ",") {
+		_, hostPort, _ := strings.Cut(u, "://")
+		c.addrs = append(c.addrs, hostPort)
 	}
-	t.Cleanup(func() { c.cmd.Process.Kill(); <-c.dead })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			c.mu.Lock()
-			c.log.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-		}
-		c.err = c.cmd.Wait()
-		close(c.dead)
-	}()
-	waitFor(t, 20*time.Second, "collect's listening line", func() bool {
-		select {
-		case <-c.dead:
-			t.Fatalf("collect exited: %v\n%s", c.err, c.stderr())
-		default:
-		}
-		m := listenLine.FindStringSubmatch(c.stderr())
-		if m == nil {
-			return false
-		}
-		for _, u := range strings.Split(m[1], ",") {
-			_, hostPort, _ := strings.Cut(u, "://")
-			c.addrs = append(c.addrs, hostPort)
-		}
-		return true
-	})
 	return c
 }
 
-func (c *collector) stderr() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.log.String()
-}
+func (c *collector) stderr() string { return c.Log() }
 
 // stop sends SIGTERM, waits for exit 0, and returns the records.
 func (c *collector) stop(t *testing.T) []collected {
 	t.Helper()
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.dead:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("collect did not exit within 30 s of SIGTERM\n%s", c.stderr())
-	}
-	if c.err != nil {
-		t.Fatalf("collect: %v\n%s", c.err, c.stderr())
+	if err := c.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("collect: %v\n%s", err, c.stderr())
 	}
 	return readCollected(t, c.out)
 }
@@ -177,7 +137,7 @@ type fiveTuple struct {
 func hasPorts(proto uint8) bool { return proto == 6 || proto == 17 || proto == 132 || proto == 136 }
 
 // nfdumpSets returns the sources and 5-tuples of nfdump's flows.
-func nfdumpSets(flows []testutil.NfdumpFlow) (map[string]bool, map[fiveTuple]bool) {
+func nfdumpSets(flows []servers.NfdumpFlow) (map[string]bool, map[fiveTuple]bool) {
 	srcs, tuples := map[string]bool{}, map[fiveTuple]bool{}
 	for _, f := range flows {
 		srcs[f.Src.String()] = true
@@ -223,15 +183,15 @@ func TestCollectSoftflowd(t *testing.T) {
 		for _, v := range []int{5, 9, 10} {
 			t.Run(fmt.Sprintf("%s/v%d", capture, v), func(t *testing.T) {
 				path := pcap(capture)
-				nf := testutil.StartNfcapd(t)
-				testutil.Softflowd(t, path, nf.Addr, v)
+				nf := servers.StartNfcapd(t)
+				testexporter.Softflowd(t, path, nf.Addr, v)
 				wantSrcs, wantTuples := nfdumpSets(nf.Flows(t))
 				if len(wantSrcs) < 20 {
 					t.Fatalf("nfdump has %d sources", len(wantSrcs))
 				}
 
 				c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--window", "1h")
-				testutil.Softflowd(t, path, c.addrs[0], v)
+				testexporter.Softflowd(t, path, c.addrs[0], v)
 				srcs := map[string]bool{}
 				for _, r := range c.stop(t) {
 					srcs[r.Src] = true
@@ -242,7 +202,7 @@ func TestCollectSoftflowd(t *testing.T) {
 				sameSet(t, "sources", srcs, wantSrcs)
 
 				c = startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "5tuple", "--window", "1h")
-				testutil.Softflowd(t, path, c.addrs[0], v)
+				testexporter.Softflowd(t, path, c.addrs[0], v)
 				tuples := map[fiveTuple]bool{}
 				for _, r := range c.stop(t) {
 					tuples[fiveTuple{r.Proto, r.Src, r.Dst, r.Sport, r.Dport}] = true
@@ -267,7 +227,7 @@ func TestCollectSoftflowd(t *testing.T) {
 // frames, so there collect's sources are replay's but for the hosts seen
 // only in those, and still include sfacctd's.
 //
-// One pmacctd feeds both (testutil.SfprobeTo): it sleeps 4 s a run
+// One pmacctd feeds both (testexporter.SfprobeTo): it sleeps 4 s a run
 // whatever the capture, which was most of this test's time.
 func TestCollectSFlow(t *testing.T) {
 	t.Parallel()
@@ -279,9 +239,9 @@ func TestCollectSFlow(t *testing.T) {
 			for _, r := range exactRecords(t, "--key", "src", path) {
 				want[r.Src] = true
 			}
-			sf := testutil.StartSfacctd(t)
+			sf := testexporter.StartSfacctd(t)
 			c := startCollector(t, []string{"sflow://127.0.0.1:0"}, "--key", "src", "--window", "1h")
-			testutil.SfprobeTo(t, path, []string{sf.Addr, c.addrs[0]}, agent, 3)
+			testexporter.SfprobeTo(t, path, []string{sf.Addr, c.addrs[0]}, agent, 3)
 			pm := map[string]bool{}
 			for _, a := range sf.Sources(t) {
 				pm[a.String()] = true
@@ -336,7 +296,7 @@ func TestCollectFlowdedupExport(t *testing.T) {
 			if scheme == "ipfix" {
 				// UDP: wait until collect has read the edge's last datagram.
 				n := len(readRecords(t, edge))
-				waitFor(t, 20*time.Second, "collect's records of the edge's", func() bool {
+				testutil.WaitFor(t, "collect's records of the edge's", 20*time.Second, func() bool {
 					b, _ := os.ReadFile(c.out)
 					return strings.Count(string(b), "\n") >= n
 				})
@@ -423,7 +383,7 @@ func TestCollectRelayLoss(t *testing.T) {
 					to.Write(buf[:n])
 				}
 			}()
-			testutil.Softflowd(t, capture, relay.LocalAddr().String(), v)
+			testexporter.Softflowd(t, capture, relay.LocalAddr().String(), v)
 			sent.Store(true)
 			relay.SetReadDeadline(time.Now()) // wake a read that waits for more
 			r := <-done
@@ -457,8 +417,8 @@ func TestCollectRelayLoss(t *testing.T) {
 // same export, in CIDR text.
 func TestCollectPrefix(t *testing.T) {
 	path := pcap("small.pcap")
-	nf := testutil.StartNfcapd(t)
-	testutil.Softflowd(t, path, nf.Addr, 10)
+	nf := servers.StartNfcapd(t)
+	testexporter.Softflowd(t, path, nf.Addr, 10)
 	want := map[string]bool{}
 	for _, f := range nf.Flows(t) {
 		bits := 24
@@ -468,7 +428,7 @@ func TestCollectPrefix(t *testing.T) {
 		want[netip.PrefixFrom(f.Src, bits).Masked().String()] = true
 	}
 	c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--prefix", "24,64", "--window", "1h")
-	testutil.Softflowd(t, path, c.addrs[0], 10)
+	testexporter.Softflowd(t, path, c.addrs[0], 10)
 	got := map[string]bool{}
 	for _, r := range c.stop(t) {
 		got[r.Src] = true

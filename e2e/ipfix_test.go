@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 // nfdumpView is what nfdump must show for a record exported over IPFIX:
@@ -16,7 +16,7 @@ import (
 // and the unspecified address of the family for the side a src or dst key
 // lacks; a network of a key by network, 10.1.2.0/24, as its address and
 // its prefix length), and its time to the millisecond.
-func nfdumpView(tb testing.TB, r *record) testutil.NfdumpFlow {
+func nfdumpView(tb testing.TB, r *record) servers.NfdumpFlow {
 	tb.Helper()
 	addr := func(s string, other string) (netip.Addr, uint8) {
 		if s == "" {
@@ -38,16 +38,16 @@ func nfdumpView(tb testing.TB, r *record) testutil.NfdumpFlow {
 		}
 		return a, 0
 	}
-	f := testutil.NfdumpFlow{Proto: r.Proto, SrcPort: r.Sport, DstPort: r.Dport, First: r.TS.UTC().Truncate(time.Millisecond)}
+	f := servers.NfdumpFlow{Proto: r.Proto, SrcPort: r.Sport, DstPort: r.Dport, First: r.TS.UTC().Truncate(time.Millisecond)}
 	f.Src, f.SrcMask = addr(r.Src, r.Dst)
 	f.Dst, f.DstMask = addr(r.Dst, r.Src)
 	return f
 }
 
 // sameFlows fails tb unless nfdump's flows are the records, one for one.
-func sameFlows(tb testing.TB, got []testutil.NfdumpFlow, recs []record) {
+func sameFlows(tb testing.TB, got []servers.NfdumpFlow, recs []record) {
 	tb.Helper()
-	want := make(map[testutil.NfdumpFlow]int, len(recs))
+	want := make(map[servers.NfdumpFlow]int, len(recs))
 	for i := range recs {
 		want[nfdumpView(tb, &recs[i])]++
 	}
@@ -82,7 +82,7 @@ func TestIPFIXRecordsReachNfdump(t *testing.T) {
 	var v4, v6 int
 	for _, name := range []string{"small.pcap", "small.pcapng", "vlan.pcap", "ipv6.pcap", "malformed.pcap", "fragments.pcap", "windows.pcap", "zipf.pcap.gz"} {
 		t.Run(name, func(t *testing.T) {
-			col := testutil.StartNfcapd(t)
+			col := servers.StartNfcapd(t)
 			out := filepath.Join(t.TempDir(), "out.jsonl")
 			r := mustRun(t, "replay", "--filter", "exact", "--key", "5tuple", "--window", "1m",
 				"--export", "ipfix://"+col.Addr, "--observation-domain", "7", "--out", out, pcap(name))

@@ -130,18 +130,6 @@ func gen(tb testing.TB, dir, name string, args ...string) string {
 	return path
 }
 
-// waitFor polls cond every 10 ms until it holds, failing tb after limit.
-func waitFor(tb testing.TB, limit time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %v: %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // lines splits text into its non-empty lines.
 func lines(text string) []string {
 	var out []string

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 // Distinct /24s (and /64s) per hour, as docs/keys.md shows it:
@@ -19,8 +19,8 @@ import (
 // per network and hour, its kind column says src/24,64, and the per-hour
 // uniqExact(src) of docs/keys.md is the exact count of networks of an
 // exact replay; nfdump reads each network back with its prefix length.
-func testPrefix(t *testing.T, ch *testutil.ClickHouse) {
-	col := testutil.StartNfcapd(t)
+func testPrefix(t *testing.T, ch *servers.ClickHouse) {
+	col := servers.StartNfcapd(t)
 	files, err := filepath.Glob(pcap("*.pcap"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("testdata captures: %v %v", files, err)

@@ -79,7 +79,7 @@ func promQuery(t *testing.T, web, query string) []promSample {
 func waitSample(t *testing.T, web, query string) promSample {
 	t.Helper()
 	var got []promSample
-	waitFor(t, 2*time.Minute, "prometheus to have a sample of "+query, func() bool {
+	testutil.WaitFor(t, "prometheus to have a sample of "+query, 2*time.Minute, func() bool {
 		got = promQuery(t, web, query)
 		return len(got) == 1
 	})
@@ -170,7 +170,7 @@ scrape_configs:
 	// Every record of the first window decoded before the one that
 	// closes it is sent: on loopback a datagram is lost only to a full
 	// receive buffer, which the count would show.
-	waitFor(t, 2*time.Minute, "collect to decode the first window's records", func() bool {
+	testutil.WaitFor(t, "collect to decode the first window's records", 2*time.Minute, func() bool {
 		return strings.Contains(scrapeText(t, "http://"+target+"/metrics"), fmt.Sprintf("\nflowdedup_collect_records_total{filter=\"exact\"} %d\n", len(flows)))
 	})
 	late := t0.Add(2*time.Minute + time.Second)
@@ -178,7 +178,7 @@ scrape_configs:
 		Proto: 6, SrcPort: 40000, DstPort: 443, Start: late, End: late.Add(time.Second), Packets: 1, Bytes: 60}}, 20))
 
 	var summaries []summaryGauges
-	waitFor(t, 2*time.Minute, "the first window's summary in collect's --summary file", func() bool {
+	testutil.WaitFor(t, "the first window's summary in collect's --summary file", 2*time.Minute, func() bool {
 		summaries = readSummaryGauges(t, c.summary)
 		return len(summaries) == 1
 	})
@@ -211,7 +211,7 @@ scrape_configs:
 	}
 	// The open window's key is counted by the time its record closed the
 	// first window: wait for the scrape that shows it.
-	waitFor(t, 2*time.Minute, "prometheus to have flowdedup_open_window_distinct 1", func() bool {
+	testutil.WaitFor(t, "prometheus to have flowdedup_open_window_distinct 1", 2*time.Minute, func() bool {
 		got := promQuery(t, web, `flowdedup_open_window_distinct{kind="src"} == 1`)
 		return len(got) == 1
 	})

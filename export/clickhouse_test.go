@@ -17,6 +17,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -26,7 +27,7 @@ import (
 // summaries of meanwhile wait in the spool, and in the end every record is
 // in flows exactly once and every summary in windows.
 func TestClickHouseStoppedMidRun(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	says := &notices{}
 	spool, err := export.OpenSpool(t.TempDir(), 1<<30)
 	if err != nil {
@@ -58,17 +59,17 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 		}
 	}
 	give(tcpRecords(0, 1000), window(0))
-	waitFor(t, "the first window delivered", func() bool { st := q.Stats(); return st.Sent == 1000 && st.SentWindows == 1 })
+	testutil.WaitFor(t, "the first window delivered", 60*time.Second, func() bool { st := q.Stats(); return st.Sent == 1000 && st.SentWindows == 1 })
 
 	ch.Stop(t)
 	give(tcpRecords(1000, 2000), window(1))
-	waitFor(t, "the Queue finding the server down and spooling", func() bool {
+	testutil.WaitFor(t, "the Queue finding the server down and spooling", 60*time.Second, func() bool {
 		st := q.Stats()
 		return !st.Up && st.Spooled+st.Queued >= 2000
 	})
 	ch.Start(t)
 	give(tcpRecords(3000, 500), window(2))
-	waitFor(t, "every record delivered", func() bool { st := q.Stats(); return st.Sent == 3500 && st.SentWindows == 3 })
+	testutil.WaitFor(t, "every record delivered", 60*time.Second, func() bool { st := q.Stats(); return st.Sent == 3500 && st.SentWindows == 3 })
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestClickHouseStoppedMidRun(t *testing.T) {
 // the server back and sends them: the first run's rows are stored under
 // the first run's observer, the second run's under its own, each row once.
 func TestClickHouseSpoolKeepsObserver(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	dir := t.TempDir()
 	run := func(observer string, recs []record.Record, hour int) record.ExportStats {
 		t.Helper()
@@ -174,13 +175,13 @@ func TestClickHouseSpoolKeepsObserver(t *testing.T) {
 // export_dropped key and the metrics' dest label) nor the spool's
 // directory names hold a password.
 func TestClickHousePasswordFile(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	pwFile := filepath.Join(t.TempDir(), "clickhouse-password")
-	if err := os.WriteFile(pwFile, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(pwFile, []byte(servers.ClickHousePassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	noEnv := clickhouse.Env{LookupEnv: func(string) (string, bool) { return "", false }}
-	base := fmt.Sprintf("clickhouse://%s@%s/secret", testutil.ClickHouseUser, ch.Addr)
+	base := fmt.Sprintf("clickhouse://%s@%s/secret", servers.ClickHouseUser, ch.Addr)
 	dest := fmt.Sprintf("clickhouse://%s/secret", ch.Addr)
 	for _, tc := range []struct {
 		name, url, observer string
@@ -230,7 +231,7 @@ func TestClickHousePasswordFile(t *testing.T) {
 			if st.Sent != 0 || st.Dropped[export.DropRejected] != 0 || st.Spooled != 300 {
 				t.Errorf("%s: stats %+v, want 300 in the spool, none rejected", tc.name, st)
 			}
-			if strings.Count(n, "export "+dest+": unreachable") != 1 || !strings.Contains(n, "Password required for user "+testutil.ClickHouseUser) ||
+			if strings.Count(n, "export "+dest+": unreachable") != 1 || !strings.Contains(n, "Password required for user "+servers.ClickHouseUser) ||
 				!strings.Contains(n, "password_file") {
 				t.Errorf("%s: notices do not say the server refused the login:\n%s", tc.name, n)
 			}
@@ -243,7 +244,7 @@ func TestClickHousePasswordFile(t *testing.T) {
 			shown += p + "\n"
 			return err
 		})
-		if strings.Contains(shown, testutil.ClickHousePassword) {
+		if strings.Contains(shown, servers.ClickHousePassword) {
 			t.Errorf("%s: the password shows in notices, stats or spool names:\n%s", tc.name, shown)
 		}
 	}

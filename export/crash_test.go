@@ -16,6 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -127,7 +128,7 @@ func TestSpoolUnmarkableNotSent(t *testing.T) {
 	q := newTestQueue(t, up, QueueConfig{BatchSize: 10, BatchAge: time.Hour, Spool: spool, RetryMin: time.Millisecond, RetryMax: time.Millisecond, DrainTimeout: time.Hour, Notices: notices})
 	// The first file was attempted in the run that spooled it: already
 	// marked, it goes. The second is held, and tried again.
-	waitFor(t, "the first batch delivered and the second tried again", func() bool { return len(up.records()) == 10 && tries.Load() >= 3 })
+	testutil.WaitFor(t, "the first batch delivered and the second tried again", 10*time.Second, func() bool { return len(up.records()) == 10 && tries.Load() >= 3 })
 	if got := len(up.records()); got != 10 {
 		t.Errorf("%d records delivered while the second file cannot be marked, want 10", got)
 	}
@@ -215,7 +216,7 @@ func TestSpoolReplayKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a process replaying to ClickHouse, many times: skipped in -short mode")
 	}
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	const batches, size = 6, 20
 	exe, err := os.Executable()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/report"
 )
 
@@ -48,17 +49,6 @@ func tcpRecords(from, n int) []record.Record {
 		}
 	}
 	return recs
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestNfcapdDownAtStart exports through a Reporter and an ipfix:// Queue
@@ -100,12 +90,12 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			}
 			before := tcpRecords(0, 3000)
 			give(before)
-			waitFor(t, "the Queue finding the collector down", func() bool { return !q.Stats().Up })
+			testutil.WaitFor(t, "the Queue finding the collector down", 60*time.Second, func() bool { return !q.Stats().Up })
 
-			col := testutil.StartNfcapdAt(t, port)
+			col := servers.StartNfcapdAt(t, port)
 			after := tcpRecords(3000, 2000)
 			give(after)
-			waitFor(t, "every record delivered", func() bool {
+			testutil.WaitFor(t, "every record delivered", 60*time.Second, func() bool {
 				st := q.Stats()
 				return st.Up && st.Sent == 5000
 			})
@@ -119,10 +109,10 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			if strings.Count(n, ": unreachable: ") != 1 || strings.Count(n, ": reachable again") != 1 {
 				t.Errorf("notices: want the fall and the return, once each:\n%s", n)
 			}
-			want := make(map[testutil.NfdumpFlow]int)
+			want := make(map[servers.NfdumpFlow]int)
 			for _, rec := range append(before, after...) {
 				k := rec.Key
-				want[testutil.NfdumpFlow{Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
+				want[servers.NfdumpFlow{Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
 					First: time.Unix(0, rec.TimeNs).UTC()}]++
 			}
 			got := col.Flows(t)
@@ -190,7 +180,7 @@ func TestNfcapdSpoolKeepsDomain(t *testing.T) {
 	if st := run(7, first, time.Second); st.Sent != 0 || st.Spooled != len(first) {
 		t.Fatalf("first run, the collector down: %+v; want its %d records spooled", st, len(first))
 	}
-	col := testutil.StartNfcapdAt(t, port)
+	col := servers.StartNfcapdAt(t, port)
 	st := run(9, second, 30*time.Second)
 	var lost uint64
 	for _, n := range st.Dropped {
@@ -223,10 +213,10 @@ func TestNfcapdSpoolKeepsDomain(t *testing.T) {
 			t.Errorf("domain %d: version %d, %d sequence failures, %d flows; want IPFIX (10), none, %d",
 				e.Domain, e.Version, e.SequenceFailures, e.FlowCount, len(recs))
 		}
-		count := make(map[testutil.NfdumpFlow]int)
+		count := make(map[servers.NfdumpFlow]int)
 		for _, rec := range recs {
 			k := rec.Key
-			count[testutil.NfdumpFlow{Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
+			count[servers.NfdumpFlow{Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
 				First: time.Unix(0, rec.TimeNs).UTC()}]++
 		}
 		bad := 0

@@ -143,19 +143,6 @@ func genRecords(from, n int) []record.Record {
 	}
 	return recs
 }
-
-// waitFor waits until cond holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func newTestQueue(t *testing.T, sink record.Destination, cfg QueueConfig) *Queue {
 	t.Helper()
 	q, err := NewQueue("fake://dest", sink, cfg)
@@ -292,7 +279,7 @@ func TestQueueBatchAge(t *testing.T) {
 	recs := genRecords(0, 10)
 	put(t, q, recs[:4])
 	put(t, q, recs[4:])
-	waitFor(t, "the young batch delivered", func() bool { return len(sink.records()) == 10 })
+	testutil.WaitFor(t, "the young batch delivered", 10*time.Second, func() bool { return len(sink.records()) == 10 })
 	batches, _, _ := sink.snapshot()
 	if len(batches) != 1 {
 		t.Errorf("%d batches, want the 10 records in one", len(batches))
@@ -378,7 +365,7 @@ func TestQueueBoundInRecords(t *testing.T) {
 	down := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q = newTestQueue(t, down, QueueConfig{BatchSize: 10, MaxQueued: 100, BatchAge: time.Hour, DrainTimeout: time.Millisecond, Notices: notices})
 	put(t, q, all[:10]) // one full batch: the first attempt fails
-	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
+	testutil.WaitFor(t, "the destination found down", 10*time.Second, func() bool { return !q.Stats().Up })
 	for i := 10; i < len(all); i++ {
 		q.Records(&record.Batch{Records: all[i : i+1], Observer: []string{"r1", "r2"}[i%2]})
 	}
@@ -435,7 +422,7 @@ func TestQueueWait(t *testing.T) {
 	sink = &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q = newTestQueue(t, sink, QueueConfig{BatchSize: 10, MaxQueued: 20, BatchAge: time.Millisecond, DrainTimeout: 10 * time.Millisecond, Wait: true})
 	put(t, q, genRecords(0, 10))
-	waitFor(t, "the destination found down", func() bool { return !q.Stats().Up })
+	testutil.WaitFor(t, "the destination found down", 10*time.Second, func() bool { return !q.Stats().Up })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -4,8 +4,10 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
@@ -75,7 +77,7 @@ func TestReporterRecordNoAllocs(t *testing.T) {
 			}
 		}
 		if exports > 0 {
-			waitFor(t, "the warm-up delivered", func() bool {
+			testutil.WaitFor(t, "the warm-up delivered", 10*time.Second, func() bool {
 				st := qs[0].Stats()
 				return st.Sent+uint64(st.Queued) == 1<<16
 			})

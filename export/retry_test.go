@@ -122,7 +122,7 @@ func TestBackoff(t *testing.T) {
 	sink := &fakeSink{fail: func(string, *record.Batch) error { return errDown }}
 	q := newTestQueue(t, sink, QueueConfig{BatchSize: 1, RetryMin: 2 * time.Millisecond, RetryMax: 16 * time.Millisecond, DrainTimeout: time.Millisecond})
 	put(t, q, genRecords(0, 1))
-	waitFor(t, "8 attempts", func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return len(sink.calls) >= 8 })
+	testutil.WaitFor(t, "8 attempts", 10*time.Second, func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return len(sink.calls) >= 8 })
 	q.Close()
 	sink.mu.Lock()
 	calls := slices.Clone(sink.calls)

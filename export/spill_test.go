@@ -124,7 +124,7 @@ func TestSpoolFull(t *testing.T) {
 		}
 		put(t, q, genRecords(next, batch))
 		next += batch
-		waitFor(t, "the batch on disk, or the spool full", func() bool { return q.Stats().Spooled == next || spoolFull() })
+		testutil.WaitFor(t, "the batch on disk, or the spool full", 10*time.Second, func() bool { return q.Stats().Spooled == next || spoolFull() })
 	}
 	if next != 4*batch {
 		t.Errorf("the spool was full after %d records, want after the 4th batch", next)
@@ -276,7 +276,7 @@ func TestSpoolHighWater(t *testing.T) {
 	all := genRecords(0, 200)
 	for i := 0; i < 200; i += 10 {
 		put(t, q, all[i:i+10])
-		waitFor(t, "memory back to half", func() bool { return q.Stats().Queued <= 20 })
+		testutil.WaitFor(t, "memory back to half", 10*time.Second, func() bool { return q.Stats().Queued <= 20 })
 	}
 	if st := q.Stats(); st.Spooled < 100 || dropped(st) != 0 {
 		t.Errorf("stats %+v: want most batches spooled and nothing dropped", st)

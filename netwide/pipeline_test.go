@@ -12,7 +12,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/netwide"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
@@ -82,7 +82,7 @@ func TestFleet(t *testing.T) {
 			tm := t0 + int64(i)*int64(minutes*time.Minute)/30000
 			m := (tm - t0) / int64(time.Minute)
 			id := int(m)*2000 + r*1500 + rng.IntN(4000) // routers and minutes overlap
-			src.data = append(src.data, testutil.UDP4Frame(srcAddr(id), dst, 1000, 53, 60))
+			src.data = append(src.data, testframe.UDP4Frame(srcAddr(id), dst, 1000, 53, 60))
 			src.times = append(src.times, tm)
 			if exact[m] == nil {
 				exact[m] = map[int]bool{}

@@ -9,17 +9,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/record"
 )
 
 // udpFrame returns an Ethernet/IPv4/UDP frame from src to dst.
 func udpFrame(src, dst netip.Addr, sport, dport uint16) []byte {
-	return testutil.UDP4Frame(src, dst, sport, dport, 46)
+	return testframe.UDP4Frame(src, dst, sport, dport, 46)
 }
 
 // addr returns the i-th test address, 10.0.0.0 + i.
@@ -200,18 +199,6 @@ func byWindow(recs []record.Record) map[int64][]record.Record {
 		m[r.WindowNs] = append(m[r.WindowNs], r)
 	}
 	return m
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // workersParked reports whether every worker of p's run is parked: it

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // keyedPacket is a key a source hands over (collect's flow records), with
@@ -146,13 +147,13 @@ func testIdleWallClock(t *testing.T, old int64, closes bool) {
 	go func() { done <- p.Run(ctx, src) }()
 	start := old / int64(time.Second) * int64(time.Second)
 	if closes {
-		waitFor(t, "the packets' window closed by an idle tick", func() bool {
+		testutil.WaitFor(t, "the packets' window closed by an idle tick", 10*time.Second, func() bool {
 			_, wins := sink.snapshot()
 			return len(wins) > 0 && wins[0].StartNs == start && wins[0].Distinct == 3 && !wins[0].Final
 		})
 	} else {
 		// The source ticks idle every millisecond: wait for a hundred.
-		waitFor(t, "idle ticks", func() bool { return src.ticks.Load() >= 100 })
+		testutil.WaitFor(t, "idle ticks", 10*time.Second, func() bool { return src.ticks.Load() >= 100 })
 		if _, wins := sink.snapshot(); len(wins) != 0 {
 			t.Fatalf("idle ticks closed windows of packets far behind the clock: %+v", wins)
 		}

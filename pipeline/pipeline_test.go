@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 const sec = int64(time.Second)
@@ -186,13 +187,13 @@ func TestMarkerHoldsBackFastProducer(t *testing.T) {
 	// far as they can (A's keys and B's first 20) and stop there, with
 	// A's window-1 batches waiting in the rings.
 	<-srcA.eof
-	waitFor(t, "the workers to catch up with window 0", func() bool {
+	testutil.WaitFor(t, "the workers to catch up with window 0", 10*time.Second, func() bool {
 		return sink.recorded.Load() == 70
 	})
 	// A worker parks only when no ring it may read has a batch: once all
 	// have parked, a faulty worker would already have taken A's window-1
 	// batches, so the checks below are final, not a matter of timing.
-	waitFor(t, "every worker to park", func() bool { return workersParked(p) })
+	testutil.WaitFor(t, "every worker to park", 10*time.Second, func() bool { return workersParked(p) })
 	st := p.Stats()
 	waiting := 0
 	for _, w := range st.Workers {
@@ -422,7 +423,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, src) }()
-	waitFor(t, "some windows", func() bool { return p.Stats().Windows >= 3 })
+	testutil.WaitFor(t, "some windows", 10*time.Second, func() bool { return p.Stats().Windows >= 3 })
 	cancel()
 	select {
 	case err := <-done:
@@ -536,7 +537,7 @@ func TestWallClockWindowsOnIdleLink(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(t.Context(), src) }()
-	waitFor(t, "windows to close on an idle link", func() bool { return p.Stats().Windows >= 3 })
+	testutil.WaitFor(t, "windows to close on an idle link", 10*time.Second, func() bool { return p.Stats().Windows >= 3 })
 	close(src.stop)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -650,7 +651,7 @@ func TestLiveFlushesPartialBatches(t *testing.T) {
 		p, _ := New(Config{Workers: 2, Filter: "exact", Key: flow.KeySrc, Live: true}, sink)
 		done := make(chan error, 1)
 		go func() { done <- p.Run(t.Context(), src) }()
-		waitFor(t, "the record of a lone packet", func() bool { return sink.recorded.Load() == 1 })
+		testutil.WaitFor(t, "the record of a lone packet", 10*time.Second, func() bool { return sink.recorded.Load() == 1 })
 		close(src.release)
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -665,7 +666,7 @@ func TestLiveFlushesPartialBatches(t *testing.T) {
 		p, _ := New(Config{Workers: 1, Filter: "exact", Key: flow.KeySrc, Live: true}, sink)
 		done := make(chan error, 1)
 		go func() { done <- p.Run(t.Context(), src) }()
-		waitFor(t, "the record of the stale key", func() bool { return sink.recorded.Load() == 1 })
+		testutil.WaitFor(t, "the record of the stale key", 10*time.Second, func() bool { return sink.recorded.Load() == 1 })
 		close(src.gate)
 		if err := <-done; err != nil {
 			t.Fatal(err)

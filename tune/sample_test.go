@@ -19,7 +19,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -99,12 +99,12 @@ func addr(i int) netip.Addr {
 // is distinct again in each window.
 func TestCaptureWindowsAsReplay(t *testing.T) {
 	frames := [][]byte{
-		testutil.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 0 s, window 0: distinct
-		testutil.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 10 s: duplicate
+		testframe.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 0 s, window 0: distinct
+		testframe.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 10 s: duplicate
 		{0xff, 0xff}, // 61 s: not keyed, but opens window 1
-		testutil.UDP4Frame(addr(2), addr(9), 1, 2, 46), // 30 s: late (window 0 has closed)
-		testutil.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 62 s: distinct again in window 1
-		testutil.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 200 s, window 3: distinct
+		testframe.UDP4Frame(addr(2), addr(9), 1, 2, 46), // 30 s: late (window 0 has closed)
+		testframe.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 62 s: distinct again in window 1
+		testframe.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 200 s, window 3: distinct
 	}
 	path := writePcap(t, frames, []float64{0, 10, 61, 30, 62, 200})
 	c, err := loadCapture(context.Background(), "t", []string{path}, flow.KeySpec{Kind: flow.KeySrc}, time.Minute)

@@ -21,8 +21,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // The live tests send frames only inside a network namespace they make, on
@@ -46,10 +49,10 @@ func udpFrame(flowID int, v6 bool, dport uint16, seq uint32, padding int) []byte
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
 	if v6 {
 		src := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(flowID)})
-		return testutil.Ethernet(unix.ETH_P_IPV6, false, testutil.IPv6(src, netip.MustParseAddr("2001:db8::ff"), unix.IPPROTO_UDP, udp))
+		return testframe.Ethernet(unix.ETH_P_IPV6, false, testframe.IPv6(src, netip.MustParseAddr("2001:db8::ff"), unix.IPPROTO_UDP, udp))
 	}
 	src := netip.AddrFrom4([4]byte{198, 18, 0, byte(flowID)})
-	return testutil.Ethernet(unix.ETH_P_IP, false, testutil.IPv4(src, netip.MustParseAddr("198.19.0.1"), unix.IPPROTO_UDP, nil, 0, udp))
+	return testframe.Ethernet(unix.ETH_P_IP, false, testframe.IPv4(src, netip.MustParseAddr("198.19.0.1"), unix.IPPROTO_UDP, nil, 0, udp))
 }
 
 // seqOf finds the sequence number of a frame the test sent.
@@ -67,7 +70,7 @@ type frameSender struct {
 	ifindex int
 }
 
-func newSender(t *testing.T, ns *testutil.Namespace, iface string) *frameSender {
+func newSender(t *testing.T, ns *netns.Namespace, iface string) *frameSender {
 	t.Helper()
 	s := &frameSender{ifindex: ns.Link(t, iface).Attrs().Index}
 	// Protocol 0: the socket sends and receives nothing.
@@ -99,7 +102,7 @@ func (s *frameSender) send(t *testing.T, frame []byte) {
 }
 
 // openInNS opens a capture inside ns and closes it when the test ends.
-func openInNS(t *testing.T, ns *testutil.Namespace, cfg Config) []*Socket {
+func openInNS(t *testing.T, ns *netns.Namespace, cfg Config) []*Socket {
 	t.Helper()
 	var srcs []capture.Source
 	err := ns.Do(func() (err error) {
@@ -178,7 +181,7 @@ func readAll(t *testing.T, srcs []*Socket, want int, limit time.Duration) (got [
 // pair and captures them on the other with two sockets in a fanout group
 // and a kernel filter.
 func TestFanoutLive(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{
 		Iface:       ns.Veth[0],
 		Sockets:     2,
@@ -226,7 +229,7 @@ func TestFanoutLive(t *testing.T) {
 			}
 		}
 	}
-	arp := testutil.Ethernet(unix.ETH_P_ARP, false, append(testutil.ARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), marker+"\xff\xff\xff\xff"...))
+	arp := testframe.Ethernet(unix.ETH_P_ARP, false, append(testframe.ARP(1, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")), marker+"\xff\xff\xff\xff"...))
 
 	sender := newSender(t, ns, ns.Veth[1])
 	start := time.Now()
@@ -292,7 +295,7 @@ func TestFanoutLive(t *testing.T) {
 // TestNextNoAllocs proves that reading a frame allocates nothing,
 // within a block and across blocks.
 func TestNextNoAllocs(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], BlockSize: 2 * os.Getpagesize(), NumBlocks: 64, PollTimeout: time.Second})
 	sender := newSender(t, ns, ns.Veth[1])
 	const runs = 200
@@ -316,7 +319,7 @@ func TestNextNoAllocs(t *testing.T) {
 
 // TestKernelDrops overfills a tiny ring and reads the drop count.
 func TestKernelDrops(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	page := os.Getpagesize()
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], BlockSize: page, NumBlocks: 2, PollTimeout: 50 * time.Millisecond})
 	sender := newSender(t, ns, ns.Veth[1])
@@ -343,7 +346,7 @@ func TestKernelDrops(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	const poll = 40 * time.Millisecond
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: poll})
 	var p capture.Packet
@@ -360,51 +363,36 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-// TestCloseUnblocksNext closes a source while Next waits forever.
-func TestCloseUnblocksNext(t *testing.T) {
-	ns := testutil.NetNS(t)
-	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
-	s := srcs[0]
-	done := make(chan error, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
-		var p capture.Packet
-		done <- s.Next(&p)
-	}()
-	testutil.WaitInPoll(t, <-tids, 5*time.Second)
-	select {
-	case err := <-done:
-		t.Fatalf("Next returned %v on an idle link without timeout", err)
-	default:
+// TestSource checks a socket against the contract of capture.Source
+// (capturetest): the frames sent into the veth pair, in order, and Close,
+// which wakes a Next waiting forever in poll(2).
+func TestSource(t *testing.T) {
+	var sender *frameSender
+	frames := make([][]byte, 10)
+	for i := range frames {
+		frames[i] = udpFrame(1, i%2 == 1, 7777, uint32(i), 16)
 	}
-	start := time.Now()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, capture.ErrClosed) {
-			t.Errorf("Next after Close: %v, want capture.ErrClosed", err)
-		}
-		t.Logf("Next returned %v after Close", time.Since(start))
-	case <-time.After(time.Minute):
-		t.Fatal("Next still blocked 1 minute after Close")
-	}
-	var p capture.Packet
-	if err := s.Next(&p); !errors.Is(err, capture.ErrClosed) {
-		t.Errorf("second Next after Close: %v, want capture.ErrClosed", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	capturetest.Run(t, capturetest.Backend{
+		Open: func(t *testing.T) capture.Source {
+			ns := netns.NetNS(t)
+			srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
+			sender = newSender(t, ns, ns.Veth[1])
+			return srcs[0]
+		},
+		Send: func(t *testing.T, frames [][]byte) {
+			for _, f := range frames {
+				sender.send(t, f)
+			}
+		},
+		Frames: frames,
+		Live:   true,
+	})
 }
 
 // TestCloseWhileHoldingFrame closes a source whose reader still
 // holds a frame: the frame stays readable until the reader's next Next.
 func TestCloseWhileHoldingFrame(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], PollTimeout: time.Second})
 	sender := newSender(t, ns, ns.Veth[1])
 	frame := udpFrame(1, false, 7777, 42, 16)
@@ -430,7 +418,7 @@ func TestCloseWhileHoldingFrame(t *testing.T) {
 // TestLoopback captures on lo, where every frame passes twice,
 // leaving and arriving: the capture must keep one.
 func TestLoopback(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: "lo", BPF: "udp and dst port 7777", PollTimeout: 50 * time.Millisecond})
 	if lt := srcs[0].LinkType(); lt != flow.LinkEthernet {
 		t.Errorf("loopback link type %v, want Ethernet", lt)
@@ -456,7 +444,7 @@ func TestLoopback(t *testing.T) {
 
 // TestRawIP captures on a tun device, which has no link header.
 func TestRawIP(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	tun := ns.AddTun(t, "fdtun0")
 	srcs := openInNS(t, ns, Config{Iface: "fdtun0", BPF: "udp", PollTimeout: 50 * time.Millisecond})
 	if lt := srcs[0].LinkType(); lt != flow.LinkRaw {
@@ -464,8 +452,8 @@ func TestRawIP(t *testing.T) {
 	}
 	udp := append(binary.BigEndian.AppendUint16(nil, 1), 0, 2, 0, 20, 0, 0)
 	udp = binary.BigEndian.AppendUint32(append(udp, marker...), 9)
-	packet := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_UDP, nil, 0, udp)
-	tcp := testutil.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_TCP, nil, 0, append(testutil.Transport(unix.IPPROTO_TCP, 1, 2), marker+"\x00\x00\x00\x0a"...))
+	packet := testframe.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_UDP, nil, 0, udp)
+	tcp := testframe.IPv4(netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), unix.IPPROTO_TCP, nil, 0, append(testframe.Transport(unix.IPPROTO_TCP, 1, 2), marker+"\x00\x00\x00\x0a"...))
 	for _, pkt := range [][]byte{tcp, packet} {
 		if _, err := tun.Write(pkt); err != nil {
 			t.Fatalf("writing to tun: %v", err)
@@ -478,7 +466,7 @@ func TestRawIP(t *testing.T) {
 }
 
 func TestPromisc(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	before := ns.Link(t, ns.Veth[0]).Attrs().Promisc
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], Sockets: 2, Promisc: true})
 	if got := ns.Link(t, ns.Veth[0]).Attrs().Promisc; got != before+2 {
@@ -493,7 +481,7 @@ func TestPromisc(t *testing.T) {
 }
 
 func TestFanoutGroupGiven(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	srcs := openInNS(t, ns, Config{Iface: ns.Veth[0], FanoutGroup: 4242})
 	if id, ok := srcs[0].FanoutGroup(); !ok || id != 4242 {
 		t.Errorf("FanoutGroup() = %d, %v; want 4242, true", id, ok)

@@ -3,7 +3,6 @@
 package afxdp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,16 +21,19 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/afpacket"
+	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // afxFrame returns the i-th test frame: Ethernet/IPv4/UDP from 10.1.x.y
 // (distinct for each i below 65536) with i in the payload, 60 to 250 bytes
 // long depending on i.
 func afxFrame(i int) []byte {
-	f := testutil.UDP4Frame(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), netip.MustParseAddr("192.0.2.1"), 40000, 53, 60+i%191)
+	f := testframe.UDP4Frame(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), netip.MustParseAddr("192.0.2.1"), 40000, 53, 60+i%191)
 	binary.BigEndian.PutUint32(f[14+20+8:], uint32(i))
 	return f
 }
@@ -41,7 +42,7 @@ func afxFrame(i int) []byte {
 // other, through an AF_PACKET socket opened in the namespace.
 type afxSender struct{ fd int }
 
-func afxNewSender(t testing.TB, ns *testutil.Namespace, iface string) *afxSender {
+func afxNewSender(t testing.TB, ns *netns.Namespace, iface string) *afxSender {
 	t.Helper()
 	s := &afxSender{fd: -1}
 	err := ns.Do(func() error {
@@ -84,7 +85,7 @@ func (s *afxSender) send(t testing.TB, frame []byte) {
 
 // afxOpen opens an AF_XDP capture inside the namespace and closes it with
 // the test.
-func afxOpen(t testing.TB, ns *testutil.Namespace, cfg Config) *Capture {
+func afxOpen(t testing.TB, ns *netns.Namespace, cfg Config) *Capture {
 	t.Helper()
 	var a *Capture
 	err := ns.Do(func() (err error) {
@@ -102,7 +103,7 @@ func afxOpen(t testing.TB, ns *testutil.Namespace, cfg Config) *Capture {
 }
 
 // afxXDP returns the XDP state of a link of the namespace.
-func afxXDP(t testing.TB, ns *testutil.Namespace, iface string) *netlink.LinkXdp {
+func afxXDP(t testing.TB, ns *netns.Namespace, iface string) *netlink.LinkXdp {
 	t.Helper()
 	l, err := ns.Netlink().LinkByName(iface)
 	if err != nil {
@@ -111,7 +112,7 @@ func afxXDP(t testing.TB, ns *testutil.Namespace, iface string) *netlink.LinkXdp
 	return l.Attrs().Xdp
 }
 
-func afxAttached(t testing.TB, ns *testutil.Namespace, iface string) bool {
+func afxAttached(t testing.TB, ns *netns.Namespace, iface string) bool {
 	x := afxXDP(t, ns, iface)
 	return x != nil && x.Attached
 }
@@ -147,7 +148,7 @@ func afxRead(t testing.TB, src capture.Source, want int, idle time.Duration) [][
 func TestAFXDPReceivesFrames(t *testing.T) {
 	for _, mode := range []xdp.AttachMode{xdp.AttachNative, xdp.AttachGeneric} {
 		t.Run(string(mode), func(t *testing.T) {
-			ns := testutil.NetNS(t)
+			ns := netns.NetNS(t)
 			a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: mode, NumFrames: 512})
 			t.Logf("mode %s", a.Mode())
 			if want := string(mode) + "/copy"; a.Mode() != want { // veth has no zero-copy AF_XDP
@@ -235,7 +236,7 @@ func TestAFXDPReceivesFrames(t *testing.T) {
 // TestAFXDPCloseSourcePassesFrames checks that closing a source hands its
 // queue's frames back to the stack while the program stays attached.
 func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachGeneric})
 	src := a.Sources()[0]
 	if err := src.Close(); err != nil {
@@ -264,48 +265,48 @@ func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 	}
 }
 
-func TestAFXDPCloseWakesNext(t *testing.T) {
-	ns := testutil.NetNS(t)
-	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
-	src := a.Sources()[0]
-	errc := make(chan error, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
-		var p capture.Packet
-		errc <- src.Next(&p)
-	}()
-	// Close must wake a Next that sleeps in the kernel, not one that has
-	// not got there yet: wait until its thread is in poll(2).
-	testutil.WaitInPoll(t, <-tids, 5*time.Second)
-	select {
-	case err := <-errc:
-		t.Fatalf("Next returned %v with no frame and no timeout", err)
-	default:
+// TestSource checks a socket against the contract of capture.Source
+// (capturetest), closed as the pipeline's caller closes it, by the Capture:
+// the frames sent into the veth pair, in order, and Close, which wakes a
+// Next waiting forever in poll(2) and detaches the program.
+func TestSource(t *testing.T) {
+	var (
+		ns     *netns.Namespace
+		a      *Capture
+		sender *afxSender
+	)
+	frames := make([][]byte, 10)
+	for i := range frames {
+		frames[i] = afxFrame(i)
 	}
-	start := time.Now()
-	if err := a.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, capture.ErrClosed) {
-			t.Errorf("blocked Next returned %v, want ErrClosed", err)
-		}
-		t.Logf("Next returned %v after Close", time.Since(start))
-	case <-time.After(time.Minute):
-		t.Fatal("Next still blocked 1 minute after Close")
-	}
-	if afxAttached(t, ns, ns.Veth[0]) {
-		t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
-	}
+	capturetest.Run(t, capturetest.Backend{
+		Open: func(t *testing.T) capture.Source {
+			ns = netns.NetNS(t)
+			a = afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
+			sender = afxNewSender(t, ns, ns.Veth[1])
+			return a.Sources()[0]
+		},
+		Send: func(t *testing.T, frames [][]byte) {
+			for _, f := range frames {
+				sender.send(t, f)
+			}
+		},
+		Frames: frames,
+		Live:   true,
+		Close: func(t *testing.T, s capture.Source) error {
+			err := a.Close()
+			if afxAttached(t, ns, ns.Veth[0]) {
+				t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
+			}
+			return err
+		},
+	})
 }
 
 // TestAFXDPCloseKeepsHeldFrame checks that a frame returned by Next stays
 // readable after Close until the next Next, which returns ErrClosed.
 func TestAFXDPCloseKeepsHeldFrame(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: time.Second})
 	src := a.Sources()[0]
 	afxNewSender(t, ns, ns.Veth[1]).send(t, afxFrame(7))
@@ -328,7 +329,7 @@ func TestAFXDPCloseKeepsHeldFrame(t *testing.T) {
 }
 
 func TestAFXDPNextAllocs(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: xdp.AttachNative, NumFrames: 1024})
 	src := a.Sources()[0]
 	const runs = 500
@@ -354,7 +355,7 @@ func TestAFXDPNextAllocs(t *testing.T) {
 // TestAFXDPDetachedWhenKilled kills a process capturing with AF_XDP and
 // checks that the interface is left without XDP program.
 func TestAFXDPDetachedWhenKilled(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name for `ip netns exec`")
 	}
@@ -364,33 +365,12 @@ func TestAFXDPDetachedWhenKilled(t *testing.T) {
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns.Name, exe, "-test.run=^TestAFXDPHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), afxHelperEnv+"="+ns.Veth[0], testutil.RequirePrivilegedEnv+"=")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
+	if _, err := exec.LookPath("ip"); err != nil {
 		testutil.SkipOrFail(t, "cannot run ip netns exec: %v", err)
 	}
-	defer cmd.Process.Kill()
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), "afxdp-helper: "); ok {
-				ready <- line
-				return
-			}
-		}
-		ready <- "no output"
-	}()
-	select {
-	case line := <-ready:
-		if !strings.HasPrefix(line, "ready") {
-			t.Fatalf("helper: %s", line)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("helper not ready after 1 minute")
+	helper := testutil.StartProcess(t, cmd, "", 0)
+	if line := helper.WaitLine(t, "afxdp-helper: ", time.Minute); !strings.Contains(line, "afxdp-helper: ready") {
+		t.Fatalf("helper: %s", line)
 	}
 	if !afxAttached(t, ns, ns.Veth[0]) {
 		t.Fatalf("helper capturing but no XDP program on %s", ns.Veth[0])
@@ -399,14 +379,8 @@ func TestAFXDPDetachedWhenKilled(t *testing.T) {
 	if err := cmd.Process.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
-	deadline := time.Now().Add(time.Minute)
-	for afxAttached(t, ns, ns.Veth[0]) {
-		if time.Now().After(deadline) {
-			t.Fatalf("an XDP program is still attached to %s a minute after its process was killed", ns.Veth[0])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	helper.Wait(t, time.Minute)
+	testutil.WaitFor(t, "the XDP program to leave "+ns.Veth[0]+" after its process was killed", time.Minute, func() bool { return !afxAttached(t, ns, ns.Veth[0]) })
 }
 
 const afxHelperEnv = "FLOWDEDUP_AFXDP_HELPER_IFACE"
@@ -420,10 +394,10 @@ func TestAFXDPHelperProcess(t *testing.T) {
 	}
 	a, err := Open(Config{Iface: iface})
 	if err != nil {
-		fmt.Printf("afxdp-helper: %v\n", err)
+		fmt.Fprintf(os.Stderr, "afxdp-helper: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Printf("afxdp-helper: ready, %s\n", a.Mode())
+	fmt.Fprintf(os.Stderr, "afxdp-helper: ready, %s\n", a.Mode())
 	for _, s := range a.Sources() {
 		go func() {
 			var p capture.Packet
@@ -431,7 +405,7 @@ func TestAFXDPHelperProcess(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(time.Minute)
+	time.Sleep(time.Minute) // until killed: a helper left over ends by itself
 	os.Exit(2)
 }
 
@@ -461,7 +435,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Logf("%s: %v", c.name, err)
 	}
 
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	for _, c := range []struct {
 		name string
 		cfg  Config
@@ -553,7 +527,7 @@ func TestParseQueues(t *testing.T) {
 func BenchmarkAFXDPVeth(b *testing.B) {
 	for _, mode := range []xdp.AttachMode{xdp.AttachNative, xdp.AttachGeneric} {
 		b.Run(string(mode), func(b *testing.B) {
-			ns := testutil.NetNS(b)
+			ns := netns.NetNS(b)
 			a := afxOpen(b, ns, Config{Iface: ns.Veth[0], Attach: mode})
 			src := a.Sources()[0]
 			snd := afxNewSender(b, ns, ns.Veth[1])
@@ -592,7 +566,7 @@ func BenchmarkAFXDPVeth(b *testing.B) {
 // TestAFXDPCloseWhileReading closes captures under a busy reader, which
 // reads every byte of each frame: a frame unmapped under it would crash.
 func TestAFXDPCloseWhileReading(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	snd := afxNewSender(t, ns, ns.Veth[1])
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -663,7 +637,7 @@ func TestAFXDPCloseWhileReading(t *testing.T) {
 // TestAFXDPCountsDrops overflows a socket nobody reads: every frame sent is
 // either read or counted by KernelDrops.
 func TestAFXDPCountsDrops(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	const frames = 256 // the least NumFrames: the UMEM, fill and RX rings hold that many
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], NumFrames: frames, PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
@@ -705,14 +679,11 @@ func TestAFXDPCountsDrops(t *testing.T) {
 // TestAFXDPInterfaceGone deletes the interface under a waiting reader: Next
 // reports ENETDOWN, and Close still works.
 func TestAFXDPInterfaceGone(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond})
 	src := a.Sources()[0]
 	errc := make(chan error, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
+	tid := testutil.OnThread(func() {
 		var p capture.Packet
 		for {
 			if err := src.Next(&p); !errors.Is(err, capture.ErrTimeout) {
@@ -720,9 +691,9 @@ func TestAFXDPInterfaceGone(t *testing.T) {
 				return
 			}
 		}
-	}()
+	})
 	// The interface goes while the reader waits in the kernel.
-	testutil.WaitInPoll(t, <-tids, 5*time.Second)
+	testutil.WaitInPoll(t, tid, 5*time.Second)
 	if err := ns.Netlink().LinkDel(ns.Link(t, ns.Veth[0])); err != nil {
 		t.Fatal(err)
 	}

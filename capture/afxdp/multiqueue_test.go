@@ -18,13 +18,14 @@ import (
 	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 )
 
 // afxSetQueues gives the veth pair n queues from end 1 to end 0 (ethtool -L
 // END0 rx n; ethtool -L END1 tx n), so that a frame sent on end 1 from CPU
 // c arrives on end 0's receive queue c%n. It skips the test when the pair
 // cannot have that many (veth allocates as many queues as possible CPUs).
-func afxSetQueues(t *testing.T, ns *testutil.Namespace, n int) {
+func afxSetQueues(t *testing.T, ns *netns.Namespace, n int) {
 	t.Helper()
 	err := ns.Do(func() error {
 		for i, rx := range []bool{true, false} {
@@ -82,7 +83,7 @@ func TestAFXDPMultiQueue(t *testing.T) {
 	if runtime.NumCPU() < queues {
 		t.Skipf("needs %d CPUs to send on %d queues", queues, queues)
 	}
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	afxSetQueues(t, ns, queues)
 	frames := func(cpu int) [][]byte {
 		var fs [][]byte

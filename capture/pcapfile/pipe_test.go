@@ -11,6 +11,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // nextResult is what a call of Next returned, with a copy of the packet.
@@ -175,7 +176,13 @@ func TestPipeGzipPause(t *testing.T) {
 	go func() {
 		defer w.Close()
 		w.Write(data[:len(data)/2])
-		time.Sleep(3 * PollInterval) // slow traffic: longer than the reader's poll interval
+		// The pause starts once the reader has taken all of the first
+		// half (the pipe is empty), so that it falls while the reader
+		// waits for more, however late the reader got there.
+		testutil.WaitUntil(time.Minute, func() bool { return pipeEmpty(r) })
+		// What is tested: a writer quiet for longer than the poll
+		// interval a timed-out read would have waited.
+		time.Sleep(3 * PollInterval)
 		w.Write(data[len(data)/2:])
 	}()
 	s, err := open(r, "-")

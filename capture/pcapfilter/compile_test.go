@@ -20,6 +20,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // testFrame is a network-layer packet the filter tests wrap in each link type.
@@ -42,7 +43,7 @@ var (
 // testFrames is the corpus of the accept/reject tables and of the comparison
 // with tcpdump: each names what sets it apart.
 func testFrames() []testFrame {
-	tcp := testutil.Transport(protoTCP, 1234, 80)
+	tcp := testframe.Transport(protoTCP, 1234, 80)
 	frag6 := func(next byte, offMF uint16, payload []byte) []byte {
 		h := make([]byte, 8)
 		h[0] = next
@@ -54,27 +55,27 @@ func testFrames() []testFrame {
 		return append([]byte{next, 0, 1, 4, 0, 0, 0, 0}, payload...)
 	}
 	return []testFrame{
-		{"tcp4", etherIPv4, testutil.IPv4(a4, b4, protoTCP, nil, 0x4000, tcp), false},
-		{"udp4-dns", etherIPv4, testutil.IPv4(b4, a4, protoUDP, nil, 0, testutil.Transport(protoUDP, 53, 40000)), false},
-		{"sctp4", etherIPv4, testutil.IPv4(a4, c4, protoSCTP, nil, 0, testutil.Transport(protoSCTP, 5000, 6000)), false},
-		{"icmp4", etherIPv4, testutil.IPv4(c4, a4, protoICMP, nil, 0, testutil.Transport(protoICMP, 0x0800, 80)), false},
-		{"igmp4", etherIPv4, testutil.IPv4(c4, netip.MustParseAddr("224.0.0.22"), protoIGMP, nil, 0, testutil.Transport(protoIGMP, 0x2200, 0)), false},
-		{"gre4", etherIPv4, testutil.IPv4(b4, c4, 47, nil, 0, []byte{0, 0, 0x08, 0}), false},
-		{"tcp4-options", etherIPv4, testutil.IPv4(c4, b4, protoTCP, []byte{1, 1, 1, 0}, 0, testutil.Transport(protoTCP, 443, 1024)), false},
-		{"udp4-first-frag", etherIPv4, testutil.IPv4(a4, b4, protoUDP, nil, 0x2000, testutil.Transport(protoUDP, 53, 1000)), false},
+		{"tcp4", etherIPv4, testframe.IPv4(a4, b4, protoTCP, nil, 0x4000, tcp), false},
+		{"udp4-dns", etherIPv4, testframe.IPv4(b4, a4, protoUDP, nil, 0, testframe.Transport(protoUDP, 53, 40000)), false},
+		{"sctp4", etherIPv4, testframe.IPv4(a4, c4, protoSCTP, nil, 0, testframe.Transport(protoSCTP, 5000, 6000)), false},
+		{"icmp4", etherIPv4, testframe.IPv4(c4, a4, protoICMP, nil, 0, testframe.Transport(protoICMP, 0x0800, 80)), false},
+		{"igmp4", etherIPv4, testframe.IPv4(c4, netip.MustParseAddr("224.0.0.22"), protoIGMP, nil, 0, testframe.Transport(protoIGMP, 0x2200, 0)), false},
+		{"gre4", etherIPv4, testframe.IPv4(b4, c4, 47, nil, 0, []byte{0, 0, 0x08, 0}), false},
+		{"tcp4-options", etherIPv4, testframe.IPv4(c4, b4, protoTCP, []byte{1, 1, 1, 0}, 0, testframe.Transport(protoTCP, 443, 1024)), false},
+		{"udp4-first-frag", etherIPv4, testframe.IPv4(a4, b4, protoUDP, nil, 0x2000, testframe.Transport(protoUDP, 53, 1000)), false},
 		// Bytes where ports would be read 53 and 80: a non-first fragment has no ports.
-		{"udp4-later-frag", etherIPv4, testutil.IPv4(a4, b4, protoUDP, nil, 185, testutil.Transport(protoUDP, 53, 80)), false},
-		{"tcp4-truncated", etherIPv4, testutil.IPv4(a4, b4, protoTCP, nil, 0, nil)[:20], false},
-		{"tcp4-vlan", etherIPv4, testutil.IPv4(a4, b4, protoTCP, nil, 0, tcp), true},
-		{"tcp6", etherIPv6, testutil.IPv6(a6, b6, protoTCP, tcp), false},
-		{"udp6-dns", etherIPv6, testutil.IPv6(b6, a6, protoUDP, testutil.Transport(protoUDP, 40000, 53)), false},
-		{"sctp6", etherIPv6, testutil.IPv6(a6, b6, protoSCTP, testutil.Transport(protoSCTP, 5000, 6000)), false},
-		{"icmp6", etherIPv6, testutil.IPv6(b6, a6, protoICMPv6, testutil.Transport(protoICMPv6, 0x8000, 80)), false},
-		{"tcp6-frag", etherIPv6, testutil.IPv6(a6, b6, protoFrag6, frag6(protoTCP, 1, tcp)), false},
-		{"udp6-hbh", etherIPv6, testutil.IPv6(a6, b6, 0, hopByHop(protoUDP, testutil.Transport(protoUDP, 53, 53))), false},
-		{"udp6-mapped", etherIPv6, testutil.IPv6(mapped6, a6, protoUDP, testutil.Transport(protoUDP, 7, 9)), false},
-		{"arp-request", etherARP, testutil.ARP(1, a4, c4), false},
-		{"rarp", etherRARP, testutil.ARP(3, b4, a4), false},
+		{"udp4-later-frag", etherIPv4, testframe.IPv4(a4, b4, protoUDP, nil, 185, testframe.Transport(protoUDP, 53, 80)), false},
+		{"tcp4-truncated", etherIPv4, testframe.IPv4(a4, b4, protoTCP, nil, 0, nil)[:20], false},
+		{"tcp4-vlan", etherIPv4, testframe.IPv4(a4, b4, protoTCP, nil, 0, tcp), true},
+		{"tcp6", etherIPv6, testframe.IPv6(a6, b6, protoTCP, tcp), false},
+		{"udp6-dns", etherIPv6, testframe.IPv6(b6, a6, protoUDP, testframe.Transport(protoUDP, 40000, 53)), false},
+		{"sctp6", etherIPv6, testframe.IPv6(a6, b6, protoSCTP, testframe.Transport(protoSCTP, 5000, 6000)), false},
+		{"icmp6", etherIPv6, testframe.IPv6(b6, a6, protoICMPv6, testframe.Transport(protoICMPv6, 0x8000, 80)), false},
+		{"tcp6-frag", etherIPv6, testframe.IPv6(a6, b6, protoFrag6, frag6(protoTCP, 1, tcp)), false},
+		{"udp6-hbh", etherIPv6, testframe.IPv6(a6, b6, 0, hopByHop(protoUDP, testframe.Transport(protoUDP, 53, 53))), false},
+		{"udp6-mapped", etherIPv6, testframe.IPv6(mapped6, a6, protoUDP, testframe.Transport(protoUDP, 7, 9)), false},
+		{"arp-request", etherARP, testframe.ARP(1, a4, c4), false},
+		{"rarp", etherRARP, testframe.ARP(3, b4, a4), false},
 		{"lldp", 0x88cc, make([]byte, 46), false},
 	}
 }
@@ -85,7 +86,7 @@ func wrap(f testFrame, lt flow.LinkType) []byte {
 	var hdr []byte
 	switch lt {
 	case flow.LinkEthernet:
-		return testutil.Ethernet(f.etherType, f.vlan, f.l3)
+		return testframe.Ethernet(f.etherType, f.vlan, f.l3)
 	case flow.LinkLinuxSLL:
 		if f.vlan {
 			return nil

@@ -4,6 +4,7 @@ package xdp
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -13,11 +14,13 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // udp4Frame returns a 60-byte Ethernet/IPv4/UDP frame from src to dst.
 func udp4Frame(src, dst netip.Addr, sport, dport uint16) []byte {
-	return testutil.UDP4Frame(src, dst, sport, dport, 60)
+	return testframe.UDP4Frame(src, dst, sport, dport, 60)
 }
 
 // srcAddr returns the i-th test source address, 10.x.y.z.
@@ -29,7 +32,7 @@ func srcAddr(i int) netip.Addr {
 // the other end receives.
 type injector struct{ fd int }
 
-func newInjector(t *testing.T, ns *testutil.Namespace, iface string) *injector {
+func newInjector(t *testing.T, ns *netns.Namespace, iface string) *injector {
 	t.Helper()
 	ifindex := ns.Link(t, iface).Attrs().Index
 	in := &injector{fd: -1}
@@ -65,7 +68,7 @@ func (in *injector) send(t *testing.T, frames ...[]byte) {
 }
 
 // openXDP opens the fast path on the namespace's first veth end.
-func openXDP(t *testing.T, ns *testutil.Namespace, cfg Config) *Capture {
+func openXDP(t *testing.T, ns *netns.Namespace, cfg Config) *Capture {
 	t.Helper()
 	cfg.Iface = ns.Veth[0]
 	var x *Capture
@@ -89,18 +92,8 @@ func openXDP(t *testing.T, ns *testutil.Namespace, cfg Config) *Capture {
 func readKeys(t *testing.T, x *Capture) []capture.Packet {
 	t.Helper()
 	var out []capture.Packet
-	for _, s := range x.Sources() {
-		for {
-			var p capture.Packet
-			err := s.Next(&p)
-			if errors.Is(err, capture.ErrTimeout) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("Next: %v", err)
-			}
-			out = append(out, p)
-		}
+	for _, ps := range readByCPU(t, x) {
+		out = append(out, ps...)
 	}
 	return out
 }
@@ -130,17 +123,7 @@ func processed(t *testing.T, x *Capture) uint64 {
 // frames are in the rings.
 func waitProcessed(t *testing.T, x *Capture, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got := processed(t, x)
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the XDP program finished with %d frames in 10 s, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("the XDP program to finish with %d frames", n), time.Minute, func() bool { return processed(t, x) >= n })
 }
 
 // total sums the counters of all CPUs.
@@ -167,7 +150,7 @@ func total(t *testing.T, x *Capture) capture.KernelCounts {
 // once per key thanks to the prefilter, with the kernel's time; malformed
 // frames are counted, not keyed; Close detaches the program.
 func TestXDPKeysFrames(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 1, PollTimeout: 50 * time.Millisecond})
 	if x.Mode() != AttachNative {
 		t.Errorf("mode %v on veth, want native (veth has a driver hook)", x.Mode())
@@ -225,7 +208,7 @@ func TestXDPKeysFrames(t *testing.T) {
 // as those two network keys, once each per CPU, and the other frames are
 // prefiltered in the kernel.
 func TestXDPPrefix(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	m, err := flow.ParseMask("24,64")
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +241,7 @@ func TestXDPPrefix(t *testing.T) {
 // drop, and a key lost to a full ring is not remembered, so a later packet
 // of the same flow gets through.
 func TestXDPBurstCountsDrops(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 2, RingBytes: 4096, PollTimeout: 50 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	const burst = 2000 // a 4 KiB ring holds about 70 events

@@ -5,6 +5,7 @@ package xdp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net/netip"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -53,6 +56,26 @@ var dstAddr = netip.MustParseAddr("192.0.2.1")
 func keyFrame(j int) []byte { return udp4Frame(srcAddr(j), dstAddr, 1000, 53) }
 
 func srcKey(j int) flow.Key { return flow.MakeKey(flow.KeySrc, srcAddr(j), netip.Addr{}, 0, 0, 0) }
+
+// perWindow bounds the keys a test sends in one window: 4 windows and
+// more of them stay far below what a CPU's ring holds
+// (bpf.DefaultRingBytes over bpf.EventSize and the ring's 8-byte record
+// header, about 75,000 events) when it is
+// read only at the end.
+const perWindow = 5000
+
+// spread paces a sender that spreads its frames over the windows: before
+// its j-th key it waits until the program has finished with the sent
+// frames before it (the sender goes at the kernel's pace, not a sleep's),
+// and, every perWindow keys, for the clock to enter the next window.
+func spread(t *testing.T, x *Capture, window time.Duration, j int, sent uint64) {
+	t.Helper()
+	waitProcessed(t, x, sent)
+	if j > 0 && j%perWindow == 0 {
+		w := time.Now().UnixNano() / int64(window)
+		testutil.WaitFor(t, fmt.Sprintf("window %d", w+1), time.Minute, func() bool { return time.Now().UnixNano()/int64(window) > w })
+	}
+}
 
 // readByCPU reads every source until it is idle for one poll interval (call
 // it after waitProcessed, when every event is in the rings) and returns
@@ -113,7 +136,7 @@ func errCounts(truncated, notIP, badHeader, tooMany uint64) map[string]uint64 {
 // window never goes back), and otherwise to one of the two.
 func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 	const window = 100 * time.Millisecond
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 3, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	cpu := testutil.PinThread(t)
@@ -121,9 +144,11 @@ func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 	const trunc, notIP = -1, -2 // error frames in seq; keyed frames are their index j >= 0
 	var seq []int
 	keyed := 0
-	// Send until the wall clock has been in four windows (bounded).
+	// Send until the wall clock has been in four windows (bounded), each
+	// frame once the program has finished with those before (see spread).
 	first, deadline := time.Now().UnixNano()/int64(window), time.Now().Add(20*time.Second)
 	for time.Now().UnixNano()/int64(window) < first+4 && time.Now().Before(deadline) {
+		spread(t, x, window, keyed, uint64(len(seq)))
 		in.send(t, keyFrame(keyed))
 		seq = append(seq, keyed)
 		switch keyed % 6 {
@@ -135,7 +160,6 @@ func TestXDPWindowCountsAcrossBoundaries(t *testing.T) {
 			seq = append(seq, notIP)
 		}
 		keyed++
-		time.Sleep(time.Millisecond) // spread the frames over the windows
 	}
 	if seq[len(seq)-1] < 0 { // an error frame is always followed by a keyed one
 		in.send(t, keyFrame(keyed))
@@ -238,7 +262,7 @@ func TestXDPWindowCountsEnded(t *testing.T) {
 	start := time.Now()
 	mid := time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)
 	now := func() time.Time { return mid.Add(time.Since(start)) }
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 4, Window: window, PollTimeout: 20 * time.Millisecond, Now: now})
 	in := newInjector(t, ns, ns.Veth[1])
 	cpu := testutil.PinThread(t)
@@ -295,7 +319,7 @@ func TestXDPWindowCountsEnded(t *testing.T) {
 // its own, and the totals keep every frame.
 func TestXDPWindowGone(t *testing.T) {
 	const window = time.Millisecond
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 5, Window: window, PrefilterBytes: -1, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	cpu := testutil.PinThread(t)
@@ -308,13 +332,9 @@ func TestXDPWindowGone(t *testing.T) {
 		t.Fatalf("%d events, want 1", len(evs[cpu]))
 	}
 	w0 := evs[cpu][0].TimeNs / int64(window)
-	// Wait for the clock to pass window w0+WindowSlots.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().UnixNano()/int64(window) <= w0+bpf.WindowSlots; {
-		if time.Now().After(deadline) {
-			t.Fatal("the clock did not move")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("the clock to pass window %d", w0+bpf.WindowSlots), 5*time.Second, func() bool {
+		return time.Now().UnixNano()/int64(window) > w0+bpf.WindowSlots
+	})
 	in.send(t, keyFrame(1))
 	waitProcessed(t, x, 2)
 	evs = readByCPU(t, x)
@@ -370,7 +390,7 @@ func (s *windowSink) Close() error { return nil }
 // sent: no window gets a frame of the next, as polled counts would give it.
 func TestXDPPipelineWindows(t *testing.T) {
 	const window = 300 * time.Millisecond
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 6, Window: window, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
 	sink := new(windowSink)
@@ -395,13 +415,13 @@ func TestXDPPipelineWindows(t *testing.T) {
 	// Send until the wall clock has been in four windows (bounded).
 	first, deadline := time.Now().UnixNano()/int64(window), time.Now().Add(20*time.Second)
 	for j := 0; time.Now().UnixNano()/int64(window) < first+4 && time.Now().Before(deadline); j++ {
+		spread(t, x, window, j, sent)
 		in.send(t, keyFrame(j), keyFrame(j))
 		sent += 2
 		if j%4 == 3 {
 			in.send(t, errFrames[j/4%len(errFrames)])
 			sent++
 		}
-		time.Sleep(time.Millisecond)
 	}
 	waitProcessed(t, x, sent)
 	cancel()
@@ -451,4 +471,33 @@ func TestXDPPipelineWindows(t *testing.T) {
 		t.Errorf("frames in %d windows, want 3 or more: too few boundaries crossed to test", withFrames)
 	}
 	t.Logf("%d frames in %d summaries (%d with frames), pinned to CPU %d", sent, len(sink.wins), withFrames, cpu)
+}
+
+// TestSource checks a CPU's source against the contract of
+// capture.Source (capturetest): the keys of the frames sent, in order, and
+// Close, which wakes a Next waiting in the kernel for its ring. The sender
+// is pinned, so that its frames are keyed on its CPU, whose source is read.
+func TestSource(t *testing.T) {
+	var in *injector
+	frames := make([][]byte, 10)
+	for j := range frames {
+		frames[j] = keyFrame(j)
+	}
+	capturetest.Run(t, capturetest.Backend{
+		Open: func(t *testing.T) capture.Source {
+			ns := netns.NetNS(t)
+			// An hour's poll timeout: an idle Next blocks until a key
+			// comes or Close.
+			x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 7, PrefilterBytes: -1, PollTimeout: time.Hour})
+			in = newInjector(t, ns, ns.Veth[1])
+			return x.Sources()[testutil.PinThread(t)]
+		},
+		Send: func(t *testing.T, frames [][]byte) { in.send(t, frames...) },
+		Match: func(p *capture.Packet, frame []byte) bool {
+			// The key of the frame's IPv4 source address (bytes 26-29).
+			return p.Key == flow.MakeKey(flow.KeySrc, netip.AddrFrom4([4]byte(frame[26:30])), netip.Addr{}, 0, 0, 0) && len(p.Data) == 0
+		},
+		Frames: frames,
+		Live:   true,
+	})
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/collect/collecttest"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
 
 // writeSeeds rewrites the seed corpus of FuzzMessages from the real
@@ -51,7 +51,7 @@ func TestSoftflowd(t *testing.T) {
 	for _, capture := range []string{"small.pcap", "ipv6.pcap"} {
 		for _, v := range []int{5, 9, 10} {
 			t.Run(fmt.Sprintf("%s/v%d", capture, v), func(t *testing.T) {
-				msgs := testutil.CaptureSoftflowd(t, filepath.Join("..", "..", "testdata", "pcaps", capture), v)
+				msgs := testexporter.CaptureSoftflowd(t, filepath.Join("..", "..", "testdata", "pcaps", capture), v)
 				if len(msgs) == 0 {
 					t.Fatal("softflowd sent nothing")
 				}

@@ -13,7 +13,7 @@ import (
 	gfsflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/flowdedup/flowdedup/collect/collecttest"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testexporter"
 )
 
 var writeSeeds = flag.Bool("write-seeds", false, "write pmacct's sfprobe datagrams to testdata/fuzz/FuzzDatagrams")
@@ -120,7 +120,7 @@ func TestSfprobe(t *testing.T) {
 	agent := netip.MustParseAddr("192.0.2.1")
 	for _, capture := range []string{"small.pcap", "vlan.pcap"} {
 		t.Run(capture, func(t *testing.T) {
-			msgs := testutil.CaptureSfprobe(t, filepath.Join("..", "..", "testdata", "pcaps", capture), agent, 3)
+			msgs := testexporter.CaptureSfprobe(t, filepath.Join("..", "..", "testdata", "pcaps", capture), agent, 3)
 			if len(msgs) == 0 {
 				t.Fatal("sfprobe sent nothing")
 			}

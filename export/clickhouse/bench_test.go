@@ -13,7 +13,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -25,7 +25,7 @@ import (
 // server runs in another process), server-ns/row (the server's CPU), and
 // bytes/row on the wire (the insert bodies).
 func BenchmarkRecords(b *testing.B) {
-	ch := testutil.StartClickHouse(b)
+	ch := servers.StartClickHouse(b)
 	for _, compression := range []string{"", clickhouse.CompressionGzip} {
 		for _, size := range []int{1000, 10000} {
 			name := sizeName(size) + "/" + cmpName(compression)
@@ -69,7 +69,7 @@ func BenchmarkRecords(b *testing.B) {
 // inserts), and disk-bytes/row of the table's active parts once merged
 // (OPTIMIZE ... FINAL).
 func BenchmarkTableDesign(b *testing.B) {
-	ch := testutil.StartClickHouse(b)
+	ch := servers.StartClickHouse(b)
 	const rows, batchSize = 1 << 20, 1 << 16
 	recs := trafficRecords(rows)
 	designs := []struct{ name, create string }{

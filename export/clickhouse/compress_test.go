@@ -7,7 +7,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -15,7 +15,7 @@ import (
 // gzip) and the server stores the same rows as without; a retry's
 // read-back still finds what landed, so a batch given again adds nothing.
 func TestGzipInserts(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	u, err := clickhouse.ParseURL("clickhouse://" + ch.Addr + "/gz?compression=gzip")
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -23,7 +23,7 @@ import (
 // comes back from the table as the jsonl writer prints it, to the
 // nanosecond, in batches that span two months (two partitions).
 func TestRecordsRoundTrip(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	for _, kind := range kinds {
 		t.Run(kind.String(), func(t *testing.T) {
 			db := "rt_" + strings.ReplaceAll(kind.String(), "5", "five")
@@ -56,7 +56,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 // windows off (window 0), an empty observer and one that needs quoting in
 // SQL.
 func TestRecordsEdges(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	a := netip.MustParseAddr("192.0.2.1")
 	maxNs := int64(math.MaxUint32)*1e9 + 999_999_999
 	recs := []record.Record{
@@ -94,7 +94,7 @@ func TestRecordsEdges(t *testing.T) {
 // the Destination's. A retry of the batch after it landed looks for its rows
 // under its own observer, finds them all and inserts nothing.
 func TestRecordsBatchObserver(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e := newDestination(t, ch.Addr, "obs", flow.Key5Tuple, "b")
 	spooled := &record.Batch{ID: 11, Records: records(flow.Key5Tuple, 200, 1), Observer: "a"}
 	own := &record.Batch{ID: 12, Records: records(flow.Key5Tuple, 100, 2)}
@@ -124,7 +124,7 @@ func TestRecordsBatchObserver(t *testing.T) {
 // Records that no row can hold reject the batch before anything is sent:
 // nothing reaches the table, and the error says why.
 func TestBadRecordsRejected(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e := newDestination(t, ch.Addr, "bad", flow.KeySrc, "r")
 	a := netip.MustParseAddr("192.0.2.1")
 	good := record.Record{Key: flow.MakeKey(flow.KeySrc, a, a, 0, 0, 0), TimeNs: 1e18}
@@ -156,7 +156,7 @@ func TestBadRecordsRejected(t *testing.T) {
 // A summary becomes a windows row with every count, its sketch in base64,
 // and a second Window of the same summary adds nothing.
 func TestWindows(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e := newDestination(t, ch.Addr, "win", flow.Key5Tuple, "default-observer")
 	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	sums := []record.Summary{{
@@ -208,7 +208,7 @@ func TestWindows(t *testing.T) {
 // table made by hand with plain DateTime columns and a column of its own
 // is written too.
 func TestCreateAndReuse(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	recs := records(flow.KeyPair, 50, 0)
 	e1 := newDestination(t, ch.Addr, "reuse", flow.KeyPair, "a")
 	if err := e1.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
@@ -256,7 +256,7 @@ func TestCreateAndReuse(t *testing.T) {
 // transient error that names the column (the rows are not at fault: they
 // wait for the table to be fixed); once it is, the same Destination writes.
 func TestSchemaMismatch(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	ch.Query(t, "CREATE DATABASE mis")
 	ch.Query(t, "CREATE TABLE mis.flows (observer String, window DateTime, ts DateTime, ts_ns UInt32, key String, src String, dst String, "+
 		"proto UInt8, sport UInt32, dport UInt16, batch UInt64) ENGINE = MergeTree ORDER BY window")
@@ -296,7 +296,7 @@ func TestSchemaMismatch(t *testing.T) {
 // A table dropped under a running Destination is created again by the next
 // attempt; the failed attempt is transient.
 func TestTableDroppedWhileRunning(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e := newDestination(t, ch.Addr, "dropped", flow.KeySrc, "r")
 	recs := records(flow.KeySrc, 10, 0)
 	if err := e.Records(&record.Batch{ID: 1, Records: recs}); err != nil {
@@ -318,7 +318,7 @@ func TestTableDroppedWhileRunning(t *testing.T) {
 // fail with transient errors, and succeed once the server is up, each row
 // once.
 func TestUnreachableThenUp(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	ch.Stop(t)
 	e := newDestination(t, ch.Addr, "late", flow.KeyDst, "r")
 	recs := records(flow.KeyDst, 100, 0)
@@ -353,7 +353,7 @@ func TestUnreachableThenUp(t *testing.T) {
 // The network-wide query of docs/export.md: distinct sources per
 // window over the rows of several observers, equal to the exact union.
 func TestDistinctSourcesPerWindow(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	exact := map[int64]map[string]bool{}
 	for i, observer := range []string{"r1", "r2", "r3"} {
 		e := newDestination(t, ch.Addr, "net", flow.Key5Tuple, observer)
@@ -426,13 +426,13 @@ func TestDistinctSourcesPerWindow(t *testing.T) {
 // good (record.ErrRejected) with the server's own message, which names the
 // user and holds no password.
 func TestAuthentication(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	const wrongPW = "Wrong-Pw-7"
 	dir := t.TempDir()
-	right := writeFile(t, dir, "right", testutil.ClickHousePassword+"\n")
+	right := writeFile(t, dir, "right", servers.ClickHousePassword+"\n")
 	wrong := writeFile(t, dir, "wrong", wrongPW+"\n")
-	writeFile(t, dir, "clickhouse-password", testutil.ClickHousePassword+"\n")
-	user := "clickhouse://" + testutil.ClickHouseUser
+	writeFile(t, dir, "clickhouse-password", servers.ClickHousePassword+"\n")
+	user := "clickhouse://" + servers.ClickHouseUser
 	at := "@" + ch.Addr + "/auth"
 	recs := records(flow.KeySrc, 5, 0)
 	var want []string
@@ -443,15 +443,15 @@ func TestAuthentication(t *testing.T) {
 		ok   bool
 		code int // the server's error code (18.16's) when not ok
 	}{
-		{"in the URL", user + ":" + testutil.ClickHousePassword + at, nil, true, 0},
+		{"in the URL", user + ":" + servers.ClickHousePassword + at, nil, true, 0},
 		{"password_file over the environment", user + at + "?password_file=" + url.QueryEscape(right),
 			map[string]string{clickhouse.PasswordEnv: wrongPW}, true, 0},
 		{"systemd credential", user + at + "?password_file=${CREDENTIALS_DIRECTORY}/clickhouse-password",
 			map[string]string{clickhouse.CredentialsDirVar: dir}, true, 0},
-		{"environment", user + at, map[string]string{clickhouse.PasswordEnv: testutil.ClickHousePassword}, true, 0},
+		{"environment", user + at, map[string]string{clickhouse.PasswordEnv: servers.ClickHousePassword}, true, 0},
 		{"none", user + at, nil, false, 194},
 		{"wrong password_file over a right environment", user + at + "?password_file=" + url.QueryEscape(wrong),
-			map[string]string{clickhouse.PasswordEnv: testutil.ClickHousePassword}, false, 193},
+			map[string]string{clickhouse.PasswordEnv: servers.ClickHousePassword}, false, 193},
 		{"wrong in the URL", user + ":" + wrongPW + at, nil, false, 193},
 	} {
 		u, err := clickhouse.ParseURL(tc.url)
@@ -485,10 +485,10 @@ func TestAuthentication(t *testing.T) {
 		switch {
 		case errors.Is(err, record.ErrRejected) || !errors.As(err, &se) || se.Code != tc.code:
 			t.Errorf("%s: %v, want a transient *ServerError of code %d", tc.name, err, tc.code)
-		case !strings.Contains(err.Error(), "assword") || !strings.Contains(err.Error(), "for user "+testutil.ClickHouseUser) ||
+		case !strings.Contains(err.Error(), "assword") || !strings.Contains(err.Error(), "for user "+servers.ClickHouseUser) ||
 			!strings.Contains(err.Error(), "password_file"):
-			t.Errorf("%s: %v, want the server's message about the password of %s", tc.name, err, testutil.ClickHouseUser)
-		case strings.Contains(err.Error(), wrongPW) || strings.Contains(err.Error(), testutil.ClickHousePassword):
+			t.Errorf("%s: %v, want the server's message about the password of %s", tc.name, err, servers.ClickHouseUser)
+		case strings.Contains(err.Error(), wrongPW) || strings.Contains(err.Error(), servers.ClickHousePassword):
 			t.Errorf("%s: the error shows a password: %v", tc.name, err)
 		default:
 			t.Logf("%s: %v", tc.name, err)

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -109,7 +109,7 @@ func FuzzParseServerError(f *testing.F) {
 // The server itself rejects a malformed insert for good: the
 // classification above holds for what 18.16 answers.
 func TestServerRejectsMalformedRows(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e, err := New(Config{Address: ch.Addr, Database: "malformed", Kind: flow.KeySrc})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
@@ -98,7 +98,7 @@ func (r row) String() string {
 }
 
 // readFlows returns every row of db.flows, sorted by their text.
-func readFlows(t testing.TB, ch *testutil.ClickHouse, db string) []string {
+func readFlows(t testing.TB, ch *servers.ClickHouse, db string) []string {
 	t.Helper()
 	out := ch.Query(t, "SELECT observer, toUnixTimestamp(window), toUnixTimestamp(ts), ts_ns, key, src, dst, proto, sport, dport, kind, batch FROM "+db+".flows FORMAT TabSeparated")
 	var rows []string
@@ -244,7 +244,7 @@ func diffRows(t testing.TB, got, want []string) {
 }
 
 // queryUint runs a query whose answer is one number.
-func queryUint(t testing.TB, ch *testutil.ClickHouse, sql string) uint64 {
+func queryUint(t testing.TB, ch *servers.ClickHouse, sql string) uint64 {
 	t.Helper()
 	out := strings.TrimSpace(ch.Query(t, sql))
 	n, err := strconv.ParseUint(out, 10, 64)

@@ -9,14 +9,14 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
 // newProxiedExporter returns a Destination that reaches ch through a
 // faultProxy, with a short timeout, its tables already created (so that
 // the next request of the proxy's is the insert under test).
-func newProxiedExporter(t *testing.T, ch *testutil.ClickHouse, db string) (*clickhouse.Destination, *faultProxy) {
+func newProxiedExporter(t *testing.T, ch *servers.ClickHouse, db string) (*clickhouse.Destination, *faultProxy) {
 	t.Helper()
 	p := startProxy(t, ch.Addr)
 	e, err := clickhouse.New(clickhouse.Config{Address: p.Addr, Database: db, Kind: flow.Key5Tuple, Observer: "r", Timeout: 2 * time.Second})
@@ -34,7 +34,7 @@ func newProxiedExporter(t *testing.T, ch *testutil.ClickHouse, db string) (*clic
 // not written again by the retry, with Batch.Retry set or not (the
 // Destination remembers the failure), in batches that span two partitions.
 func TestRetryAfterLostAnswer(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	for _, flagged := range []bool{true, false} {
 		db := "lost_unflagged"
 		if flagged {
@@ -74,7 +74,7 @@ func TestRetryAfterLostAnswer(t *testing.T) {
 }
 
 // waitCount waits until the query's count is want.
-func waitCount(t *testing.T, ch *testutil.ClickHouse, query string, want uint64) {
+func waitCount(t *testing.T, ch *servers.ClickHouse, query string, want uint64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -120,7 +120,7 @@ func isTimeout(err error) bool {
 // body half sent) is refused by the session lock, transiently; once the
 // earlier attempt lands, the next retry finds it whole.
 func TestRetryWhileEarlierAttemptRuns(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e, p := newProxiedExporter(t, ch, "held")
 	recs := records(flow.Key5Tuple, 300, 0)
 	b := &record.Batch{ID: 77, Records: recs}
@@ -158,7 +158,7 @@ func TestRetryWhileEarlierAttemptRuns(t *testing.T) {
 // a server failing between the parts of an insert leaves it) gets only
 // the others on retry.
 func TestRetryAfterPartialLanding(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	recs := records(flow.Key5Tuple, 300, 0)
 	// Records of January, as the part of that partition alone.
 	var jan []record.Record
@@ -187,7 +187,7 @@ func TestRetryAfterPartialLanding(t *testing.T) {
 // A summary whose insert landed while its answer was lost is not written
 // again.
 func TestWindowRetryAfterLostAnswer(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e, p := newProxiedExporter(t, ch, "lostwin")
 	s := &record.Summary{WindowSummary: record.WindowSummary{StartNs: base.UnixNano(), EndNs: base.Add(time.Minute).UnixNano(), Packets: 7, Sketch: []byte("hll")}, Observer: "r"}
 	p.next(pass, dropAnswer) // the look-up, then the insert

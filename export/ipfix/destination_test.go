@@ -411,13 +411,7 @@ func waitCloseWait(t *testing.T, local string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !tcpStateIs(ap, "08") {
-		if time.Now().After(deadline) {
-			t.Fatalf("socket %s not in CLOSE_WAIT after 10 s", local)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, "socket "+local+" in CLOSE_WAIT", time.Minute, func() bool { return tcpStateIs(ap, "08") })
 }
 
 // TestTCPCollectorCloses: a collector that closes the connection makes the

@@ -13,6 +13,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -90,7 +91,7 @@ func TestNetworkKeys(t *testing.T) {
 func TestNfcapdNetworks(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind.String(), func(t *testing.T) {
-			col := testutil.StartNfcapd(t)
+			col := servers.StartNfcapd(t)
 			rng := rand.New(rand.NewPCG(uint64(kind), 31))
 			recs := networkRecords(rng, kind, 2000)
 			e := newDestination(t, ipfix.Config{Network: "udp", Address: col.Addr, Kind: kind, ObservationDomain: 4})
@@ -98,7 +99,7 @@ func TestNfcapdNetworks(t *testing.T) {
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
-			want := make(map[testutil.NfdumpFlow]int)
+			want := make(map[servers.NfdumpFlow]int)
 			for i := range recs {
 				f := nfdumpView(&recs[i])
 				bits := uint8(recs[i].Key.Bits())

@@ -9,7 +9,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -19,9 +19,9 @@ import (
 // destination address: src and dst keys, for which nfdump shows the
 // unspecified address of the other's family), and the record's time to the
 // millisecond.
-func nfdumpView(r *record.Record) testutil.NfdumpFlow {
+func nfdumpView(r *record.Record) servers.NfdumpFlow {
 	k := r.Key
-	f := testutil.NfdumpFlow{
+	f := servers.NfdumpFlow{
 		Src: k.Src(), Dst: k.Dst(), Proto: k.Proto(),
 		SrcPort: k.SrcPort(), DstPort: k.DstPort(),
 		First: time.Unix(0, r.TimeNs).UTC().Truncate(time.Millisecond),
@@ -55,7 +55,7 @@ func TestNfcapd(t *testing.T) {
 		{flow.KeyPair, 0},
 	} {
 		t.Run(fmt.Sprintf("%v/size=%d", c.kind, c.size), func(t *testing.T) {
-			col := testutil.StartNfcapd(t)
+			col := servers.StartNfcapd(t)
 			rng := rand.New(rand.NewPCG(uint64(c.kind), 99))
 			recs := randRecords(rng, c.kind, 5000, 3)
 			e := newDestination(t, ipfix.Config{Network: "udp", Address: col.Addr, Kind: c.kind, ObservationDomain: 3, MessageSize: c.size})
@@ -70,7 +70,7 @@ func TestNfcapd(t *testing.T) {
 				t.Errorf("nfcapd counted %+v; want %d flows and no errors", st, len(recs))
 			}
 			got := col.Flows(t)
-			want := make(map[testutil.NfdumpFlow]int)
+			want := make(map[servers.NfdumpFlow]int)
 			for i := range recs {
 				want[nfdumpView(&recs[i])]++
 			}

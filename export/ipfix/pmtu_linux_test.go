@@ -8,7 +8,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 )
 
 // TestPathMTURoute: the UDP message size follows the path MTU the kernel
@@ -17,7 +17,7 @@ import (
 // 28 bytes of IPv4 and UDP headers. Nothing is sent: connecting a UDP
 // socket is enough for the kernel to pick the route.
 func TestPathMTURoute(t *testing.T) {
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	nl := ns.Netlink()
 	veth := ns.Link(t, ns.Veth[0])
 	if err := nl.LinkSetMTU(veth, 1400); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -234,10 +235,7 @@ func newMemoryCgroup(t *testing.T, limit int) string {
 	t.Cleanup(func() {
 		// The processes have exited; the kernel may take a moment to
 		// let go of an emptied cgroup.
-		deadline := time.Now().Add(5 * time.Second)
-		for os.Remove(dir) != nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.WaitUntil(5*time.Second, func() bool { return os.Remove(dir) == nil })
 	})
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(limit)), 0o644); err != nil {
 		t.Fatalf("setting %s: %v", file, err)
@@ -316,7 +314,7 @@ func writeTimedPcap(t *testing.T, path string, frames []timedFrame) {
 		t.Fatal(err)
 	}
 	for _, fr := range frames {
-		data := testutil.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
+		data := testframe.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
 		ci := gopacket.CaptureInfo{Timestamp: fr.at, CaptureLength: len(data), Length: len(data)}
 		if err := w.WritePacket(ci, data); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"net"
@@ -12,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/flowdedup/flowdedup/collect/collecttest"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 func TestCollectUsageErrors(t *testing.T) {
@@ -45,12 +44,8 @@ func TestCollectUsageErrors(t *testing.T) {
 
 // collectProc is a running `flowdedup collect`.
 type collectProc struct {
-	cmd  *exec.Cmd
+	*testutil.Process
 	addr string // the UDP address it listens on
-	mu   sync.Mutex
-	logs strings.Builder
-	dead chan struct{}
-	err  error
 	// conns holds each exporter's socket: its templates are of its
 	// transport session (address and port), as a router's are.
 	conns map[*collecttest.Exporter]net.Conn
@@ -62,46 +57,17 @@ var listening = regexp.MustCompile(`listening on netflow://(\S+?)[, ]`)
 // ARGS` and returns once it says where it listens.
 func startCollect(t *testing.T, args ...string) *collectProc {
 	t.Helper()
-	c := &collectProc{dead: make(chan struct{})}
-	c.cmd = exec.Command(buildBinary(t), append([]string{"collect", "--listen", "netflow://127.0.0.1:0"}, args...)...)
-	stderr, err := c.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	c := &collectProc{}
+	c.Process = testutil.StartProcess(t, exec.Command(buildBinary(t), append([]string{"collect", "--listen", "netflow://127.0.0.1:0"}, args...)...), "", 0)
+	m := listening.FindStringSubmatch(c.WaitLine(t, "listening on netflow://", 10*time.Second))
+	if m == nil {
+		t.Fatalf("collect's listening line names no address\n%s", c.log())
 	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.cmd.Process.Kill(); <-c.dead })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			c.mu.Lock()
-			c.logs.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-		}
-		c.err = c.cmd.Wait()
-		close(c.dead)
-	}()
-	waitFor(t, "collect's listening line", func() bool {
-		m := listening.FindStringSubmatch(c.log())
-		if m != nil {
-			c.addr = m[1]
-		}
-		select {
-		case <-c.dead:
-			t.Fatalf("collect exited (%v)\n%s", c.err, c.log())
-		default:
-		}
-		return m != nil
-	}, c.log)
+	c.addr = m[1]
 	return c
 }
 
-func (c *collectProc) log() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.logs.String()
-}
+func (c *collectProc) log() string { return c.Log() }
 
 // send sends the messages of flows, as exporter e, to the collector.
 func (c *collectProc) send(t *testing.T, e *collecttest.Exporter, flows []collecttest.Flow) {
@@ -128,14 +94,8 @@ func (c *collectProc) send(t *testing.T, e *collecttest.Exporter, flows []collec
 // stop sends sig and waits for the exit.
 func (c *collectProc) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	c.cmd.Process.Signal(sig)
-	select {
-	case <-c.dead:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("collect did not exit within 10 s of %v\n%s", sig, c.log())
-	}
-	if c.err != nil {
-		t.Fatalf("collect exited with %v after %v, want 0\n%s", c.err, sig, c.log())
+	if err := c.Stop(t, sig, 10*time.Second); err != nil {
+		t.Fatalf("collect exited with %v after %v, want 0\n%s", err, sig, c.log())
 	}
 }
 
@@ -175,13 +135,13 @@ func TestCollectDaemon(t *testing.T) {
 			for _, f := range flows[:50] {
 				first[f.Src.String()] = true
 			}
-			waitFor(t, "the first records in --out", func() bool { return len(lines(t, out)) == len(first) }, c.log)
+			testutil.WaitFor(t, "the first records in --out", 10*time.Second, func() bool { return len(lines(t, out)) == len(first) })
 			moved := out + ".1"
 			if err := os.Rename(out, moved); err != nil {
 				t.Fatal(err)
 			}
-			c.cmd.Process.Signal(syscall.SIGHUP)
-			waitFor(t, "SIGHUP taken", func() bool { return strings.Contains(c.log(), "reopening "+out) }, c.log)
+			c.Cmd.Process.Signal(syscall.SIGHUP)
+			testutil.WaitFor(t, "SIGHUP taken", 10*time.Second, func() bool { return strings.Contains(c.log(), "reopening "+out) })
 			c.send(t, e, flows[50:])
 			c.stop(t, sig)
 			got := map[string]bool{}
@@ -272,15 +232,12 @@ func TestCollectBadTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the two records in --out", func() bool { return len(lines(t, out)) == 2 }, c.log)
+	testutil.WaitFor(t, "the two records in --out", 10*time.Second, func() bool { return len(lines(t, out)) == 2 })
 	e := &collecttest.Exporter{Version: 9, Boot: time.Now().Add(-time.Hour), Domain: 7}
 	flows := collecttest.Flows(20, 3, time.Now().Truncate(time.Second))
 	c.send(t, e, flows)
-	waitFor(t, "the later records in --out", func() bool { return len(lines(t, out)) >= 2+10 }, c.log)
-	c.stop(t, syscall.SIGTERM)
-	if c.err != nil {
-		t.Errorf("collect exited: %v\n%s", c.err, c.log())
-	}
+	testutil.WaitFor(t, "the later records in --out", 10*time.Second, func() bool { return len(lines(t, out)) >= 2+10 })
+	c.stop(t, syscall.SIGTERM) // fails the test unless collect exits 0
 	if !strings.Contains(c.log(), "bad_time 2") {
 		t.Errorf("no bad_time 2 in the totals:\n%s", c.log())
 	}

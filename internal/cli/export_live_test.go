@@ -17,48 +17,37 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
 
 // nsNfcapd is nfdump's nfcapd running inside a test namespace, on the
 // namespace's loopback, where a `flowdedup run` in the same namespace
 // reaches it.
 type nsNfcapd struct {
-	ns   *testutil.Namespace
+	*testutil.Process
+	ns   *netns.Namespace
 	port int
 	dir  string
-	cmd  *exec.Cmd
-	out  bytes.Buffer
-	done chan error
 }
 
 // startNfcapdIn starts nfcapd in ns on 127.0.0.1:port (the namespace is
 // new, so any port is free) and waits until its socket is bound.
-func startNfcapdIn(t *testing.T, ns *testutil.Namespace, port int) *nsNfcapd {
+func startNfcapdIn(t *testing.T, ns *netns.Namespace, port int) *nsNfcapd {
 	t.Helper()
 	for _, tool := range []string{"nfcapd", "nfdump"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testutil.SkipOrFail(t, "%s is not installed (Debian package nfdump; .ci/run installs it)", tool)
 		}
 	}
-	n := &nsNfcapd{ns: ns, port: port, dir: t.TempDir(), done: make(chan error, 1)}
+	n := &nsNfcapd{ns: ns, port: port, dir: t.TempDir()}
 	// ip netns exec execs nfcapd: signals to the process reach nfcapd.
-	n.cmd = exec.Command("ip", "netns", "exec", ns.Name, "nfcapd", "-b", "127.0.0.1", "-p", strconv.Itoa(port), "-w", n.dir, "-t", "3600")
-	n.cmd.Stdout, n.cmd.Stderr = &n.out, &n.out
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { n.done <- n.cmd.Wait() }()
-	t.Cleanup(func() { n.cmd.Process.Kill() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := n.queue(t); ok {
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nfcapd in %s did not bind 127.0.0.1:%d in 10 s:\n%s", ns.Name, port, n.out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	n.Process = testutil.StartProcess(t, exec.Command("ip", "netns", "exec", ns.Name, "nfcapd", "-b", "127.0.0.1", "-p", strconv.Itoa(port), "-w", n.dir, "-t", "3600"), "", 0)
+	n.WaitFor(t, fmt.Sprintf("nfcapd in %s binding 127.0.0.1:%d", ns.Name, port), 10*time.Second, func() bool {
+		_, ok := n.queue(t)
+		return ok
+	})
+	return n
 }
 
 // queue returns the bytes waiting in nfcapd's socket, from the namespace's
@@ -83,32 +72,22 @@ func (n *nsNfcapd) queue(t *testing.T) (uint64, bool) {
 }
 
 // flows waits until nfcapd has read its socket, stops it (it writes its
-// file on SIGTERM) and returns what nfdump reads back.
-func (n *nsNfcapd) flows(t *testing.T) []testutil.NfdumpFlow {
+// file on SIGTERM) and returns what nfdump reads back. Call it once the
+// sender has exited: loopback queues a datagram within the sender's send
+// call, so nfcapd has read them all when its socket's queue is empty.
+func (n *nsNfcapd) flows(t *testing.T) []servers.NfdumpFlow {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for empty := 0; empty < 2; time.Sleep(5 * time.Millisecond) {
-		if q, _ := n.queue(t); q == 0 {
-			empty++
-		} else {
-			empty = 0
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nfcapd has not read its socket after 10 s")
-		}
-	}
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nfcapd did not exit within 10 s of SIGTERM:\n%s", n.out.String())
-	}
-	return testutil.ReadNfdump(t, n.dir)
+	n.WaitFor(t, "nfcapd reading its socket", 10*time.Second, func() bool {
+		q, _ := n.queue(t)
+		return q == 0
+	})
+	n.Stop(t, syscall.SIGTERM, 10*time.Second) // its exit status is nfcapd's business; its files are the test's
+	return servers.ReadNfdump(t, n.dir)
 }
 
 // nfdumpFlow is what nfdump shows for a jsonl 5-tuple record: ports 0 for
 // keys without ports, the time to the millisecond.
-func nfdumpFlow(t *testing.T, r map[string]any) testutil.NfdumpFlow {
+func nfdumpFlow(t *testing.T, r map[string]any) servers.NfdumpFlow {
 	t.Helper()
 	num := func(name string) uint64 {
 		v, _ := r[name].(float64)
@@ -118,7 +97,7 @@ func nfdumpFlow(t *testing.T, r map[string]any) testutil.NfdumpFlow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testutil.NfdumpFlow{
+	return servers.NfdumpFlow{
 		Src: netip.MustParseAddr(r["src"].(string)), Dst: netip.MustParseAddr(r["dst"].(string)),
 		Proto: uint8(num("proto")), SrcPort: uint16(num("sport")), DstPort: uint16(num("dport")),
 		First: ts.UTC().Truncate(time.Millisecond),
@@ -136,7 +115,7 @@ func TestRunExportsToCollector(t *testing.T) {
 	bin := buildBinary(t)
 	col := startNfcapdIn(t, ns, 4739)
 	file := pcapPath("small.pcap")
-	want := map[testutil.NfdumpFlow]bool{}
+	want := map[servers.NfdumpFlow]bool{}
 	for _, r := range replayRecords(t, "--filter", "exact", "--key", "5tuple", file) {
 		f := nfdumpFlow(t, r)
 		f.First = time.Time{}
@@ -149,8 +128,8 @@ func TestRunExportsToCollector(t *testing.T) {
 	lr.stop(t, syscall.SIGINT)
 
 	data, _ := os.ReadFile(lr.out)
-	recs := map[testutil.NfdumpFlow]int{}
-	keys := map[testutil.NfdumpFlow]bool{}
+	recs := map[servers.NfdumpFlow]int{}
+	keys := map[servers.NfdumpFlow]bool{}
 	n := 0
 	for line := range strings.Lines(string(data)) {
 		var r map[string]any
@@ -167,7 +146,7 @@ func TestRunExportsToCollector(t *testing.T) {
 		t.Errorf("run wrote %d records of %d keys, want the %d distinct keys of the capture once each\n%s", n, len(keys), len(want), lr.Log())
 	}
 	got := col.flows(t)
-	seen := map[testutil.NfdumpFlow]bool{}
+	seen := map[servers.NfdumpFlow]bool{}
 	for _, f := range got {
 		if recs[f] == 0 {
 			t.Errorf("nfdump shows a flow that is not a record of the run (or more often): %+v", f)

@@ -18,6 +18,7 @@ import (
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/sketch"
@@ -319,14 +320,14 @@ func TestExportHelp(t *testing.T) {
 // (exit 2) naming the file. No password shows on stderr, in the summary
 // (export_dropped's key) or in the spool's directory names.
 func TestExportClickHousePassword(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "clickhouse-password")
-	if err := os.WriteFile(pwFile, []byte(testutil.ClickHousePassword+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(pwFile, []byte(servers.ClickHousePassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	const wrongPW = "Wrong-Pw-cli"
-	user := "clickhouse://" + testutil.ClickHouseUser
+	user := "clickhouse://" + servers.ClickHouseUser
 	at := "@" + ch.Addr + "/cli"
 	dest := "clickhouse://" + ch.Addr + "/cli"
 	for i, tc := range []struct {
@@ -337,10 +338,10 @@ func TestExportClickHousePassword(t *testing.T) {
 		warned bool
 	}{
 		{"password_file over a wrong environment", user + at + "?password_file=" + pwFile, wrongPW, true, false},
-		{"environment", user + at, testutil.ClickHousePassword, true, false},
-		{"in the URL", user + ":" + testutil.ClickHousePassword + at, "", true, true},
+		{"environment", user + at, servers.ClickHousePassword, true, false},
+		{"in the URL", user + ":" + servers.ClickHousePassword + at, "", true, true},
 		{"none", user + at, "", false, false},
-		{"wrong in the URL", user + ":" + wrongPW + at, testutil.ClickHousePassword, false, true},
+		{"wrong in the URL", user + ":" + wrongPW + at, servers.ClickHousePassword, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.env != "" {
@@ -373,7 +374,7 @@ func TestExportClickHousePassword(t *testing.T) {
 				if rows != "0" || !strings.Contains(errs, kept) {
 					t.Errorf("%s rows in flows, want 0; stderr lacks %q:\n%s", rows, kept, errs)
 				}
-				if !strings.Contains(errs, "assword") || !strings.Contains(errs, "for user "+testutil.ClickHouseUser) || !strings.Contains(errs, "password_file") {
+				if !strings.Contains(errs, "assword") || !strings.Contains(errs, "for user "+servers.ClickHouseUser) || !strings.Contains(errs, "password_file") {
 					t.Errorf("stderr does not give the server's reason:\n%s", errs)
 				}
 			}
@@ -386,7 +387,7 @@ func TestExportClickHousePassword(t *testing.T) {
 				shown += p + "\n"
 				return err
 			})
-			for _, pw := range []string{testutil.ClickHousePassword, wrongPW} {
+			for _, pw := range []string{servers.ClickHousePassword, wrongPW} {
 				if strings.Contains(shown, pw) {
 					t.Errorf("a password shows on stderr, in the summary or in the spool:\n%s", shown)
 				}
@@ -430,7 +431,7 @@ func TestObserverTooLong(t *testing.T) {
 // spool's rejected directory, as JSON lines a user reads, with errors.log
 // saying why; the run says where, counts them as rejected, and exits 1.
 func TestExportKeepsRejected(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	dir := t.TempDir()
 	capture := filepath.Join(dir, "late.pcapng")
 	if code, _, errs := run("gen", "--packets", "200", "--flows", "20", "--interfaces", "2", "--start", "2107-01-01T00:00:00Z", "-o", capture); code != ExitOK {
@@ -438,8 +439,8 @@ func TestExportKeepsRejected(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out.jsonl")
 	spool := filepath.Join(dir, "spool")
-	t.Setenv(clickhouse.PasswordEnv, testutil.ClickHousePassword)
-	url := "clickhouse://" + testutil.ClickHouseUser + "@" + ch.Addr + "/rejects"
+	t.Setenv(clickhouse.PasswordEnv, servers.ClickHousePassword)
+	url := "clickhouse://" + servers.ClickHouseUser + "@" + ch.Addr + "/rejects"
 	dest := "clickhouse://" + ch.Addr + "/rejects"
 	code, _, errs := run("replay", "--key", "src", "--filter", "exact", "--out", out, "--export", url, "--spool", spool, "--export-drain", "5s", capture)
 	if code != ExitError {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 )
 
 // buildBinary returns the path of flowdedup built for the tests that run
@@ -26,7 +27,7 @@ func buildBinary(t *testing.T) string {
 // liveNamespace returns the network namespace of a live capture test,
 // with its veth pair, after checking what such a test needs: not -short,
 // root, tcpreplay, and a named namespace `ip netns exec` can enter.
-func liveNamespace(t *testing.T) *testutil.Namespace {
+func liveNamespace(t *testing.T) *netns.Namespace {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("live capture test: skipped in -short mode")
@@ -34,7 +35,7 @@ func liveNamespace(t *testing.T) *testutil.Namespace {
 	if _, err := exec.LookPath("tcpreplay"); err != nil {
 		testutil.SkipOrFail(t, "tcpreplay not installed (Debian package tcpreplay; .ci/run installs it)")
 	}
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}
@@ -46,7 +47,7 @@ func liveNamespace(t *testing.T) *testutil.Namespace {
 // the CPU that sent it, and the XDP prefilter is per CPU, so a sender that
 // migrated would make the kernel hand a key to user space once per CPU,
 // and prefiltered + distinct = keys would hold only by luck.
-func sendInto(t *testing.T, ns *testutil.Namespace, file string) {
+func sendInto(t *testing.T, ns *netns.Namespace, file string) {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--mbps", "100", file)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -56,11 +57,9 @@ func sendInto(t *testing.T, ns *testutil.Namespace, file string) {
 
 // waitLines waits, up to 10 seconds, until path holds n complete lines:
 // records reach the file as soon as the workers go idle.
+// The test's checks afterwards judge what came.
 func waitLines(path string, n int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for lineCount(path) < n && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitUntil(10*time.Second, func() bool { return lineCount(path) >= n })
 }
 
 // Live capture end to end, in every mode: `flowdedup run --mode M` on one
@@ -128,7 +127,7 @@ func TestRunXDPKilledLeavesNoProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live capture test: skipped in -short mode")
 	}
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}
@@ -140,20 +139,14 @@ func TestRunXDPKilledLeavesNoProgram(t *testing.T) {
 				t.Fatalf("no XDP program on %s while running\n%s", ns.Veth[0], lr.Log())
 			}
 			lr.stop(t, syscall.SIGKILL)
-			deadline := time.Now().Add(5 * time.Second)
-			for xdpAttached(t, ns) {
-				if time.Now().After(deadline) {
-					t.Fatalf("an XDP program is still attached to %s 5 s after SIGKILL", ns.Veth[0])
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testutil.WaitFor(t, "the XDP program to leave "+ns.Veth[0]+" after SIGKILL", 5*time.Second, func() bool { return !xdpAttached(t, ns) })
 		})
 	}
 }
 
 // xdpAttached reports whether an XDP program is attached to the first veth
 // end of ns.
-func xdpAttached(t *testing.T, ns *testutil.Namespace) bool {
+func xdpAttached(t *testing.T, ns *netns.Namespace) bool {
 	t.Helper()
 	x := ns.Link(t, ns.Veth[0]).Attrs().Xdp
 	return x != nil && (x.Attached || x.ProgId != 0)
@@ -169,7 +162,7 @@ type liveRun struct {
 // startLive starts `flowdedup run` on the first veth end of ns with args,
 // writing records and summaries to temporary files, and returns once it
 // says it is capturing.
-func startLive(t *testing.T, ns *testutil.Namespace, bin string, args ...string) *liveRun {
+func startLive(t *testing.T, ns *netns.Namespace, bin string, args ...string) *liveRun {
 	t.Helper()
 	dir := t.TempDir()
 	lr := &liveRun{out: filepath.Join(dir, "out.jsonl"), summary: filepath.Join(dir, "summary.jsonl")}

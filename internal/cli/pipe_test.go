@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // pcapRecord is a little-endian pcap record of frame at unix second sec.
@@ -50,25 +52,10 @@ func TestReplayPipeSlowTraffic(t *testing.T) {
 	defer w.Close()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
-	stderr, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stderr.Close()
 	cmd := exec.Command(bin, "replay", "--key", "src", "--workers", "2", "--out", out, "-")
-	cmd.Stdin, cmd.Stderr = r, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd.Stdin = r
+	replay := testutil.StartProcess(t, cmd, "", 0)
 	r.Close() // the child has it
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
 
 	// Records come within PollInterval (100 ms) plus the time to filter
 	// and write them; 10 s leaves room for a loaded machine. Without the
@@ -76,13 +63,7 @@ func TestReplayPipeSlowTraffic(t *testing.T) {
 	const limit = 10 * time.Second
 	waitLines := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(limit)
-		for lineCount(out) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d records in --out %v after the packet that makes %d: %q\nstderr: %s", lineCount(out), limit, n, readFile(out), readFile(stderr.Name()))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		replay.WaitFor(t, fmt.Sprintf("%d records in --out after the packet that makes them", n), limit, func() bool { return lineCount(out) >= n })
 	}
 	send := func(b []byte) {
 		t.Helper()
@@ -91,7 +72,7 @@ func TestReplayPipeSlowTraffic(t *testing.T) {
 		}
 	}
 	frame := func(src string) []byte {
-		return testutil.UDP4Frame(netip.MustParseAddr(src), netip.MustParseAddr("198.51.100.1"), 1000, 53, 60)
+		return testframe.UDP4Frame(netip.MustParseAddr(src), netip.MustParseAddr("198.51.100.1"), 1000, 53, 60)
 	}
 	send(pcapFileHeader())
 	sec := uint32(1_700_000_000)
@@ -104,13 +85,8 @@ func TestReplayPipeSlowTraffic(t *testing.T) {
 		}
 	}
 	w.Close()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("replay -: %v\n%s", err, readFile(stderr.Name()))
-		}
-	case <-time.After(limit):
-		t.Fatalf("replay - still running %v after its input ended", limit)
+	if err := replay.Wait(t, limit); err != nil {
+		t.Fatalf("replay -: %v\n%s", err, replay.Log())
 	}
 	if n := lineCount(out); n != 3 {
 		t.Errorf("%d records at the end, want 3: %q", n, readFile(out))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/collect/collecttest"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // Live capture by network, in every mode: `flowdedup run --prefix 24,64`
@@ -88,7 +89,7 @@ func TestCollectPrefix(t *testing.T) {
 				want[netip.PrefixFrom(f.Src, bits).Masked().String()] = true
 			}
 			c.send(t, e, flows)
-			waitFor(t, "the networks in --out", func() bool { return len(lines(t, out)) >= len(want) }, c.log)
+			testutil.WaitFor(t, "the networks in --out", 10*time.Second, func() bool { return len(lines(t, out)) >= len(want) })
 			c.stop(t, syscall.SIGTERM)
 			got := map[string]bool{}
 			for _, l := range lines(t, out) {

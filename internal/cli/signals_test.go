@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,19 +21,16 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/testframe"
 )
 
 // fedReplay is a `flowdedup replay -` process whose standard input the
 // test holds open and writes a capture into, a few packets at a time, so
 // that it can signal the process at a known point of the capture.
 type fedReplay struct {
-	cmd   *exec.Cmd
+	*testutil.Process
 	stdin io.WriteCloser
 	pcap  *pcapgo.Writer
-	mu    sync.Mutex
-	logs  strings.Builder
-	dead  chan struct{} // closed when the process has exited, err set
-	err   error
 }
 
 // startFed starts `flowdedup replay - ARGS` and writes the capture's file
@@ -43,30 +38,13 @@ type fedReplay struct {
 func startFed(t *testing.T, args ...string) *fedReplay {
 	t.Helper()
 	bin := filepath.Join(flowdedupBinary(t), "flowdedup")
-	f := &fedReplay{dead: make(chan struct{})}
-	f.cmd = exec.Command(bin, append([]string{"replay", "-"}, args...)...)
+	f := &fedReplay{}
+	cmd := exec.Command(bin, append([]string{"replay", "-"}, args...)...)
 	var err error
-	if f.stdin, err = f.cmd.StdinPipe(); err != nil {
+	if f.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	stderr, err := f.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.cmd.Process.Kill() })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			f.mu.Lock()
-			f.logs.WriteString(sc.Text() + "\n")
-			f.mu.Unlock()
-		}
-		f.err = f.cmd.Wait()
-		close(f.dead)
-	}()
+	f.Process = testutil.StartProcess(t, cmd, "", 0)
 	f.pcap = pcapgo.NewWriter(f.stdin)
 	if err := f.pcap.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
 		t.Fatal(err)
@@ -75,17 +53,13 @@ func startFed(t *testing.T, args ...string) *fedReplay {
 	return f
 }
 
-func (f *fedReplay) log() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.logs.String()
-}
+func (f *fedReplay) log() string { return f.Log() }
 
 // send writes one UDP frame per source at its time.
 func (f *fedReplay) send(t *testing.T, frames []timedFrame) {
 	t.Helper()
 	for _, fr := range frames {
-		data := testutil.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
+		data := testframe.UDP4Frame(netip.MustParseAddr(fr.src), netip.MustParseAddr("192.0.2.1"), 1000, 53, 60)
 		ci := gopacket.CaptureInfo{Timestamp: fr.at, CaptureLength: len(data), Length: len(data)}
 		if err := f.pcap.WritePacket(ci, data); err != nil {
 			t.Fatalf("writing to replay's stdin: %v\n%s", err, f.log())
@@ -96,27 +70,13 @@ func (f *fedReplay) send(t *testing.T, frames []timedFrame) {
 // waitLog waits until stderr holds s at least n times.
 func (f *fedReplay) waitLog(t *testing.T, s string, n int) {
 	t.Helper()
-	f.waitFor(t, fmt.Sprintf("%q %d times on stderr", s, n), func() bool { return strings.Count(f.log(), s) >= n })
-}
-
-// waitFor waits for cond as waitFor does, and fails at once if the
-// process exits meanwhile.
-func (f *fedReplay) waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	waitFor(t, what, func() bool {
-		select {
-		case <-f.dead:
-			t.Fatalf("replay exited (%v) while the test waited for %s\n%s", f.err, what, f.log())
-		default:
-		}
-		return cond()
-	}, f.log)
+	f.WaitFor(t, fmt.Sprintf("%q %d times on stderr", s, n), 10*time.Second, func() bool { return strings.Count(f.log(), s) >= n })
 }
 
 // signal sends sig to the process.
 func (f *fedReplay) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := f.cmd.Process.Signal(sig); err != nil {
+	if err := f.Cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%v: %v\n%s", sig, err, f.log())
 	}
 }
@@ -124,26 +84,7 @@ func (f *fedReplay) signal(t *testing.T, sig syscall.Signal) {
 // wait waits for the process to exit and returns its error.
 func (f *fedReplay) wait(t *testing.T) error {
 	t.Helper()
-	select {
-	case <-f.dead:
-		return f.err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("replay did not exit within 10 s\n%s", f.log())
-		return nil
-	}
-}
-
-// waitFor polls cond every 10 ms for up to 10 s; log gives context for
-// the failure.
-func waitFor(t *testing.T, what string, cond func() bool, log func() string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s\n%s", what, log())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return f.Wait(t, 10*time.Second)
 }
 
 // sources returns frames of n sources 10.a.b.1... at times from at, one a
@@ -189,7 +130,7 @@ func TestReplayKilledMidWindow(t *testing.T) {
 	final0 := filepath.Join(dir, "src-20260301T00.jsonl")
 	final1 := filepath.Join(dir, "src-20260301T01.jsonl")
 	tmp1 := final1 + ".tmp"
-	f.waitFor(t, "hour 0's file and 50 records of hour 1", func() bool { return exists(final0) && lineCount(tmp1) == 50 })
+	f.WaitFor(t, "hour 0's file and 50 records of hour 1", 10*time.Second, func() bool { return exists(final0) && lineCount(tmp1) == 50 })
 
 	f.signal(t, syscall.SIGHUP)
 	hour1b, more := sources(1, 1, 50, t0.Add(80*time.Minute))
@@ -197,7 +138,7 @@ func TestReplayKilledMidWindow(t *testing.T) {
 		want1[k] = true
 	}
 	f.send(t, hour1b)
-	f.waitFor(t, "100 records of hour 1 after SIGHUP", func() bool { return lineCount(tmp1) == 100 })
+	f.WaitFor(t, "100 records of hour 1 after SIGHUP", 10*time.Second, func() bool { return lineCount(tmp1) == 100 })
 	if strings.Contains(f.log(), "SIGHUP") {
 		t.Errorf("SIGHUP reopened something though every output is a pattern:\n%s", f.log())
 	}
@@ -265,7 +206,7 @@ func TestReplaySIGHUPReopens(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	before, wantBefore := sources(0, 0, 100, t0)
 	f.send(t, before)
-	f.waitFor(t, "100 records in "+out, func() bool { return lineCount(out) == 100 })
+	f.WaitFor(t, "100 records in "+out, 10*time.Second, func() bool { return lineCount(out) == 100 })
 	rotated := out + ".1"
 	if err := os.Rename(out, rotated); err != nil {
 		t.Fatal(err)
@@ -275,7 +216,7 @@ func TestReplaySIGHUPReopens(t *testing.T) {
 	f.waitLog(t, "SIGHUP: reopening "+out, n+1)
 	after, wantAfter := sources(0, 1, 100, t0.Add(5*time.Minute))
 	f.send(t, after)
-	f.waitFor(t, "100 records in the new "+out, func() bool { return lineCount(out) == 100 })
+	f.WaitFor(t, "100 records in the new "+out, 10*time.Second, func() bool { return lineCount(out) == 100 })
 	if err := f.stdin.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -337,15 +278,15 @@ func TestRunOutputs(t *testing.T) {
 		// reports a pair again.
 		lr := startLive(t, ns, bin, "--mode", "afpacket", "--key", "pair", "--filter", "exact", "--workers", "2")
 		sendInto(t, ns, pcapPath("small.pcap"))
-		waitFor(t, "the first capture's pairs", func() bool { return lineCount(lr.out) == len(first) }, lr.Log)
+		testutil.WaitFor(t, "the first capture's pairs", 10*time.Second, func() bool { return lineCount(lr.out) == len(first) })
 		rotated := lr.out + ".1"
 		if err := os.Rename(lr.out, rotated); err != nil {
 			t.Fatal(err)
 		}
 		lr.Cmd.Process.Signal(syscall.SIGHUP)
-		waitFor(t, "the SIGHUP notice", func() bool { return strings.Contains(lr.Log(), "SIGHUP: reopening "+lr.out) }, lr.Log)
+		testutil.WaitFor(t, "the SIGHUP notice", 10*time.Second, func() bool { return strings.Contains(lr.Log(), "SIGHUP: reopening "+lr.out) })
 		sendInto(t, ns, pcapPath("ipv6.pcap"))
-		waitFor(t, "the second capture's pairs", func() bool { return lineCount(lr.out) == len(second) }, lr.Log)
+		testutil.WaitFor(t, "the second capture's pairs", 10*time.Second, func() bool { return lineCount(lr.out) == len(second) })
 		lr.stop(t, syscall.SIGINT)
 		if d := keyDiff(pairsIn(t, rotated), first); d != "" {
 			t.Errorf("the file moved away:\n%s", d)
@@ -380,7 +321,7 @@ func TestRunOutputs(t *testing.T) {
 			}
 			return n
 		}
-		waitFor(t, "the sources in the hour's temporary file", func() bool { return open() >= len(want) }, lr.Log)
+		testutil.WaitFor(t, "the sources in the hour's temporary file", 10*time.Second, func() bool { return open() >= len(want) })
 		lr.stop(t, syscall.SIGINT)
 		got := map[string]bool{}
 		var summaries int

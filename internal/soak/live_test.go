@@ -21,6 +21,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/gen"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 )
 
 // The live soak: `flowdedup run --mode afpacket` with wall-clock windows
@@ -56,7 +57,7 @@ func TestLiveSoak(t *testing.T) {
 	if _, err := exec.LookPath("tcpreplay"); err != nil {
 		testutil.SkipOrFail(t, "tcpreplay not installed (Debian package tcpreplay; .ci/run installs it)")
 	}
-	ns := testutil.NetNS(t)
+	ns := netns.NetNS(t)
 	if ns.Name == "" {
 		testutil.SkipOrFail(t, "the test namespace has no name, so `ip netns exec` cannot enter it")
 	}
@@ -160,17 +161,13 @@ wait:
 	// Everything sent is read or counted as dropped: wait for the last
 	// frames to be read, then stop flowdedup, which writes its last
 	// window.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitUntil(30*time.Second, func() bool {
 		m, err := scrape(context.Background(), client, url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m["flowdedup_packets_total"]+m["flowdedup_dropped_total"] >= float64(total) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return m["flowdedup_packets_total"]+m["flowdedup_dropped_total"] >= float64(total)
+	})
 	if err := fd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -215,17 +215,10 @@ func pipe(t *testing.T) (r, w *os.File) {
 // after limit.
 func waitSummaries(t *testing.T, path string, n int, limit time.Duration, proc *testutil.Process) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	proc.WaitFor(t, fmt.Sprintf("%d summaries in %s", n, path), limit, func() bool {
 		b, _ := os.ReadFile(path)
-		if bytes.Count(b, []byte("\n")) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d summaries after %v, want %d\n%s", path, bytes.Count(b, []byte("\n")), limit, n, proc.Log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return bytes.Count(b, []byte("\n")) >= n
+	})
 }
 
 // summaryLine is the part of a --summary line the soak checks, read with

@@ -13,8 +13,10 @@ import (
 // Process is a command a test started and reads the stderr of, line by
 // line, as it comes: flowdedup run or collect, or a collector.
 type Process struct {
-	Cmd  *exec.Cmd
-	done chan error // the result of Wait, once
+	Cmd    *exec.Cmd
+	done   chan error    // the result of Wait, once
+	exited chan struct{} // closed when it has exited, err set
+	err    error
 
 	mu    sync.Mutex
 	logs  strings.Builder
@@ -28,10 +30,11 @@ type Process struct {
 // and returns once a line of its stderr contains ready (at once when ready
 // is empty), failing tb if the process exits first or says nothing of the
 // kind within limit. cmd.Stdin and cmd.Stdout are the caller's business;
-// cmd.Stderr must be nil. The test's cleanup kills the group.
+// cmd.Stderr must be nil. The test's cleanup kills the group, and logs what
+// the process said on stderr when the test failed.
 func StartProcess(tb testing.TB, cmd *exec.Cmd, ready string, limit time.Duration) *Process {
 	tb.Helper()
-	p := &Process{Cmd: cmd, done: make(chan error, 1), more: make(chan struct{})}
+	p := &Process{Cmd: cmd, done: make(chan error, 1), exited: make(chan struct{}), more: make(chan struct{})}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -43,7 +46,12 @@ func StartProcess(tb testing.TB, cmd *exec.Cmd, ready string, limit time.Duratio
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	tb.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if tb.Failed() {
+			tb.Logf("%s said on stderr:\n%s", cmd.Args[0], p.Log())
+		}
+	})
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -58,7 +66,9 @@ func StartProcess(tb testing.TB, cmd *exec.Cmd, ready string, limit time.Duratio
 		p.ended = true
 		close(p.more)
 		p.mu.Unlock()
-		p.done <- cmd.Wait()
+		p.err = cmd.Wait()
+		close(p.exited)
+		p.done <- p.err
 	}()
 	if ready != "" {
 		p.WaitLine(tb, ready, limit)
@@ -93,6 +103,20 @@ func (p *Process) WaitLine(tb testing.TB, s string, limit time.Duration) string 
 			tb.Fatalf("%s did not say %q within %v:\n%s", p.Cmd.Args[0], s, limit, p.Log())
 		}
 	}
+}
+
+// WaitFor waits until cond holds, as testutil.WaitFor does, failing tb at
+// once, with what the process said, if the process exits first.
+func (p *Process) WaitFor(tb testing.TB, what string, limit time.Duration, cond func() bool) {
+	tb.Helper()
+	WaitFor(tb, what, limit, func() bool {
+		select {
+		case <-p.exited:
+			tb.Fatalf("%s exited (%v) while the test waited for %s\n%s", p.Cmd.Args[0], p.err, what, p.Log())
+		default:
+		}
+		return cond()
+	})
 }
 
 // Log returns what the process wrote on stderr so far.

@@ -26,18 +26,6 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 
 func (f *fatalRecorder) Skip(args ...any) { f.Fatalf("skip") }
 
-// threadDoing runs do on a goroutine locked to its thread and returns the
-// thread's id.
-func threadDoing(do func()) int {
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread()
-		tids <- unix.Gettid()
-		do()
-	}()
-	return <-tids
-}
-
 func TestWaitInPoll(t *testing.T) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -48,7 +36,7 @@ func TestWaitInPoll(t *testing.T) {
 
 	// A thread blocked in poll on an empty pipe is found.
 	polled := make(chan struct{})
-	tid := threadDoing(func() {
+	tid := OnThread(func() {
 		unix.Poll([]unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}, -1)
 		close(polled)
 	})
@@ -60,7 +48,7 @@ func TestWaitInPoll(t *testing.T) {
 	// not taken for one in poll: WaitInPoll fails after its limit.
 	stop := make(chan struct{})
 	defer close(stop)
-	tid = threadDoing(func() { <-stop })
+	tid = OnThread(func() { <-stop })
 	rec := &fatalRecorder{TB: t}
 	finished := make(chan struct{})
 	go func() {

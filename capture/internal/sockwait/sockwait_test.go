@@ -3,7 +3,6 @@
 package sockwait
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -54,14 +53,11 @@ func TestWait(t *testing.T) {
 	// Wake from another goroutine ends a Wait without deadline, and every
 	// later Wait too.
 	done := make(chan Result, 1)
-	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // this thread is the goroutine's until it ends
-		tids <- unix.Gettid()
+	tid := testutil.OnThread(func() {
 		r, _ := w.Wait(time.Time{})
 		done <- r
-	}()
-	testutil.WaitInPoll(t, <-tids, 5*time.Second)
+	})
+	testutil.WaitInPoll(t, tid, 5*time.Second)
 	w.Wake()
 	select {
 	case r := <-done:

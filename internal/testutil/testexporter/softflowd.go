@@ -1,4 +1,4 @@
-package testutil
+package testexporter
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // Softflowd runs Debian's softflowd (a NetFlow/IPFIX exporter) over a
@@ -25,7 +27,7 @@ func Softflowd(tb testing.TB, capture, dest string, version int, args ...string)
 	tb.Helper()
 	bin, err := exec.LookPath("softflowd")
 	if err != nil {
-		SkipOrFail(tb, "softflowd is not installed (Debian package softflowd): %v", err)
+		testutil.SkipOrFail(tb, "softflowd is not installed (Debian package softflowd): %v", err)
 	}
 	// -r alone turns off the control socket and the pid file, so that two
 	// softflowd processes of tests running at once share nothing. Not

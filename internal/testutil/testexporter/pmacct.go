@@ -1,11 +1,10 @@
-package testutil
+package testexporter
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"net"
 	"net/netip"
 	"os"
@@ -16,6 +15,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
+
+	"golang.org/x/sys/unix"
 )
 
 // pmacct's daemons fork a process per plugin. The helpers below start
@@ -54,7 +57,7 @@ func lookPmacct(tb testing.TB, name string) string {
 	tb.Helper()
 	bin, err := exec.LookPath(name)
 	if err != nil {
-		SkipOrFail(tb, "%s is not installed (Debian package pmacct): %v", name, err)
+		testutil.SkipOrFail(tb, "%s is not installed (Debian package pmacct): %v", name, err)
 	}
 	return bin
 }
@@ -192,8 +195,8 @@ func drainUDP(tb testing.TB, c *net.UDPConn) [][]byte {
 		}
 		msgs = append(msgs, append([]byte(nil), buf[:n]...))
 	}
-	if q, ok := udpSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.drops != 0 {
-		tb.Fatalf("the kernel dropped %d datagrams", q.drops)
+	if q, ok := testutil.UDPSocket(c.LocalAddr().(*net.UDPAddr).Port); ok && q.Drops != 0 {
+		tb.Fatalf("the kernel dropped %d datagrams", q.Drops)
 	}
 	return msgs
 }
@@ -219,7 +222,7 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 	bin := lookPmacct(tb, "sfacctd")
 	dir := tb.TempDir()
 	for attempt := 0; attempt < 5; attempt++ {
-		s := &Sfacctd{port: freeUDPPort(tb), out: filepath.Join(dir, fmt.Sprintf("sources-%d.csv", attempt))}
+		s := &Sfacctd{port: testutil.FreeUDPPort(tb), out: filepath.Join(dir, fmt.Sprintf("sources-%d.csv", attempt))}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 		conf := writeConfig(tb, dir,
 			"daemonize: false",
@@ -243,7 +246,7 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 		s.cmd = exec.Command(bin, "-f", conf)
 		s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 		s.exited = startGroup(tb, s.cmd, "sfacctd")
-		if s.waitBound(10 * time.Second) {
+		if testutil.WaitUDPBound(s.port, s.exited, 10*time.Second) {
 			return s
 		}
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
@@ -251,21 +254,6 @@ func StartSfacctd(tb testing.TB) *Sfacctd {
 	}
 	tb.Fatalf("sfacctd did not bind a UDP port in 5 attempts")
 	return nil
-}
-
-func (s *Sfacctd) waitBound(limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if _, ok := udpSocket(s.port); ok {
-			return true
-		}
-		select {
-		case <-s.exited:
-			return false
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return false
 }
 
 // Sources waits until sfacctd has read every datagram sent to it, stops
@@ -276,20 +264,20 @@ func (s *Sfacctd) Sources(tb testing.TB) []netip.Addr {
 	tb.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for empty := 0; empty < 2; {
-		q, ok := udpSocket(s.port)
+		q, ok := testutil.UDPSocket(s.port)
 		if !ok {
 			tb.Fatalf("sfacctd's socket is gone:\n%s", s.log.String())
 		}
-		if q.drops != 0 {
-			tb.Fatalf("the kernel dropped %d datagrams of sfacctd's", q.drops)
+		if q.Drops != 0 {
+			tb.Fatalf("the kernel dropped %d datagrams of sfacctd's", q.Drops)
 		}
-		if q.rx == 0 {
+		if q.RX == 0 {
 			empty++
 		} else {
 			empty = 0
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("sfacctd has not read its socket's %d bytes after 10 s", q.rx)
+			tb.Fatalf("sfacctd has not read its socket's %d bytes after 10 s", q.RX)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

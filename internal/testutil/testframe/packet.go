@@ -1,4 +1,4 @@
-package testutil
+package testframe
 
 import (
 	"encoding/binary"

@@ -1,10 +1,8 @@
-package testutil
+package servers
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -12,10 +10,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // Nfcapd is a running nfcapd, the collector of Debian's nfdump package,
@@ -85,20 +84,14 @@ func StartNfcapdAt(tb testing.TB, port int) *Nfcapd {
 	return startNfcapd(tb, port)
 }
 
-// FreeUDPPort returns a UDP port of 127.0.0.1 that was free a moment ago.
-func FreeUDPPort(tb testing.TB) int {
-	tb.Helper()
-	return freeUDPPort(tb)
-}
-
 func startNfcapd(tb testing.TB, port int) *Nfcapd {
 	tb.Helper()
 	bin, err := exec.LookPath("nfcapd")
 	if err != nil {
-		SkipOrFail(tb, "nfcapd is not installed (Debian package nfdump): %v", err)
+		testutil.SkipOrFail(tb, "nfcapd is not installed (Debian package nfdump): %v", err)
 	}
 	if _, err := exec.LookPath("nfdump"); err != nil {
-		SkipOrFail(tb, "nfdump is not installed (Debian package nfdump): %v", err)
+		testutil.SkipOrFail(tb, "nfdump is not installed (Debian package nfdump): %v", err)
 	}
 	// A free port cannot be reserved for another process: take one the
 	// kernel hands out, and try again in the rare case another process
@@ -112,7 +105,7 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 		n := &Nfcapd{Dir: tb.TempDir(), exited: make(chan struct{})}
 		n.port = port
 		if port == 0 {
-			n.port = freeUDPPort(tb)
+			n.port = testutil.FreeUDPPort(tb)
 		}
 		n.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
 		// -t: rotate once an hour, so that only Stop ends a file; no -D:
@@ -126,7 +119,7 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 			n.waitErr = n.cmd.Wait()
 			close(n.exited)
 		}()
-		if n.waitBound(10 * time.Second) {
+		if testutil.WaitUDPBound(n.port, n.exited, 10*time.Second) {
 			tb.Cleanup(func() { n.kill() })
 			return n
 		}
@@ -135,62 +128,6 @@ func startNfcapd(tb testing.TB, port int) *Nfcapd {
 	}
 	tb.Fatalf("nfcapd did not bind a UDP port in %d attempts; its last output:\n%s", attempts, lastOut)
 	return nil
-}
-
-func freeUDPPort(tb testing.TB) int {
-	tb.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatalf("find a free UDP port: %v", err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
-
-// waitBound waits until nfcapd's socket is bound, or it exited.
-func (n *Nfcapd) waitBound(limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if _, ok := udpSocket(n.port); ok {
-			return true
-		}
-		select {
-		case <-n.exited:
-			return false
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return false
-}
-
-// udpQueue is a UDP socket's line of /proc/net/udp.
-type udpQueue struct {
-	rx    uint64 // bytes waiting to be read
-	drops uint64
-}
-
-// udpSocket finds the socket bound to 127.0.0.1:port in /proc/net/udp.
-func udpSocket(port int) (udpQueue, bool) {
-	f, err := os.Open("/proc/net/udp")
-	if err != nil {
-		return udpQueue{}, false
-	}
-	defer f.Close()
-	local := fmt.Sprintf("0100007F:%04X", port)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// sl local rem st tx_queue:rx_queue tr:tm retrnsmt uid timeout inode ref pointer drops
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 13 || fs[1] != local {
-			continue
-		}
-		_, rx, _ := strings.Cut(fs[4], ":")
-		var q udpQueue
-		q.rx, _ = strconv.ParseUint(rx, 16, 64)
-		q.drops, _ = strconv.ParseUint(fs[12], 10, 64)
-		return q, true
-	}
-	return udpQueue{}, false
 }
 
 // WaitRead waits until nfcapd has read every datagram sent to it so far,
@@ -207,18 +144,18 @@ func (n *Nfcapd) WaitRead(tb testing.TB) (dropped uint64) {
 	// does not count (the tests call this after their sender is done).
 	deadline := time.Now().Add(10 * time.Second)
 	for empty := 0; empty < 2; {
-		q, ok := udpSocket(n.port)
+		q, ok := testutil.UDPSocket(n.port)
 		if !ok {
 			return dropped // exited: Stop says so
 		}
-		dropped = q.drops
-		if q.rx == 0 {
+		dropped = q.Drops
+		if q.RX == 0 {
 			empty++
 		} else {
 			empty = 0
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("nfcapd has not read its socket's %d bytes after 10 s", q.rx)
+			tb.Fatalf("nfcapd has not read its socket's %d bytes after 10 s", q.RX)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package testutil
+package netns
 
 import (
 	"errors"
@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/internal/testutil"
+
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 )
 
 // Namespace is a network namespace made for one test. It holds a veth pair
@@ -24,7 +26,7 @@ type Namespace struct {
 	// Veth holds the names of the pair's two ends.
 	Veth [2]string
 
-	ns netns.NsHandle
+	ns vnetns.NsHandle
 	nl *netlink.Handle
 }
 
@@ -36,14 +38,14 @@ var nsSeq atomic.Uint32
 // namespaces or veth.
 func NetNS(tb testing.TB) *Namespace {
 	tb.Helper()
-	RequireRoot(tb)
+	testutil.RequireRoot(tb)
 	n := &Namespace{
 		Name: fmt.Sprintf("fdtest-%d-%d", os.Getpid(), nsSeq.Add(1)),
 		Veth: [2]string{"fdveth0", "fdveth1"},
 	}
 	h, named, err := newNetNS(n.Name)
 	if err != nil {
-		SkipOrFail(tb, "cannot make a network namespace (kernel without CONFIG_NET_NS, or a sandbox forbids unshare): %v", err)
+		testutil.SkipOrFail(tb, "cannot make a network namespace (kernel without CONFIG_NET_NS, or a sandbox forbids unshare): %v", err)
 	}
 	if !named {
 		n.Name = ""
@@ -61,7 +63,7 @@ func NetNS(tb testing.TB) *Namespace {
 	}
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: n.Veth[0]}, PeerName: n.Veth[1]}
 	if err := n.nl.LinkAdd(veth); err != nil {
-		SkipOrFail(tb, "cannot make a veth pair (kernel without CONFIG_VETH?): %v", err)
+		testutil.SkipOrFail(tb, "cannot make a veth pair (kernel without CONFIG_VETH?): %v", err)
 	}
 	for _, name := range []string{"lo", n.Veth[0], n.Veth[1]} {
 		l, err := n.nl.LinkByName(name)
@@ -82,9 +84,9 @@ func NetNS(tb testing.TB) *Namespace {
 
 // newNetNS makes a network namespace, named if it can be, and returns a
 // handle to it without leaving any thread of the process inside it.
-func newNetNS(name string) (h netns.NsHandle, named bool, err error) {
+func newNetNS(name string) (h vnetns.NsHandle, named bool, err error) {
 	type result struct {
-		h     netns.NsHandle
+		h     vnetns.NsHandle
 		named bool
 		err   error
 	}
@@ -94,24 +96,24 @@ func newNetNS(name string) (h netns.NsHandle, named bool, err error) {
 		// be moved back, it stays locked, and the runtime ends the thread
 		// with the goroutine instead of reusing it.
 		runtime.LockOSThread()
-		orig, err := netns.Get()
+		orig, err := vnetns.Get()
 		if err != nil {
 			done <- result{err: err}
 			return
 		}
 		defer orig.Close()
 		named := true
-		h, err := netns.NewNamed(name)
+		h, err := vnetns.NewNamed(name)
 		if err != nil {
 			named = false
-			h, err = netns.New() // no /run/netns to mount on: stay anonymous
+			h, err = vnetns.New() // no /run/netns to mount on: stay anonymous
 		}
 		if err != nil {
-			netns.Set(orig)
+			vnetns.Set(orig)
 			done <- result{err: err}
 			return
 		}
-		if err := netns.Set(orig); err != nil {
+		if err := vnetns.Set(orig); err != nil {
 			h.Close()
 			done <- result{err: fmt.Errorf("returning to the original namespace: %w", err)}
 			return
@@ -159,18 +161,18 @@ func (n *Namespace) Do(fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		orig, err := netns.Get()
+		orig, err := vnetns.Get()
 		if err != nil {
 			done <- err
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(n.ns); err != nil {
+		if err := vnetns.Set(n.ns); err != nil {
 			done <- fmt.Errorf("entering namespace: %w", err)
 			return
 		}
 		err = fn()
-		if netns.Set(orig) == nil {
+		if vnetns.Set(orig) == nil {
 			runtime.UnlockOSThread() // else the thread dies with this goroutine
 		}
 		done <- err
@@ -199,7 +201,7 @@ func (n *Namespace) destroy() {
 	}
 	n.ns.Close()
 	if n.Name != "" {
-		netns.DeleteNamed(n.Name)
+		vnetns.DeleteNamed(n.Name)
 	}
 }
 
@@ -218,7 +220,7 @@ func (n *Namespace) AddTun(tb testing.TB, name string) *os.File {
 	}
 	// The device is made through /dev/net/tun, in the caller's namespace.
 	if err := n.Do(func() error { return netlink.LinkAdd(tun) }); err != nil {
-		SkipOrFail(tb, "cannot make a tun device (kernel without CONFIG_TUN, or no /dev/net/tun): %v", err)
+		testutil.SkipOrFail(tb, "cannot make a tun device (kernel without CONFIG_TUN, or no /dev/net/tun): %v", err)
 	}
 	queue := tun.Fds[0]
 	tb.Cleanup(func() { queue.Close() })

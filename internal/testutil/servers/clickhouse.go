@@ -1,4 +1,4 @@
-package testutil
+package servers
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowdedup/flowdedup/internal/testutil"
 )
 
 // ClickHouse user of every server StartClickHouse runs, besides the
@@ -85,7 +87,7 @@ func StartClickHouse(tb testing.TB) *ClickHouse {
 		}
 	}
 	if bin == "" {
-		SkipOrFail(tb, "clickhouse-server is not installed (Debian package clickhouse-server)")
+		testutil.SkipOrFail(tb, "clickhouse-server is not installed (Debian package clickhouse-server)")
 	}
 	dir, err := os.MkdirTemp("", "flowdedup-clickhouse-")
 	if err != nil {
