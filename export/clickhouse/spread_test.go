@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
@@ -24,7 +24,7 @@ import (
 // none. The table is made beside flows and windows, with the columns and
 // sort key the docs give.
 func TestSpreadRows(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e := newDestination(t, ch.Addr, "spr", flow.KeyPair, "r1")
 	var sum bytes.Buffer
 	rep, err := report.New(report.Config{Kind: flow.KeyPair, Summary: &sum, Observer: "edge-1",
@@ -144,7 +144,7 @@ func TestSpreadRows(t *testing.T) {
 // An existing database with flows and windows of before (no spread
 // table) gets spread created beside them on the first write.
 func TestSpreadTableAdded(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	e := newDestination(t, ch.Addr, "old", flow.KeyPair, "r")
 	if err := e.Records(&record.Batch{ID: 1, Records: records(flow.KeyPair, 3, 0)}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
@@ -228,7 +229,7 @@ func TestSpreadCompletion(t *testing.T) {
 // export's queue, which copies summaries) writes the spread table's rows
 // equal to the summary file's lists, entry for entry.
 func TestReplaySpreadClickHouse(t *testing.T) {
-	ch := testutil.StartClickHouse(t)
+	ch := servers.StartClickHouse(t)
 	file := filepath.Join(t.TempDir(), "attacks.pcap")
 	if code, _, errs := run("gen", "--packets", "5000", "--flows", "500", "--scanner", "300", "--victim", "500", "--duration", "2h", "--seed", "9", "-o", file); code != ExitOK {
 		t.Fatalf("gen: %s", errs)
