@@ -62,6 +62,68 @@ type Config struct {
 	// Tests inject one to put the program's clock where they need it,
 	// such as in the middle of a window.
 	Now func() time.Time
+	// Decap makes the program key the innermost IP header reached
+	// through the tunnels it lists (see Decap). The zero Decap is off:
+	// the outermost header, today's program path.
+	Decap Decap
+}
+
+// Tunnel kinds the program decapsulates (Decap.Tunnels, FD_DECAP_*).
+const (
+	TunnelGRE    = 1 << 0 // GRE carrying IPv4, IPv6, MPLS or Ethernet (0x6558)
+	TunnelERSPAN = 1 << 1 // ERSPAN type I, II (GRE 0x88BE) and III (0x22EB)
+	TunnelVXLAN  = 1 << 2 // VXLAN on Decap.VXLANPorts
+	TunnelGeneve = 1 << 3 // Geneve on Decap.GenevePort
+	TunnelGTPU   = 1 << 4 // GTP-U T-PDUs on Decap.GTPUPort
+	TunnelIPIP   = 1 << 5 // IPv4 and IPv6 in IPv4 or IPv6 (protocols 4, 41)
+	TunnelAll    = 1<<6 - 1
+)
+
+// Default UDP ports of the UDP tunnels.
+const (
+	DefaultVXLANPort      = 4789 // IANA's
+	DefaultVXLANLinuxPort = 8472 // Linux's vxlan driver's default
+	DefaultGenevePort     = 6081
+	DefaultGTPUPort       = 2152
+)
+
+// MaxTunnels is the most tunnels the program walks through; a frame with
+// one more is counted as ErrTunnelTooDeep.
+const MaxTunnels = 4
+
+// Decap configures decapsulation in the kernel.
+type Decap struct {
+	// Tunnels is the set of tunnel kinds looked into (Tunnel* bits); 0
+	// turns decapsulation off.
+	Tunnels uint8
+	// VXLANPorts are the UDP destination ports of VXLAN; zero ports are
+	// unused, and all zero means DefaultVXLANPort and
+	// DefaultVXLANLinuxPort.
+	VXLANPorts [2]uint16
+	// GenevePort and GTPUPort are the UDP destination ports of Geneve
+	// and GTP-U; 0 means the default.
+	GenevePort, GTPUPort uint16
+	// NoSegment leaves the VNI of VXLAN and Geneve out of the keys:
+	// addresses only.
+	NoSegment bool
+}
+
+// ports returns d's ports with the defaults applied, in network byte
+// order as the program compares them.
+func (d Decap) ports() (vxlan [2]uint16, geneve, gtpu uint16) {
+	vxlan = d.VXLANPorts
+	if vxlan == [2]uint16{} {
+		vxlan = [2]uint16{DefaultVXLANPort, DefaultVXLANLinuxPort}
+	}
+	geneve, gtpu = d.GenevePort, d.GTPUPort
+	if geneve == 0 {
+		geneve = DefaultGenevePort
+	}
+	if gtpu == 0 {
+		gtpu = DefaultGTPUPort
+	}
+	be := func(p uint16) uint16 { return p<<8 | p>>8 } // the object is bpfel
+	return [2]uint16{be(vxlan[0]), be(vxlan[1])}, be(geneve), be(gtpu)
 }
 
 // Counters are one CPU's counters (struct fd_counters), cumulative since
@@ -87,11 +149,27 @@ type WindowCounters struct {
 }
 
 // NumErrs is the number of error classes the program counts (FD_NUM_ERRS).
-const NumErrs = 4
+const NumErrs = 9
+
+// Errors of the decapsulating program (Config.Decap), by the reason labels
+// of flow.Reason's tunnel errors.
+var (
+	ErrTunnelTruncated = errors.New("bpf: tunnel header truncated")
+	ErrTunnelUnknown   = errors.New("bpf: tunnel of an unknown protocol")
+	ErrTunnelNotData   = errors.New("bpf: tunnel message carries no data packet")
+	ErrTunnelTooDeep   = errors.New("bpf: too many nested tunnels")
+	ErrTunnelBadHeader = errors.New("bpf: malformed tunnel header")
+)
 
 // Errs maps the error indexes of Counters.Errors (enum fd_err) to flow's
-// sentinel errors.
-var Errs = [NumErrs]error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrTooManyHeaders}
+// sentinel errors. The last five come only with decapsulation.
+var Errs = [NumErrs]error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrTooManyHeaders,
+	ErrTunnelTruncated, ErrTunnelUnknown, ErrTunnelNotData, ErrTunnelTooDeep, ErrTunnelBadHeader}
+
+// Reasons are the labels of Errs, as flow.Reason names them: the reason
+// each error index is counted under.
+var Reasons = [NumErrs]string{"truncated", "not_ip", "bad_header", "too_many_headers",
+	"tunnel_truncated", "tunnel_unknown", "tunnel_not_data", "tunnel_too_deep", "tunnel_bad_header"}
 
 // Objects is a loaded XDP program with its maps. Attaching it is the
 // caller's business (capture/xdp uses a BPF link).
@@ -120,6 +198,7 @@ type Objects struct {
 // settings are a Config checked, with its defaults applied.
 type settings struct {
 	kind      flow.KeyKind
+	decap     Decap
 	prefix    flow.Mask
 	seed      uint64
 	windowNs  uint64
@@ -128,9 +207,12 @@ type settings struct {
 }
 
 func (cfg Config) check() (settings, error) {
-	s := settings{kind: cfg.Kind, prefix: cfg.Prefix, seed: cfg.Seed}
+	s := settings{kind: cfg.Kind, prefix: cfg.Prefix, seed: cfg.Seed, decap: cfg.Decap}
 	if !cfg.Kind.IsValid() {
 		return s, fmt.Errorf("bpf: invalid key kind %d", uint8(cfg.Kind))
+	}
+	if cfg.Decap.Tunnels&^TunnelAll != 0 {
+		return s, fmt.Errorf("bpf: unknown tunnel kinds %#x", cfg.Decap.Tunnels&^TunnelAll)
 	}
 	if cfg.Window < 0 {
 		return s, fmt.Errorf("bpf: negative window %v", cfg.Window)
@@ -184,6 +266,16 @@ func Load(cfg Config) (*Objects, error) {
 		xdpVarFdHashSeed:      s.seed,
 		xdpVarFdWindowNs:      s.windowNs,
 		xdpVarFdPrefilterRows: s.rows,
+	}
+	if s.decap.Tunnels != 0 {
+		vxlan, geneve, gtpu := s.decap.ports()
+		vars[xdpVarFdDecap] = s.decap.Tunnels
+		vars[xdpVarFdVxlanPorts] = vxlan
+		vars[xdpVarFdGenevePort] = geneve
+		vars[xdpVarFdGtpuPort] = gtpu
+		if !s.decap.NoSegment {
+			vars[xdpVarFdSegment] = uint8(1)
+		}
 	}
 	if !s.prefix.IsZero() {
 		b4, b6 := s.prefix.Bits(false), s.prefix.Bits(true)

@@ -13,6 +13,21 @@
 #define FD_MAX_LINK_HEADERS 16
 #define FD_MAX_IPV6_HEADERS 8
 
+/*
+ * Decapsulation (fd_decap, bpf.Config.Decap): the tunnel kinds the program
+ * looks into, as bits, and its bounds. FD_MAX_TUNNELS tunnel headers are
+ * walked; a frame with one more is counted FD_ERR_TUNNEL_TOO_DEEP.
+ * FD_MAX_GTP_EXT bounds a GTP-U extension header chain.
+ */
+#define FD_DECAP_GRE (1 << 0)
+#define FD_DECAP_ERSPAN (1 << 1)
+#define FD_DECAP_VXLAN (1 << 2)
+#define FD_DECAP_GENEVE (1 << 3)
+#define FD_DECAP_GTPU (1 << 4)
+#define FD_DECAP_IPIP (1 << 5)
+#define FD_MAX_TUNNELS 4
+#define FD_MAX_GTP_EXT 8
+
 /* flow.KeyKind values. */
 enum fd_kind {
 	FD_KIND_SRC = 1,
@@ -36,7 +51,13 @@ enum fd_err {
 	FD_ERR_NOT_IP = 1,           /* flow.ErrNotIP */
 	FD_ERR_BAD_HEADER = 2,       /* flow.ErrBadHeader */
 	FD_ERR_TOO_MANY_HEADERS = 3, /* flow.ErrTooManyHeaders */
-	FD_NUM_ERRS = 4,
+	/* With decapsulation only (fd_decap not 0): */
+	FD_ERR_TUNNEL_TRUNCATED = 4,  /* "tunnel_truncated": a tunnel header cut short */
+	FD_ERR_TUNNEL_UNKNOWN = 5,    /* "tunnel_unknown": GRE/Geneve/ERSPAN payload of an unknown protocol */
+	FD_ERR_TUNNEL_NOT_DATA = 6,   /* "tunnel_not_data": a GTP-U message other than a T-PDU */
+	FD_ERR_TUNNEL_TOO_DEEP = 7,   /* "tunnel_too_deep": more than FD_MAX_TUNNELS tunnels */
+	FD_ERR_TUNNEL_BAD_HEADER = 8, /* "tunnel_bad_header": an invalid tunnel header */
+	FD_NUM_ERRS = 9,
 };
 
 /*

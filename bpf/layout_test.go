@@ -94,8 +94,8 @@ func TestLayout(t *testing.T) {
 		valueBytes uint32
 	}{
 		"fd_rings":     {ebpf.ArrayOfMaps, 4, 4},
-		"fd_cpu":       {ebpf.PerCPUArray, 96, 96},
-		"fd_windows":   {ebpf.PerCPUArray, 80, 80},
+		"fd_cpu":       {ebpf.PerCPUArray, 136, 136},
+		"fd_windows":   {ebpf.PerCPUArray, 120, 120},
 		"fd_prefilter": {ebpf.PerCPUArray, bpf.RowBytes, bpf.RowBytes},
 		"fd_config":    {ebpf.Array, 8, 8},
 	} {
@@ -118,7 +118,8 @@ func TestLayout(t *testing.T) {
 		t.Errorf("variable fd_floor_ns: %+v, want 8 bytes, writable", v)
 	}
 	for name, size := range map[string]uint32{"fd_key_kind": 1, "fd_hash_seed": 8, "fd_window_ns": 8, "fd_prefilter_rows": 4,
-		"fd_prefix": 1, "fd_prefix_v4": 1, "fd_prefix_v6": 1, "fd_mask4": 4, "fd_mask6": 16} {
+		"fd_prefix": 1, "fd_prefix_v4": 1, "fd_prefix_v6": 1, "fd_mask4": 4, "fd_mask6": 16,
+		"fd_decap": 1, "fd_vxlan_ports": 4, "fd_geneve_port": 2, "fd_gtpu_port": 2, "fd_segment": 1} {
 		v, ok := spec.Variables[name]
 		if !ok {
 			t.Errorf("no variable %s", name)

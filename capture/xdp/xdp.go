@@ -330,7 +330,7 @@ func fillKernelCounts(c *capture.KernelCounts, k *bpf.Counters) {
 	}
 	clear(c.Errors)
 	for i, n := range k.Errors {
-		c.Errors[flow.Reason(bpf.Errs[i])] = n
+		c.Errors[bpf.Reasons[i]] = n
 	}
 }
 
