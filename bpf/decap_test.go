@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -188,6 +189,7 @@ type tunnelCase struct {
 	want    *innerKey
 	err     int  // with want nil and !asOuter
 	asOuter bool // flow.Parse's key of the outer header
+	nested  bool // tunnels of several kinds
 }
 
 func keyed(name string, outer uint8, w innerKey, frame []byte) tunnelCase {
@@ -199,6 +201,8 @@ func failed(name string, outer uint8, err int, frame []byte) tunnelCase {
 func asOuter(name string, outer uint8, frame []byte) tunnelCase {
 	return tunnelCase{name: name, frame: frame, outer: outer, asOuter: true}
 }
+
+func nested(c tunnelCase) tunnelCase { c.nested = true; return c }
 
 func tunnelCases() []tunnelCase {
 	e4 := func() []byte { return cat(eth(etIPv4), inner4()) }
@@ -318,13 +322,13 @@ func tunnelCases() []tunnelCase {
 		keyed("ipv6 in ipv6, outer first fragment", bpf.TunnelIPIP, want6, cat(eth(etIPv6), ip6(pFrag, a6, b6, 8+len(inner6())), frag6(pIPv6, 0, true), inner6())),
 
 		// Nesting
-		keyed("2 levels: gre in ipip", bpf.TunnelIPIP, want4, nest(2)),
-		keyed("3 levels: vxlan in gre in ipip", bpf.TunnelIPIP, want4, nest(3)),
-		keyed("4 levels", bpf.TunnelIPIP, want4, nest(4)),
-		failed("5 levels", bpf.TunnelIPIP, eTunTooDeep, nest(5)),
-		failed("6 levels", bpf.TunnelIPIP, eTunTooDeep, nest(6)),
-		keyed("gtp-u in vxlan in erspan", bpf.TunnelERSPAN, want6, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 1),
-			eth(etIPv4), ip4(pUDP, a4, b4, 16+14+20+8+8+len(inner6())), vx(cat(eth(etIPv4), ip4(pUDP, b4, a4, 16+len(inner6())), gtp(inner6())))))),
+		nested(keyed("2 levels: gre in ipip", bpf.TunnelGRE, want4, nest(2))),
+		nested(keyed("3 levels: vxlan in gre in ipip", bpf.TunnelVXLAN, want4, nest(3))),
+		nested(keyed("4 levels", bpf.TunnelIPIP, want4, nest(4))),
+		nested(failed("5 levels", bpf.TunnelGRE, eTunTooDeep, nest(5))),
+		nested(failed("6 levels", bpf.TunnelVXLAN, eTunTooDeep, nest(6))),
+		nested(keyed("gtp-u in vxlan in erspan", bpf.TunnelERSPAN, want6, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 1),
+			eth(etIPv4), ip4(pUDP, a4, b4, 16+14+20+8+8+len(inner6())), vx(cat(eth(etIPv4), ip4(pUDP, b4, a4, 16+len(inner6())), gtp(inner6()))))))),
 	}
 }
 
@@ -452,4 +456,153 @@ func gopacketInner(t *testing.T, frame []byte, want innerKey) bool {
 		t.Errorf("gopacket's innermost IP layer of %x is %v > %v, the case expects %v > %v", frame, src, dst, want.src, want.dst)
 	}
 	return true
+}
+
+// knownAddrs are every address the tunnel cases use.
+var knownAddrs = map[netip.Addr]bool{
+	netip.AddrFrom4(a4): true, netip.AddrFrom4(b4): true, netip.AddrFrom16(a6): true, netip.AddrFrom16(b6): true,
+	netip.AddrFrom4(c4): true, netip.AddrFrom4(d4): true, netip.AddrFrom16(c6): true, netip.AddrFrom16(d6): true,
+}
+
+// TestDecapTruncated cuts every tunnel case at every length from an
+// Ethernet header on, for every key kind: the program stays within the
+// frame (it loads, and runs on each without a fault), counts each cut
+// frame once, as a key or under one of its reasons, and keys only
+// addresses the frame holds in full. The 5-tuple results by reason are
+// logged.
+func TestDecapTruncated(t *testing.T) {
+	hs := decapHarnesses(t, bpf.Decap{Tunnels: bpf.TunnelAll, NoSegment: true})
+	var byReason [bpf.NumErrs]int
+	cuts := 0
+	for _, c := range tunnelCases() {
+		for n := minRunLen; n < len(c.frame); n++ {
+			cut := c.frame[:n]
+			cuts++
+			for _, kind := range kinds {
+				got, err := hs[kind].outcome(cut)
+				if err != nil {
+					t.Fatalf("%s cut to %d bytes, %v key: %v", c.name, n, kind, err)
+				}
+				if got.err >= 0 {
+					if kind == flow.Key5Tuple {
+						byReason[got.err]++
+					}
+					continue
+				}
+				if !knownAddrs[got.key.Src()] && !knownAddrs[got.key.Dst()] {
+					t.Errorf("%s cut to %d bytes, %v key: %v holds no address of the frame", c.name, n, kind, got.key)
+				}
+			}
+		}
+	}
+	t.Logf("%d cuts of %d tunnel frames, 4 key kinds; 5-tuple errors by reason %v", cuts, len(tunnelCases()), byReason)
+	if byReason[eTunTruncated] == 0 || byReason[eTruncated] == 0 {
+		t.Errorf("no cut counted as tunnel_truncated or truncated: %v", byReason)
+	}
+	for _, h := range hs {
+		checkInvariants(t, h.o)
+	}
+}
+
+// TestDecapOffTunnels: without Config.Decap the program keys tunnelled
+// frames, and their cuts, as flow.Parse does (the outermost header), as
+// before decapsulation existed.
+func TestDecapOffTunnels(t *testing.T) {
+	p := &parityRun{tb: t, hs: parityHarnesses(t)}
+	for _, c := range tunnelCases() {
+		for n := minRunLen; n <= len(c.frame); n++ {
+			p.check(c.frame[:n])
+		}
+	}
+	t.Logf("%d frames; 5-tuple errors by class %v", p.frames, p.classes)
+	for _, h := range p.hs {
+		checkInvariants(t, h.o)
+	}
+}
+
+// TestDecapSelected: a program decapsulating one tunnel kind looks into
+// that kind only; the frames of the others get the outer key, flow.Parse's.
+func TestDecapSelected(t *testing.T) {
+	for _, bit := range []uint8{bpf.TunnelGRE, bpf.TunnelERSPAN, bpf.TunnelVXLAN, bpf.TunnelGeneve, bpf.TunnelGTPU, bpf.TunnelIPIP} {
+		hs := decapHarnesses(t, bpf.Decap{Tunnels: bit, NoSegment: true})
+		for _, c := range tunnelCases() {
+			if c.nested && c.outer == bit {
+				continue // its inner tunnels are of kinds not decapsulated
+			}
+			for _, kind := range kinds {
+				want := c.expect(t, kind)
+				if c.outer != bit {
+					k, err := flow.Parse(c.frame, flow.LinkEthernet, kind)
+					want = result{key: k, err: errIndex(err)}
+					if err == nil {
+						want.err = -1
+					}
+				}
+				got, err := hs[kind].outcome(c.frame)
+				if err != nil {
+					t.Fatalf("tunnels %#x, %s, %v key: %v", bit, c.name, kind, err)
+				}
+				if got != want {
+					t.Errorf("tunnels %#x, %s, %v key: kernel %v, want %v", bit, c.name, kind, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestDecapPorts: the UDP ports are the configured ones, not the defaults.
+func TestDecapPorts(t *testing.T) {
+	vx := func(port uint16) []byte {
+		return over4(pUDP, udpOver(port, cat(vxlan(0x08, 7), eth(etIPv4), inner4())))
+	}
+	gn := func(port uint16) []byte {
+		return over4(pUDP, udpOver(port, cat(geneve(0, 0, etIPv4, 7, nil), inner4())))
+	}
+	gt := func(port uint16) []byte { return over4(pUDP, udpOver(port, gtpu(gtpV1, 0xff, inner4()))) }
+	h := newHarness(t, bpf.Config{Kind: flow.KeySrc, PrefilterBytes: -1, RingBytes: 1 << 20,
+		Decap: bpf.Decap{Tunnels: bpf.TunnelAll, NoSegment: true, VXLANPorts: [2]uint16{4790, 0}, GenevePort: 6082, GTPUPort: 2153}})
+	inner, outer := want4.key(flow.KeySrc), flow.MakeKey(flow.KeySrc, netip.AddrFrom4(a4), netip.Addr{}, 0, 0, 0)
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  flow.Key
+	}{
+		{"vxlan 4790", vx(4790), inner}, {"vxlan 4789", vx(4789), outer}, {"vxlan 8472", vx(8472), outer},
+		{"geneve 6082", gn(6082), inner}, {"geneve 6081", gn(6081), outer},
+		{"gtp-u 2153", gt(2153), inner}, {"gtp-u 2152", gt(2152), outer},
+		{"udp port 0", vx(0), outer},
+	} {
+		got, err := h.outcome(c.frame)
+		if err != nil || got != (result{key: c.want, err: -1}) {
+			t.Errorf("%s: %v %v, want key %v", c.name, got, err, c.want)
+		}
+	}
+}
+
+// TestDecapLoads: the verifier accepts the program with decapsulation off
+// and on, for each tunnel kind alone and all, every key kind, with and
+// without a prefix mask and windows.
+func TestDecapLoads(t *testing.T) {
+	m, err := flow.ParseMask("24,64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tun := range []uint8{0, bpf.TunnelGRE, bpf.TunnelERSPAN, bpf.TunnelVXLAN, bpf.TunnelGeneve, bpf.TunnelGTPU, bpf.TunnelIPIP, bpf.TunnelAll} {
+		for _, kind := range kinds {
+			for _, cfg := range []bpf.Config{
+				{Kind: kind, Decap: bpf.Decap{Tunnels: tun}},
+				{Kind: kind, Prefix: m, Window: time.Minute, Decap: bpf.Decap{Tunnels: tun, NoSegment: true}},
+			} {
+				cfg.RingBytes = 1 << 16
+				o, err := bpf.Load(cfg)
+				if err != nil {
+					t.Fatalf("Load(%+v): %v", cfg, err)
+				}
+				o.Close()
+			}
+		}
+	}
+	if _, err := bpf.Load(bpf.Config{Kind: flow.KeySrc, Decap: bpf.Decap{Tunnels: 0x40}}); err == nil {
+		t.Error("Load with an unknown tunnel bit succeeded")
+	}
 }

@@ -66,7 +66,7 @@ type result struct {
 func (r result) String() string {
 	switch {
 	case r.err >= 0:
-		return "error " + flow.Reason(bpf.Errs[r.err])
+		return "error " + bpf.Reasons[r.err]
 	case r.err == -1:
 		return "key " + r.key.String()
 	}

@@ -617,7 +617,9 @@ __noinline int fd_tunnel(struct xdp_md *ctx, struct fd_tun *t, __u64 off, __u64 
 	 */
 	if (!(decap & (FD_DECAP_GRE | FD_DECAP_ERSPAN)))
 		return FD_NONE;
-	TPULL(p, off, 4);
+	/* Every GRE packet is a tunnel listed when GRE is; with ERSPAN
+	 * only, one whose protocol cannot be read is not known to be. */
+	PULL_OR(p, off, 4, return (decap & FD_DECAP_GRE) ? FD_ERR_TUNNEL_TRUNCATED : FD_NONE);
 	flags = LD16(p);
 	gp = LD16(p + 2);
 	want = (gp == bpf_htons(ETYPE_ERSPAN2) || gp == bpf_htons(ETYPE_ERSPAN3)) ? FD_DECAP_ERSPAN : FD_DECAP_GRE;
