@@ -20,8 +20,12 @@ import (
 
 // Sizes and defaults.
 const (
-	// EventSize is the length of a ring buffer record (struct fd_event).
-	EventSize = 48
+	// EventSize is the length of a ring buffer record (struct fd_event):
+	// the time, the 44-byte key and 4 bytes of padding.
+	EventSize = 56
+	// KeyBytes is the length of the key in a record (struct fd_key), with
+	// its segment.
+	KeyBytes = 44
 	// RowBytes is the size of one prefilter row (struct fd_row).
 	RowBytes = 32
 	// DefaultRingBytes is each CPU's ring buffer size when Config.RingBytes is 0.
@@ -538,7 +542,7 @@ func DecodeEvent(b []byte) (flow.Key, int64, error) {
 		return flow.Key{}, 0, fmt.Errorf("bpf: ring buffer record of %d bytes, want %d", len(b), EventSize)
 	}
 	var k flow.Key
-	if err := k.UnmarshalBinary(b[8:EventSize]); err != nil {
+	if err := k.UnmarshalBinary(b[8 : 8+flow.KeySize]); err != nil {
 		return flow.Key{}, 0, fmt.Errorf("bpf: ring buffer record: %w", err)
 	}
 	// struct fd_event: the time (native byte order), then the key.

@@ -40,6 +40,7 @@ enum fd_kind {
 #define FD_FLAG_V6 (1 << 0)
 #define FD_FLAG_PORTS (1 << 1)
 #define FD_FLAG_PREFIX (1 << 2) /* addresses are networks of prefix length bits */
+#define FD_FLAG_SEGMENT (1 << 3) /* seg holds a VNI */
 
 /*
  * Why a frame gave no key: the flow.Parse errors an Ethernet frame can
@@ -61,11 +62,13 @@ enum fd_err {
 };
 
 /*
- * A flow key in flow.Key's binary form (flow.Key.AppendBinary): 40 bytes,
+ * A flow key in flow.Key's binary form (flow.Key.AppendBinary): 44 bytes,
  * fields outside the kind zero, IPv4 addresses in the first 4 bytes of
  * src/dst, ports in network byte order; keys by network have the host bits
  * of their addresses zero, FD_FLAG_PREFIX set and their prefix length in
- * bits (zero in host keys).
+ * bits (zero in host keys); keys taken inside a VXLAN or Geneve tunnel
+ * (with decapsulation) have FD_FLAG_SEGMENT set and its 24-bit VNI in seg,
+ * big-endian; seg is zero in other keys.
  */
 struct fd_key {
 	__u8 src[16];
@@ -76,6 +79,7 @@ struct fd_key {
 	__u8 kind;
 	__u8 flags;
 	__u8 bits;
+	__be32 seg;
 };
 
 /* One record of a per-CPU ring buffer: a key the CPU's prefilter had not seen

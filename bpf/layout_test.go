@@ -10,7 +10,6 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/flowdedup/flowdedup/bpf"
-	"github.com/flowdedup/flowdedup/flow"
 )
 
 // member is a struct member as the Go side expects it: name, byte offset,
@@ -55,14 +54,14 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkStruct(t, spec, "fd_key", flow.KeySize, []member{
+	checkStruct(t, spec, "fd_key", bpf.KeyBytes, []member{
 		// flow.Key.AppendBinary's layout.
 		{"src", 0, 16}, {"dst", 16, 16}, {"sport", 32, 2}, {"dport", 34, 2},
-		{"proto", 36, 1}, {"kind", 37, 1}, {"flags", 38, 1}, {"bits", 39, 1},
+		{"proto", 36, 1}, {"kind", 37, 1}, {"flags", 38, 1}, {"bits", 39, 1}, {"seg", 40, 4},
 	})
 	checkStruct(t, spec, "fd_event", bpf.EventSize, []member{
 		// DecodeEvent: the time, then the key.
-		{"time_ns", 0, 8}, {"key", 8, flow.KeySize},
+		{"time_ns", 0, 8}, {"key", 8, bpf.KeyBytes},
 	})
 	checkStruct(t, spec, "fd_row", bpf.RowBytes, []member{{"epoch", 0, 4}, {"fp", 4, 28}})
 	checkStruct(t, spec, "fd_config", 8, []member{{"clock_offset_ns", 0, 8}})
@@ -83,6 +82,9 @@ func TestLayout(t *testing.T) {
 		{"total", 0, cs}, {"window", cs, 8}, {"start_ns", cs + 8, 8}, {"end_ns", cs + 16, 8},
 	})
 	checkStruct(t, spec, "fd_window", 8+cs, []member{{"window", 0, 8}, {"counts", 8, cs}})
+	if n := len(bpf.Reasons); n != bpf.NumErrs {
+		t.Errorf("%d Reasons, want NumErrs = %d", n, bpf.NumErrs)
+	}
 	if n := len(bpf.Errs); n != bpf.NumErrs {
 		t.Errorf("%d Errs, want NumErrs = %d", n, bpf.NumErrs)
 	}

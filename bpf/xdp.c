@@ -177,9 +177,9 @@ struct {
 
 #define LD16(p) (*(const __u16 *)(const void *)(p)) /* network byte order */
 
-_Static_assert(sizeof(struct fd_key) == 40, "struct fd_key is flow.Key's 40-byte binary form");
+_Static_assert(sizeof(struct fd_key) == 44, "struct fd_key is flow.Key's 44-byte binary form");
 _Static_assert(__builtin_offsetof(struct fd_event, key) % 8 == 0, "fd_mask and fd_hash read the key as words");
-_Static_assert(sizeof(struct fd_event) == 48, "struct fd_event is bpf.EventSize bytes");
+_Static_assert(sizeof(struct fd_event) == 56, "struct fd_event is bpf.EventSize bytes");
 _Static_assert(sizeof(struct fd_row) == 32, "struct fd_row is bpf.RowBytes bytes");
 _Static_assert((FD_WINDOW_SLOTS & (FD_WINDOW_SLOTS - 1)) == 0, "FD_WINDOW_SLOTS is a power of two");
 
@@ -446,9 +446,11 @@ ipv6:
 
 /* fd_tun.etype besides EtherTypes, only ever its initial value for
  * fd_link_d: an Ethernet header comes first, or an IP header told by its
- * version nibble (after MPLS, in GTP-U). */
+ * version nibble: after MPLS (another version is not IP), or as the
+ * payload of GTP-U or ERSPAN III (another version is a payload not read). */
 #define FD_ETYPE_ETH 0
 #define FD_ETYPE_GUESS 1
+#define FD_ETYPE_GUESS_TUN 2
 
 /* Results of the decapsulating parser besides FD_OK and enum fd_err. */
 #define FD_TUNNEL (-2) /* a tunnel: struct fd_tun says where its payload is */
@@ -500,7 +502,7 @@ __noinline int fd_link_d(struct xdp_md *ctx, struct fd_tun *t)
 	off = t->off;
 	lim = t->lim;
 	etype = t->etype;
-	if (etype == bpf_htons(FD_ETYPE_GUESS))
+	if (etype == bpf_htons(FD_ETYPE_GUESS) || etype == bpf_htons(FD_ETYPE_GUESS_TUN))
 		return FD_OK;
 	if (etype == bpf_htons(FD_ETYPE_ETH)) {
 		PULL(p, off, 14);
@@ -567,16 +569,19 @@ done:
  * fd_tunnel looks at the payload of protocol proto at off (the transport
  * of an IP header): FD_NONE when it is no tunnel fd_decap lists, an enum
  * fd_err when it is one whose header is bad, FD_TUNNEL when it is one,
- * with t set to its payload.
+ * with t set to its payload. proto_last is the protocol, and 0x100 when
+ * FD_MAX_TUNNELS tunnels were gone through: a tunnel listed is then FD_ERR_TUNNEL_TOO_DEEP, told by its
+ * protocol and port alone, before its header is read (as flow does).
  */
-__noinline int fd_tunnel(struct xdp_md *ctx, struct fd_tun *t, __u64 off, __u64 lim, __u32 proto)
+__noinline int fd_tunnel(struct xdp_md *ctx, struct fd_tun *t, __u64 off, __u64 lim, __u32 proto_last)
 {
+	__u32 proto = proto_last & 0xff, last = proto_last >> 8;
 	const void *data = (const void *)(long)ctx->data;
 	const void *data_end = (const void *)(long)ctx->data_end;
-	__u8 decap = fd_decap, nt;
+	__u8 decap = fd_decap, nt, ft;
 	const __u8 *p;
 	__u64 hlen = 0, o, len;
-	__u16 flags, gp, dport, want;
+	__u16 flags, gp, sport, dport, gtp = fd_gtpu_port;
 	int i;
 
 	if (!t)
@@ -587,46 +592,55 @@ __noinline int fd_tunnel(struct xdp_md *ctx, struct fd_tun *t, __u64 off, __u64 
 		/* IP in IP (RFC 2003, 4213, 2473): the header follows. */
 		if (!(decap & FD_DECAP_IPIP))
 			return FD_NONE;
+		if (last)
+			return FD_ERR_TUNNEL_TOO_DEEP;
 		t->etype = proto == PROTO_IPIP ? bpf_htons(ETYPE_IPV4) : bpf_htons(ETYPE_IPV6);
 		goto inner;
 	case PROTO_GRE:
-		break;
+		if (!(decap & (FD_DECAP_GRE | FD_DECAP_ERSPAN)))
+			return FD_NONE;
+		if (last)
+			return FD_ERR_TUNNEL_TOO_DEEP;
+		goto gre;
 	case PROTO_UDP:
 		if (!(decap & (FD_DECAP_VXLAN | FD_DECAP_GENEVE | FD_DECAP_GTPU)))
 			return FD_NONE;
-		PULL_OR(p, off, 4, return FD_NONE); /* no destination port: no tunnel seen */
+		PULL_OR(p, off, 4, return FD_NONE); /* no ports: no tunnel seen */
+		sport = LD16(p);
 		dport = LD16(p + 2);
-		if (dport == 0)
+		if ((decap & FD_DECAP_VXLAN) && dport != 0 && (dport == fd_vxlan_ports[0] || dport == fd_vxlan_ports[1]))
+			i = FD_DECAP_VXLAN;
+		else if ((decap & FD_DECAP_GENEVE) && dport != 0 && dport == fd_geneve_port)
+			i = FD_DECAP_GENEVE;
+		else if ((decap & FD_DECAP_GTPU) && gtp != 0 && (dport == gtp || sport == gtp))
+			i = FD_DECAP_GTPU;
+		else
 			return FD_NONE;
-		if ((decap & FD_DECAP_VXLAN) && (dport == fd_vxlan_ports[0] || dport == fd_vxlan_ports[1]))
+		if (last)
+			return FD_ERR_TUNNEL_TOO_DEEP;
+		/* The UDP header, then the tunnel's. */
+		off += 8;
+		if (i == FD_DECAP_VXLAN)
 			goto vxlan;
-		if ((decap & FD_DECAP_GENEVE) && dport == fd_geneve_port)
+		if (i == FD_DECAP_GENEVE)
 			goto geneve;
-		if ((decap & FD_DECAP_GTPU) && dport == fd_gtpu_port)
-			goto gtpu;
-		return FD_NONE;
-	default:
-		return FD_NONE;
+		goto gtpu;
 	}
+	return FD_NONE;
 
+gre:
 	/*
 	 * GRE (RFC 2784, 2890): flags and version, protocol, then the
 	 * checksum and reserved word (C), key (K) and sequence number (S),
-	 * each present when its bit is. Version 1 (PPTP's enhanced GRE) is
-	 * not decapsulated; the routing bit (RFC 1701) is a bad header.
+	 * each present when its bit is. Any version but 0 (1 is PPTP's
+	 * enhanced GRE) is a payload not read; the routing bit (RFC 1701) a
+	 * bad header. A protocol of a kind not listed ends the walk.
 	 */
-	if (!(decap & (FD_DECAP_GRE | FD_DECAP_ERSPAN)))
-		return FD_NONE;
-	/* Every GRE packet is a tunnel listed when GRE is; with ERSPAN
-	 * only, one whose protocol cannot be read is not known to be. */
-	PULL_OR(p, off, 4, return (decap & FD_DECAP_GRE) ? FD_ERR_TUNNEL_TRUNCATED : FD_NONE);
+	TPULL(p, off, 4);
 	flags = LD16(p);
 	gp = LD16(p + 2);
-	want = (gp == bpf_htons(ETYPE_ERSPAN2) || gp == bpf_htons(ETYPE_ERSPAN3)) ? FD_DECAP_ERSPAN : FD_DECAP_GRE;
-	if (!(decap & want))
-		return FD_NONE;
 	if (flags & bpf_htons(0x0007))
-		return FD_NONE;
+		return FD_ERR_TUNNEL_UNKNOWN;
 	if (flags & bpf_htons(0x4000))
 		return FD_ERR_TUNNEL_BAD_HEADER;
 	hlen = 4;
@@ -636,18 +650,27 @@ __noinline int fd_tunnel(struct xdp_md *ctx, struct fd_tun *t, __u64 off, __u64 
 		hlen += 4;
 	if (flags & bpf_htons(0x1000))
 		hlen += 4;
+	if (!HAVE(off, hlen))
+		return FD_ERR_TUNNEL_TRUNCATED;
 	switch (gp) {
 	case bpf_htons(ETYPE_IPV4):
 	case bpf_htons(ETYPE_IPV6):
 	case bpf_htons(ETYPE_MPLS_UC):
+		if (!(decap & FD_DECAP_GRE))
+			return FD_NONE;
 		t->etype = gp;
 		goto inner;
 	case bpf_htons(ETYPE_TEB):
+		if (!(decap & FD_DECAP_GRE))
+			return FD_NONE;
 		t->etype = bpf_htons(FD_ETYPE_ETH);
 		goto inner;
 	case bpf_htons(ETYPE_ERSPAN2):
+		if (!(decap & FD_DECAP_ERSPAN))
+			return FD_NONE;
 		/* Type II has the sequence number and an 8-byte header of
-		 * version 1; type I neither: the mirrored frame follows. */
+		 * version 1; type I neither: the mirrored frame follows (as
+		 * Wireshark reads it). */
 		if (flags & bpf_htons(0x1000)) {
 			o = off + hlen;
 			TPULL(p, o, 8);
@@ -658,17 +681,25 @@ __noinline int fd_tunnel(struct xdp_md *ctx, struct fd_tun *t, __u64 off, __u64 
 		t->etype = bpf_htons(FD_ETYPE_ETH);
 		goto inner;
 	case bpf_htons(ETYPE_ERSPAN3):
-		/* A 12-byte header of version 2, then the 8-byte platform
+		if (!(decap & FD_DECAP_ERSPAN))
+			return FD_NONE;
+		/* A 12-byte header of version 2, and the 8-byte platform
 		 * specific subheader when its O bit (the last) is set; frame
-		 * type 0 is Ethernet. */
+		 * type 0 is Ethernet, 2 IP. */
 		o = off + hlen;
 		TPULL(p, o, 12);
 		if (p[0] >> 4 != 2)
 			return FD_ERR_TUNNEL_BAD_HEADER;
-		if ((p[10] >> 2) & 0x1f)
-			return FD_ERR_TUNNEL_UNKNOWN;
+		ft = (p[10] >> 2) & 0x1f;
 		hlen += (p[11] & 1) ? 20 : 12;
-		t->etype = bpf_htons(FD_ETYPE_ETH);
+		if (!HAVE(off, hlen))
+			return FD_ERR_TUNNEL_TRUNCATED;
+		if (ft == 0)
+			t->etype = bpf_htons(FD_ETYPE_ETH);
+		else if (ft == 2)
+			t->etype = bpf_htons(FD_ETYPE_GUESS_TUN);
+		else
+			return FD_ERR_TUNNEL_UNKNOWN;
 		goto inner;
 	}
 	return FD_ERR_TUNNEL_UNKNOWN;
@@ -676,7 +707,6 @@ __noinline int fd_tunnel(struct xdp_md *ctx, struct fd_tun *t, __u64 off, __u64 
 vxlan:
 	/* VXLAN (RFC 7348): flags (I, 0x08, says the VNI is valid),
 	 * reserved, VNI, reserved; Ethernet follows. */
-	off += 8;
 	TPULL(p, off, 8);
 	if (!(p[0] & 0x08))
 		return FD_ERR_TUNNEL_BAD_HEADER;
@@ -688,7 +718,6 @@ vxlan:
 geneve:
 	/* Geneve (RFC 8926): version (0) and options length in 4-byte
 	 * words, flags, protocol, VNI, reserved, then the options. */
-	off += 8;
 	TPULL(p, off, 8);
 	if (p[0] >> 6)
 		return FD_ERR_TUNNEL_BAD_HEADER;
@@ -710,9 +739,9 @@ gtpu:
 	 * S, PN; message type; length; TEID; with any of E, S, PN the
 	 * sequence number, N-PDU number and next extension header type;
 	 * with E the chain of extension headers, each its length in 4-byte
-	 * units first and the next type last. A T-PDU (0xff) carries an IP
-	 * packet; other messages (echo, error indication) carry none. */
-	off += 8;
+	 * units first and the next type last, at most FD_MAX_GTP_EXT. A
+	 * T-PDU (0xff) carries an IP packet; other messages (echo, error
+	 * indication) carry none. */
 	TPULL(p, off, 8);
 	if (p[0] >> 5 != 1 || !(p[0] & 0x10))
 		return FD_ERR_TUNNEL_BAD_HEADER;
@@ -742,10 +771,10 @@ gtpu:
 				hlen += len;
 			}
 			if (nt != 0)
-				return FD_ERR_TUNNEL_BAD_HEADER; /* a chain that does not end */
+				return FD_ERR_TOO_MANY_HEADERS; /* a chain that does not end */
 		}
 	}
-	t->etype = bpf_htons(FD_ETYPE_GUESS);
+	t->etype = bpf_htons(FD_ETYPE_GUESS_TUN);
 
 inner:
 	if (off > FD_MAX_OFF || !HAVE(off, hlen))
@@ -761,7 +790,7 @@ inner:
  * overwritten) and returns FD_OK, or returns FD_TUNNEL with t set by
  * fd_tunnel, or an enum fd_err.
  */
-__noinline int fd_ip_d(struct xdp_md *ctx, struct fd_tun *t, struct fd_event *ev)
+__noinline int fd_ip_d(struct xdp_md *ctx, struct fd_tun *t, struct fd_event *ev, __u32 last)
 {
 	const void *data = (const void *)(long)ctx->data;
 	const void *data_end = (const void *)(long)ctx->data_end;
@@ -770,7 +799,7 @@ __noinline int fd_ip_d(struct xdp_md *ctx, struct fd_tun *t, struct fd_event *ev
 	const __u8 *p;
 	__u64 off, lim, hlen, total, plen;
 	__u32 ver = 0;
-	int v6, walked, err, r;
+	int v6, walked, err, r, ah = 0;
 
 	if (!t || !ev)
 		return FD_ERR_BAD_HEADER; /* not reached: the verifier wants the check */
@@ -785,7 +814,7 @@ __noinline int fd_ip_d(struct xdp_md *ctx, struct fd_tun *t, struct fd_event *ev
 	if (ver == 0) {
 		ver = p[0] >> 4;
 		if (ver != 4 && ver != 6)
-			return FD_ERR_NOT_IP;
+			return t->etype == bpf_htons(FD_ETYPE_GUESS_TUN) ? FD_ERR_TUNNEL_UNKNOWN : FD_ERR_NOT_IP;
 	}
 	if (p[0] >> 4 != ver)
 		return FD_ERR_BAD_HEADER;
@@ -836,9 +865,11 @@ ipv6:
 	v6 = 1;
 
 transport:
-	/* IPsec AH and IPv6 extension headers, as fd_transport walks them. */
+	/* IPsec AH and IPv6 extension headers, as fd_transport walks them;
+	 * no tunnel is looked for after an AH header. */
 	for (walked = 0; walked <= FD_MAX_IPV6_HEADERS; walked++) {
 		if (next == PROTO_AH) {
+			ah = 1;
 			PULL_OR(p, off, 2, goto cut);
 			hlen = ((__u64)p[1] + 2) * 4;
 			if (hlen < 12) {
@@ -876,9 +907,11 @@ failed:
 	return kind == FD_KIND_5TUPLE ? err : FD_OK;
 
 found:
-	r = fd_tunnel(ctx, t, off, lim, next);
-	if (r != FD_NONE)
-		return r;
+	if (!ah) {
+		r = fd_tunnel(ctx, t, off, lim, next | (last ? 0x100 : 0));
+		if (r != FD_NONE)
+			return r;
+	}
 	if (kind != FD_KIND_5TUPLE)
 		return FD_OK;
 	k->proto = next;
@@ -890,12 +923,11 @@ found:
 	return FD_OK;
 }
 
-/* fd_set_segment puts the VNI into the key (fd_segment). */
+/* fd_set_segment puts the VNI into the key (fd_segment): flow.Key's segment. */
 static __always_inline void fd_set_segment(struct fd_key *k, __u32 vni)
 {
-	/* TODO(layout): flow.Key's segment encoding. */
-	(void)k;
-	(void)vni;
+	k->flags |= FD_FLAG_SEGMENT;
+	k->seg = bpf_htonl(vni & 0xffffff);
 }
 
 /* The decapsulating parse: the levels, outermost first. */
@@ -909,7 +941,7 @@ static __always_inline int parse_decap(struct xdp_md *ctx, struct fd_event *ev)
 		r = fd_link_d(ctx, &t);
 		if (r != FD_OK)
 			return r;
-		r = fd_ip_d(ctx, &t, ev);
+		r = fd_ip_d(ctx, &t, ev, level == FD_MAX_TUNNELS);
 		if (r == FD_OK) {
 			if (fd_segment && (t.vni & FD_SEG_VALID))
 				fd_set_segment(&ev->key, t.vni);
@@ -918,8 +950,7 @@ static __always_inline int parse_decap(struct xdp_md *ctx, struct fd_event *ev)
 		if (r != FD_TUNNEL)
 			return r;
 	}
-	/* The IP header past the last tunnel is a tunnel again. */
-	return FD_ERR_TUNNEL_TOO_DEEP;
+	return FD_ERR_TUNNEL_TOO_DEEP; /* not reached: fd_tunnel says so at the last level */
 }
 
 /*
@@ -953,6 +984,7 @@ static __always_inline void fd_mask(struct fd_key *k)
 #define H_M2 0x165667B19E3779F9ULL
 #define H_M3 0x85EBCA77C2B2AE63ULL
 #define H_M4 0x27D4EB2F165667C5ULL
+#define H_M5 0xD6E8FEB86659FD93ULL
 #define H_F1 0xFF51AFD7ED558CCDULL
 #define H_F2 0xC4CEB9FE1A85EC53ULL
 
@@ -992,12 +1024,16 @@ static __always_inline __u64 fd_hash(const struct fd_key *key, __u64 seed)
 
 	h = fd_mix(w[0], seed, H_M0) + fd_mix(w[1], seed, H_M1) + fd_mix(w[2], seed, H_M2) +
 	    fd_mix(w[3], seed, H_M3) + fd_mix(w[4], seed, H_M4);
+	/* A key with a segment: the VNI too (a sixth word, the segment's 4
+	 * bytes zero-extended); keys without one hash as before. */
+	if (fd_segment && (key->flags & FD_FLAG_SEGMENT))
+		h += fd_mix(key->seg, seed, H_M5);
 	h ^= h >> 32;
 	h *= H_F2;
 	return h ^ (h >> 32);
 }
 
-_Static_assert(sizeof(struct fd_key) == 5 * sizeof(__u64), "fd_hash reads the key as five words");
+_Static_assert(__builtin_offsetof(struct fd_key, seg) == 5 * sizeof(__u64), "fd_hash reads the key as five words and the segment");
 
 /* COUNT(field): count the frame in the CPU's totals and its window's slot. */
 #define COUNT(field)                                                       \
