@@ -109,7 +109,7 @@ func BenchmarkXDPDecap(b *testing.B) {
 			b.Fatalf("no tunnel case %q", c.tcase)
 		}
 		benchmarkXDP(b, "hit/src/"+c.name, bpf.Config{Kind: flow.KeySrc, Seed: 1, RingBytes: 1 << 16,
-			Decap: bpf.Decap{Tunnels: bpf.TunnelAll}}, tc.frame, hit)
+			Decap: decapOf(flow.TunnelsAll, false)}, tc.frame, hit)
 	}
 	for _, c := range []struct {
 		name  string
@@ -121,6 +121,6 @@ func BenchmarkXDPDecap(b *testing.B) {
 		{"hit/src/ipv6-udp", flow.KeySrc, udp6(a6, b6, 1234, 53)},
 	} {
 		benchmarkXDP(b, c.name+"/untunnelled", bpf.Config{Kind: c.kind, Seed: 1, RingBytes: 1 << 16,
-			Decap: bpf.Decap{Tunnels: bpf.TunnelAll}}, c.frame, hit)
+			Decap: decapOf(flow.TunnelsAll, false)}, c.frame, hit)
 	}
 }

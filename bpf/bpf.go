@@ -67,67 +67,19 @@ type Config struct {
 	// such as in the middle of a window.
 	Now func() time.Time
 	// Decap makes the program key the innermost IP header reached
-	// through the tunnels it lists (see Decap). The zero Decap is off:
-	// the outermost header, today's program path.
-	Decap Decap
+	// through the tunnels it lists, on its ports, with the VNI of VXLAN
+	// and Geneve as the key's segment unless NoSegment: the key
+	// flow.Key.DecodeDecap gives, or its error class. The zero Decap
+	// (no tunnels) is today's program, the outermost header; the
+	// decapsulating parser is then dead code the verifier prunes.
+	Decap flow.Decap
 }
 
-// Tunnel kinds the program decapsulates (Decap.Tunnels, FD_DECAP_*).
-const (
-	TunnelGRE    = 1 << 0 // GRE carrying IPv4, IPv6, MPLS or Ethernet (0x6558)
-	TunnelERSPAN = 1 << 1 // ERSPAN type I, II (GRE 0x88BE) and III (0x22EB)
-	TunnelVXLAN  = 1 << 2 // VXLAN on Decap.VXLANPorts
-	TunnelGeneve = 1 << 3 // Geneve on Decap.GenevePort
-	TunnelGTPU   = 1 << 4 // GTP-U T-PDUs on Decap.GTPUPort
-	TunnelIPIP   = 1 << 5 // IPv4 and IPv6 in IPv4 or IPv6 (protocols 4, 41)
-	TunnelAll    = 1<<6 - 1
-)
-
-// Default UDP ports of the UDP tunnels.
-const (
-	DefaultVXLANPort      = 4789 // IANA's
-	DefaultVXLANLinuxPort = 8472 // Linux's vxlan driver's default
-	DefaultGenevePort     = 6081
-	DefaultGTPUPort       = 2152
-)
-
-// MaxTunnels is the most tunnels the program walks through; a frame with
-// one more is counted as ErrTunnelTooDeep.
-const MaxTunnels = 4
-
-// Decap configures decapsulation in the kernel.
-type Decap struct {
-	// Tunnels is the set of tunnel kinds looked into (Tunnel* bits); 0
-	// turns decapsulation off.
-	Tunnels uint8
-	// VXLANPorts are the UDP destination ports of VXLAN; zero ports are
-	// unused, and all zero means DefaultVXLANPort and
-	// DefaultVXLANLinuxPort.
-	VXLANPorts [2]uint16
-	// GenevePort and GTPUPort are the UDP destination ports of Geneve
-	// and GTP-U; 0 means the default.
-	GenevePort, GTPUPort uint16
-	// NoSegment leaves the VNI of VXLAN and Geneve out of the keys:
-	// addresses only.
-	NoSegment bool
-}
-
-// ports returns d's ports with the defaults applied, in network byte
-// order as the program compares them.
-func (d Decap) ports() (vxlan [2]uint16, geneve, gtpu uint16) {
-	vxlan = d.VXLANPorts
-	if vxlan == [2]uint16{} {
-		vxlan = [2]uint16{DefaultVXLANPort, DefaultVXLANLinuxPort}
-	}
-	geneve, gtpu = d.GenevePort, d.GTPUPort
-	if geneve == 0 {
-		geneve = DefaultGenevePort
-	}
-	if gtpu == 0 {
-		gtpu = DefaultGTPUPort
-	}
+// decapPorts returns d's ports in network byte order, as the program
+// compares them (0 matches nothing, as in flow).
+func decapPorts(d flow.Decap) (vxlan [2]uint16, geneve, gtpu uint16) {
 	be := func(p uint16) uint16 { return p<<8 | p>>8 } // the object is bpfel
-	return [2]uint16{be(vxlan[0]), be(vxlan[1])}, be(geneve), be(gtpu)
+	return [2]uint16{be(d.VXLANPorts[0]), be(d.VXLANPorts[1])}, be(d.GenevePort), be(d.GTPUPort)
 }
 
 // Counters are one CPU's counters (struct fd_counters), cumulative since
@@ -155,23 +107,13 @@ type WindowCounters struct {
 // NumErrs is the number of error classes the program counts (FD_NUM_ERRS).
 const NumErrs = 9
 
-// Errors of the decapsulating program (Config.Decap), by the reason labels
-// of flow.Reason's tunnel errors.
-var (
-	ErrTunnelTruncated = errors.New("bpf: tunnel header truncated")
-	ErrTunnelUnknown   = errors.New("bpf: tunnel of an unknown protocol")
-	ErrTunnelNotData   = errors.New("bpf: tunnel message carries no data packet")
-	ErrTunnelTooDeep   = errors.New("bpf: too many nested tunnels")
-	ErrTunnelBadHeader = errors.New("bpf: malformed tunnel header")
-)
-
 // Errs maps the error indexes of Counters.Errors (enum fd_err) to flow's
 // sentinel errors. The last five come only with decapsulation.
 var Errs = [NumErrs]error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrTooManyHeaders,
-	ErrTunnelTruncated, ErrTunnelUnknown, ErrTunnelNotData, ErrTunnelTooDeep, ErrTunnelBadHeader}
+	flow.ErrTunnelTruncated, flow.ErrTunnelUnknown, flow.ErrTunnelNotData, flow.ErrTunnelTooDeep, flow.ErrTunnelBadHeader}
 
-// Reasons are the labels of Errs, as flow.Reason names them: the reason
-// each error index is counted under.
+// Reasons are the labels of Errs (flow.Reason): the reason each error
+// index is counted under.
 var Reasons = [NumErrs]string{"truncated", "not_ip", "bad_header", "too_many_headers",
 	"tunnel_truncated", "tunnel_unknown", "tunnel_not_data", "tunnel_too_deep", "tunnel_bad_header"}
 
@@ -202,7 +144,7 @@ type Objects struct {
 // settings are a Config checked, with its defaults applied.
 type settings struct {
 	kind      flow.KeyKind
-	decap     Decap
+	decap     flow.Decap
 	prefix    flow.Mask
 	seed      uint64
 	windowNs  uint64
@@ -215,8 +157,8 @@ func (cfg Config) check() (settings, error) {
 	if !cfg.Kind.IsValid() {
 		return s, fmt.Errorf("bpf: invalid key kind %d", uint8(cfg.Kind))
 	}
-	if cfg.Decap.Tunnels&^TunnelAll != 0 {
-		return s, fmt.Errorf("bpf: unknown tunnel kinds %#x", cfg.Decap.Tunnels&^TunnelAll)
+	if cfg.Decap.Tunnels&^flow.TunnelsAll != 0 {
+		return s, fmt.Errorf("bpf: unknown tunnel kinds %#x", uint8(cfg.Decap.Tunnels&^flow.TunnelsAll))
 	}
 	if cfg.Window < 0 {
 		return s, fmt.Errorf("bpf: negative window %v", cfg.Window)
@@ -272,8 +214,8 @@ func Load(cfg Config) (*Objects, error) {
 		xdpVarFdPrefilterRows: s.rows,
 	}
 	if s.decap.Tunnels != 0 {
-		vxlan, geneve, gtpu := s.decap.ports()
-		vars[xdpVarFdDecap] = s.decap.Tunnels
+		vxlan, geneve, gtpu := decapPorts(s.decap)
+		vars[xdpVarFdDecap] = uint8(s.decap.Tunnels)
 		vars[xdpVarFdVxlanPorts] = vxlan
 		vars[xdpVarFdGenevePort] = geneve
 		vars[xdpVarFdGtpuPort] = gtpu

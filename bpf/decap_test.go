@@ -185,7 +185,7 @@ func udpOver(dport uint16, payload []byte) []byte {
 type tunnelCase struct {
 	name    string
 	frame   []byte
-	outer   uint8 // the outermost tunnel's kind (bpf.Tunnel*), 0 when none
+	outer   flow.Tunnels // the outermost tunnel's kind, 0 when none
 	want    *innerKey
 	err     int  // with want nil and !asOuter
 	asOuter bool // flow.Parse's key of the outer header
@@ -195,13 +195,13 @@ type tunnelCase struct {
 	eitherGRE bool
 }
 
-func keyed(name string, outer uint8, w innerKey, frame []byte) tunnelCase {
+func keyed(name string, outer flow.Tunnels, w innerKey, frame []byte) tunnelCase {
 	return tunnelCase{name: name, frame: frame, outer: outer, want: &w}
 }
-func failed(name string, outer uint8, err int, frame []byte) tunnelCase {
+func failed(name string, outer flow.Tunnels, err int, frame []byte) tunnelCase {
 	return tunnelCase{name: name, frame: frame, outer: outer, err: err}
 }
-func asOuter(name string, outer uint8, frame []byte) tunnelCase {
+func asOuter(name string, outer flow.Tunnels, frame []byte) tunnelCase {
 	return tunnelCase{name: name, frame: frame, outer: outer, asOuter: true}
 }
 
@@ -249,100 +249,100 @@ func tunnelCases() []tunnelCase {
 
 	return []tunnelCase{
 		// GRE
-		keyed("gre ipv4 in ipv4", bpf.TunnelGRE, want4, over4(pGRE, greIP(inner4()))),
-		keyed("gre ipv6 in ipv6", bpf.TunnelGRE, want6, over6(pGRE, cat(gre(0, etIPv6), inner6()))),
-		keyed("gre ipv6 in ipv4 with checksum, key, sequence", bpf.TunnelGRE, want6, over4(pGRE, cat(gre(greC|greK|greS, etIPv6, 0xbeef0000, 77, 5), inner6()))),
-		keyed("gre with key only", bpf.TunnelGRE, want4, over4(pGRE, cat(gre(greK, etIPv4, 77), inner4()))),
-		keyed("gre mpls", bpf.TunnelGRE, want4, over4(pGRE, cat(gre(0, etMPLS), mpls(16, false), mpls(17, true), inner4()))),
-		keyed("gre transparent ethernet bridging", bpf.TunnelGRE, want4, over4(pGRE, cat(gre(0, etTEB), e4()))),
-		keyed("gre teb with vlan and qinq", bpf.TunnelGRE, want6, over4(pGRE, cat(gre(0, etTEB), eth(etQinQ), vlan(3, etVLAN), vlan(4, etIPv6), inner6()))),
-		keyed("gre teb with pppoe", bpf.TunnelGRE, want4, over4(pGRE, cat(gre(0, etTEB), eth(etPPPoE), pppoe(2+40, 0x0021), inner4()))),
-		eitherGRE(failed("gre routing bit", bpf.TunnelGRE, eTunBadHeader, over4(pGRE, cat(gre(greR, etIPv4, 0), inner4())))),
-		eitherGRE(failed("gre unknown protocol", bpf.TunnelGRE, eTunUnknown, over4(pGRE, cat(gre(0, 0x1234), inner4())))),
-		eitherGRE(failed("gre version 1 (pptp)", bpf.TunnelGRE, eTunUnknown, over4(pGRE, cat(gre(greK|1, 0x880b, 0x00040001), make([]byte, 4))))),
-		eitherGRE(failed("gre header cut", bpf.TunnelGRE, eTunTruncated, over4(pGRE, gre(0, etIPv4)[:3]))),
-		eitherGRE(failed("gre optional fields cut", bpf.TunnelGRE, eTunTruncated, over4(pGRE, gre(greC|greK|greS, etIPv4, 0, 0, 0)[:14]))),
-		eitherGRE(failed("gre optional fields cut, unknown protocol", bpf.TunnelGRE, eTunTruncated, over4(pGRE, gre(greK|greS, 0x1234, 0, 0)[:10]))),
-		failed("gre inner ipv4 cut", bpf.TunnelGRE, eTruncated, over4(pGRE, greIP(inner4()[:12]))),
-		failed("gre inner not ip (arp over teb)", bpf.TunnelGRE, eNotIP, over4(pGRE, cat(gre(0, etTEB), eth(etARP), make([]byte, 28)))),
-		failed("gre inner version mismatch", bpf.TunnelGRE, eBadHeader, over4(pGRE, cat(gre(0, etIPv6), inner4()))),
-		keyed("vlan and mpls around gre", bpf.TunnelGRE, want4, cat(eth(etVLAN), vlan(9, etMPLS), mpls(30, true), ip4(pGRE, a4, b4, 4+len(inner4())), greIP(inner4()))),
+		keyed("gre ipv4 in ipv4", flow.TunnelGRE, want4, over4(pGRE, greIP(inner4()))),
+		keyed("gre ipv6 in ipv6", flow.TunnelGRE, want6, over6(pGRE, cat(gre(0, etIPv6), inner6()))),
+		keyed("gre ipv6 in ipv4 with checksum, key, sequence", flow.TunnelGRE, want6, over4(pGRE, cat(gre(greC|greK|greS, etIPv6, 0xbeef0000, 77, 5), inner6()))),
+		keyed("gre with key only", flow.TunnelGRE, want4, over4(pGRE, cat(gre(greK, etIPv4, 77), inner4()))),
+		keyed("gre mpls", flow.TunnelGRE, want4, over4(pGRE, cat(gre(0, etMPLS), mpls(16, false), mpls(17, true), inner4()))),
+		keyed("gre transparent ethernet bridging", flow.TunnelGRE, want4, over4(pGRE, cat(gre(0, etTEB), e4()))),
+		keyed("gre teb with vlan and qinq", flow.TunnelGRE, want6, over4(pGRE, cat(gre(0, etTEB), eth(etQinQ), vlan(3, etVLAN), vlan(4, etIPv6), inner6()))),
+		keyed("gre teb with pppoe", flow.TunnelGRE, want4, over4(pGRE, cat(gre(0, etTEB), eth(etPPPoE), pppoe(2+40, 0x0021), inner4()))),
+		eitherGRE(failed("gre routing bit", flow.TunnelGRE, eTunBadHeader, over4(pGRE, cat(gre(greR, etIPv4, 0), inner4())))),
+		eitherGRE(failed("gre unknown protocol", flow.TunnelGRE, eTunUnknown, over4(pGRE, cat(gre(0, 0x1234), inner4())))),
+		eitherGRE(failed("gre version 1 (pptp)", flow.TunnelGRE, eTunUnknown, over4(pGRE, cat(gre(greK|1, 0x880b, 0x00040001), make([]byte, 4))))),
+		eitherGRE(failed("gre header cut", flow.TunnelGRE, eTunTruncated, over4(pGRE, gre(0, etIPv4)[:3]))),
+		eitherGRE(failed("gre optional fields cut", flow.TunnelGRE, eTunTruncated, over4(pGRE, gre(greC|greK|greS, etIPv4, 0, 0, 0)[:14]))),
+		eitherGRE(failed("gre optional fields cut, unknown protocol", flow.TunnelGRE, eTunTruncated, over4(pGRE, gre(greK|greS, 0x1234, 0, 0)[:10]))),
+		failed("gre inner ipv4 cut", flow.TunnelGRE, eTruncated, over4(pGRE, greIP(inner4()[:12]))),
+		failed("gre inner not ip (arp over teb)", flow.TunnelGRE, eNotIP, over4(pGRE, cat(gre(0, etTEB), eth(etARP), make([]byte, 28)))),
+		failed("gre inner version mismatch", flow.TunnelGRE, eBadHeader, over4(pGRE, cat(gre(0, etIPv6), inner4()))),
+		keyed("vlan and mpls around gre", flow.TunnelGRE, want4, cat(eth(etVLAN), vlan(9, etMPLS), mpls(30, true), ip4(pGRE, a4, b4, 4+len(inner4())), greIP(inner4()))),
 		asOuter("icmp error quoting gre", 0, icmpErr),
 
 		// ERSPAN
-		keyed("erspan type ii", bpf.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 100), e4()))),
-		keyed("erspan type i", bpf.TunnelERSPAN, want6, over4(pGRE, cat(gre(0, etERSPAN2), e6()))),
-		keyed("erspan type iii", bpf.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 0, false), e4()))),
-		keyed("erspan type iii with platform subheader", bpf.TunnelERSPAN, want6, over6(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 0, true), e6()))),
-		keyed("erspan type ii of a vlan-tagged frame", bpf.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 100), eth(etVLAN), vlan(5, etIPv4), inner4()))),
-		failed("erspan type ii version 2", bpf.TunnelERSPAN, eTunBadHeader, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(2, 100), e4()))),
-		failed("erspan type iii version 1", bpf.TunnelERSPAN, eTunBadHeader, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(1, 0, false), e4()))),
-		keyed("erspan type iii frame type ip", bpf.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 2, false), inner4()))),
-		failed("erspan type iii frame type ip, not ip", bpf.TunnelERSPAN, eTunUnknown, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 2, false), make([]byte, 20)))),
-		failed("erspan type iii frame type 5", bpf.TunnelERSPAN, eTunUnknown, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 5, false), e4()))),
-		failed("erspan type ii header cut", bpf.TunnelERSPAN, eTunTruncated, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 100)[:5]))),
-		failed("erspan type iii subheader cut", bpf.TunnelERSPAN, eTunTruncated, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 0, true)[:16]))),
+		keyed("erspan type ii", flow.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 100), e4()))),
+		keyed("erspan type i", flow.TunnelERSPAN, want6, over4(pGRE, cat(gre(0, etERSPAN2), e6()))),
+		keyed("erspan type iii", flow.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 0, false), e4()))),
+		keyed("erspan type iii with platform subheader", flow.TunnelERSPAN, want6, over6(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 0, true), e6()))),
+		keyed("erspan type ii of a vlan-tagged frame", flow.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 100), eth(etVLAN), vlan(5, etIPv4), inner4()))),
+		failed("erspan type ii version 2", flow.TunnelERSPAN, eTunBadHeader, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(2, 100), e4()))),
+		failed("erspan type iii version 1", flow.TunnelERSPAN, eTunBadHeader, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(1, 0, false), e4()))),
+		keyed("erspan type iii frame type ip", flow.TunnelERSPAN, want4, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 2, false), inner4()))),
+		failed("erspan type iii frame type ip, not ip", flow.TunnelERSPAN, eTunUnknown, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 2, false), make([]byte, 20)))),
+		failed("erspan type iii frame type 5", flow.TunnelERSPAN, eTunUnknown, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 5, false), e4()))),
+		failed("erspan type ii header cut", flow.TunnelERSPAN, eTunTruncated, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 100)[:5]))),
+		failed("erspan type iii subheader cut", flow.TunnelERSPAN, eTunTruncated, over4(pGRE, cat(gre(greS, etERSPAN3, 1), erspan3(2, 0, true)[:16]))),
 
 		// VXLAN
-		keyed("vxlan 4789", bpf.TunnelVXLAN, want4, over4(pUDP, vx(e4()))),
-		keyed("vxlan 8472 in ipv6", bpf.TunnelVXLAN, want6, over6(pUDP, udpOver(8472, cat(vxlan(0x08, 0xabcdef), e6())))),
-		keyed("vxlan with vlan inside", bpf.TunnelVXLAN, want4, over4(pUDP, vx(cat(eth(etVLAN), vlan(5, etIPv4), inner4())))),
-		failed("vxlan i flag clear", bpf.TunnelVXLAN, eTunBadHeader, over4(pUDP, udpOver(4789, cat(vxlan(0x00, 100), e4())))),
-		failed("vxlan header cut", bpf.TunnelVXLAN, eTunTruncated, over4(pUDP, udpOver(4789, vxlan(0x08, 100)[:6]))),
-		failed("vxlan udp header cut", bpf.TunnelVXLAN, eTunTruncated, over4(pUDP, udpOver(4789, nil)[:6])),
+		keyed("vxlan 4789", flow.TunnelVXLAN, want4, over4(pUDP, vx(e4()))),
+		keyed("vxlan 8472 in ipv6", flow.TunnelVXLAN, want6, over6(pUDP, udpOver(8472, cat(vxlan(0x08, 0xabcdef), e6())))),
+		keyed("vxlan with vlan inside", flow.TunnelVXLAN, want4, over4(pUDP, vx(cat(eth(etVLAN), vlan(5, etIPv4), inner4())))),
+		failed("vxlan i flag clear", flow.TunnelVXLAN, eTunBadHeader, over4(pUDP, udpOver(4789, cat(vxlan(0x00, 100), e4())))),
+		failed("vxlan header cut", flow.TunnelVXLAN, eTunTruncated, over4(pUDP, udpOver(4789, vxlan(0x08, 100)[:6]))),
+		failed("vxlan udp header cut", flow.TunnelVXLAN, eTunTruncated, over4(pUDP, udpOver(4789, nil)[:6])),
 		asOuter("udp to another port", 0, over4(pUDP, udpOver(4790, cat(vxlan(0x08, 100), e4())))),
 
 		// Geneve
-		keyed("geneve ethernet", bpf.TunnelGeneve, want4, over4(pUDP, udpOver(6081, cat(geneve(0, 0, etTEB, 5, nil), e4())))),
-		keyed("geneve ipv6 with options", bpf.TunnelGeneve, want6, over4(pUDP, udpOver(6081, cat(geneve(0, 3, etIPv6, 5, make([]byte, 12)), inner6())))),
-		keyed("geneve ipv4 in ipv6", bpf.TunnelGeneve, want4, over6(pUDP, udpOver(6081, cat(geneve(0, 0, etIPv4, 5, nil), inner4())))),
-		failed("geneve options past the packet", bpf.TunnelGeneve, eTunTruncated, over4(pUDP, udpOver(6081, geneve(0, 63, etIPv4, 5, make([]byte, 20))))),
-		failed("geneve version 1", bpf.TunnelGeneve, eTunBadHeader, over4(pUDP, udpOver(6081, cat(geneve(1, 0, etIPv4, 5, nil), inner4())))),
-		failed("geneve unknown protocol", bpf.TunnelGeneve, eTunUnknown, over4(pUDP, udpOver(6081, cat(geneve(0, 0, 0x8847, 5, nil), mpls(1, true), inner4())))),
+		keyed("geneve ethernet", flow.TunnelGeneve, want4, over4(pUDP, udpOver(6081, cat(geneve(0, 0, etTEB, 5, nil), e4())))),
+		keyed("geneve ipv6 with options", flow.TunnelGeneve, want6, over4(pUDP, udpOver(6081, cat(geneve(0, 3, etIPv6, 5, make([]byte, 12)), inner6())))),
+		keyed("geneve ipv4 in ipv6", flow.TunnelGeneve, want4, over6(pUDP, udpOver(6081, cat(geneve(0, 0, etIPv4, 5, nil), inner4())))),
+		failed("geneve options past the packet", flow.TunnelGeneve, eTunTruncated, over4(pUDP, udpOver(6081, geneve(0, 63, etIPv4, 5, make([]byte, 20))))),
+		failed("geneve version 1", flow.TunnelGeneve, eTunBadHeader, over4(pUDP, udpOver(6081, cat(geneve(1, 0, etIPv4, 5, nil), inner4())))),
+		failed("geneve unknown protocol", flow.TunnelGeneve, eTunUnknown, over4(pUDP, udpOver(6081, cat(geneve(0, 0, 0x8847, 5, nil), mpls(1, true), inner4())))),
 
 		// GTP-U
-		keyed("gtp-u t-pdu", bpf.TunnelGTPU, want4, over4(pUDP, gtp(inner4()))),
-		keyed("gtp-u t-pdu ipv6 with sequence number", bpf.TunnelGTPU, want6, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpS, 0xff, cat(gtpOpt(0), inner6()))))),
-		keyed("gtp-u t-pdu with n-pdu number", bpf.TunnelGTPU, want4, over6(pUDP, udpOver(2152, gtpu(gtpV1|gtpPN, 0xff, cat(gtpOpt(0x85), inner4()))))),
-		keyed("gtp-u t-pdu with 2 extension headers", bpf.TunnelGTPU, want4, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpChain(2, 0), inner4()))))),
-		keyed("gtp-u t-pdu with 8 extension headers", bpf.TunnelGTPU, want6, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpChain(8, 0), inner6()))))),
-		failed("gtp-u extension chain that does not end", bpf.TunnelGTPU, eTooMany, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpChain(9, 0), inner4()))))),
-		failed("gtp-u extension header of length 0", bpf.TunnelGTPU, eTunBadHeader, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpOpt(0x85), []byte{0, 0, 0, 0}, inner4()))))),
-		failed("gtp-u extension header past the packet", bpf.TunnelGTPU, eTunTruncated, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpOpt(0x85), []byte{200, 0, 0, 0}))))),
-		failed("gtp-u echo request", bpf.TunnelGTPU, eTunNotData, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpS, 1, gtpOpt(0))))),
-		failed("gtp-u error indication", bpf.TunnelGTPU, eTunNotData, over4(pUDP, udpOver(2152, gtpu(gtpV1, 26, make([]byte, 8))))),
-		keyed("gtp-u t-pdu from port 2152", bpf.TunnelGTPU, want4, over4(pUDP, cat(func() []byte {
+		keyed("gtp-u t-pdu", flow.TunnelGTPU, want4, over4(pUDP, gtp(inner4()))),
+		keyed("gtp-u t-pdu ipv6 with sequence number", flow.TunnelGTPU, want6, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpS, 0xff, cat(gtpOpt(0), inner6()))))),
+		keyed("gtp-u t-pdu with n-pdu number", flow.TunnelGTPU, want4, over6(pUDP, udpOver(2152, gtpu(gtpV1|gtpPN, 0xff, cat(gtpOpt(0x85), inner4()))))),
+		keyed("gtp-u t-pdu with 2 extension headers", flow.TunnelGTPU, want4, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpChain(2, 0), inner4()))))),
+		keyed("gtp-u t-pdu with 8 extension headers", flow.TunnelGTPU, want6, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpChain(8, 0), inner6()))))),
+		failed("gtp-u extension chain that does not end", flow.TunnelGTPU, eTooMany, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpChain(9, 0), inner4()))))),
+		failed("gtp-u extension header of length 0", flow.TunnelGTPU, eTunBadHeader, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpOpt(0x85), []byte{0, 0, 0, 0}, inner4()))))),
+		failed("gtp-u extension header past the packet", flow.TunnelGTPU, eTunTruncated, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpE, 0xff, cat(gtpOpt(0x85), []byte{200, 0, 0, 0}))))),
+		failed("gtp-u echo request", flow.TunnelGTPU, eTunNotData, over4(pUDP, udpOver(2152, gtpu(gtpV1|gtpS, 1, gtpOpt(0))))),
+		failed("gtp-u error indication", flow.TunnelGTPU, eTunNotData, over4(pUDP, udpOver(2152, gtpu(gtpV1, 26, make([]byte, 8))))),
+		keyed("gtp-u t-pdu from port 2152", flow.TunnelGTPU, want4, over4(pUDP, cat(func() []byte {
 			u := udp(2152, 33333, 0)
 			binary.BigEndian.PutUint16(u[4:], uint16(8+8+len(inner4())))
 			return u
 		}(), gtpu(gtpV1, 0xff, inner4())))),
-		failed("gtp version 2", bpf.TunnelGTPU, eTunBadHeader, over4(pUDP, udpOver(2152, gtpu(0x50, 0xff, inner4())))),
-		failed("gtp' (pt 0)", bpf.TunnelGTPU, eTunBadHeader, over4(pUDP, udpOver(2152, gtpu(0x20, 0xff, inner4())))),
-		failed("gtp-u header cut", bpf.TunnelGTPU, eTunTruncated, over4(pUDP, udpOver(2152, gtpu(gtpV1, 0xff, nil)[:5]))),
-		failed("gtp-u t-pdu not ip", bpf.TunnelGTPU, eTunUnknown, over4(pUDP, gtp(make([]byte, 20)))),
+		failed("gtp version 2", flow.TunnelGTPU, eTunBadHeader, over4(pUDP, udpOver(2152, gtpu(0x50, 0xff, inner4())))),
+		failed("gtp' (pt 0)", flow.TunnelGTPU, eTunBadHeader, over4(pUDP, udpOver(2152, gtpu(0x20, 0xff, inner4())))),
+		failed("gtp-u header cut", flow.TunnelGTPU, eTunTruncated, over4(pUDP, udpOver(2152, gtpu(gtpV1, 0xff, nil)[:5]))),
+		failed("gtp-u t-pdu not ip", flow.TunnelGTPU, eTunUnknown, over4(pUDP, gtp(make([]byte, 20)))),
 
 		// IP in IP
-		keyed("ipv4 in ipv4", bpf.TunnelIPIP, want4, over4(pIPIP, inner4())),
-		keyed("ipv6 in ipv4 (6in4)", bpf.TunnelIPIP, want6, over4(pIPv6, inner6())),
-		keyed("ipv4 in ipv6", bpf.TunnelIPIP, want4, over6(pIPIP, inner4())),
-		keyed("ipv6 in ipv6", bpf.TunnelIPIP, want6, over6(pIPv6, inner6())),
-		keyed("ipv4 in ipv6 after extension headers", bpf.TunnelIPIP, want4, cat(eth(etIPv6), ip6(pHop, a6, b6, 16+len(inner4())), ext6(pDst, 0), ext6(pIPIP, 0), inner4())),
-		failed("ipv4 in ipv4, inner version 6", bpf.TunnelIPIP, eBadHeader, over4(pIPIP, inner6())),
-		failed("ipv4 in ipv4, inner cut", bpf.TunnelIPIP, eTruncated, over4(pIPIP, inner4()[:19])),
-		asOuter("gre after ipsec ah", bpf.TunnelGRE, cat(eth(etIPv4), ip4(pAH, a4, b4, 12+4+len(inner4())), ah(pGRE, 1), greIP(inner4()))),
-		asOuter("ipv6 in ipv6 after ipsec ah", bpf.TunnelIPIP, cat(eth(etIPv6), ip6(pAH, a6, b6, 12+len(inner6())), ah(pIPv6, 1), inner6())),
-		asOuter("ipv4 in ipv4, outer non-first fragment", bpf.TunnelIPIP, cat(eth(etIPv4), ip4(pIPIP, a4, b4, 40, func(h []byte) { h[6], h[7] = 0, 10 }), inner4())),
-		asOuter("ipv6 in ipv6, outer non-first fragment", bpf.TunnelIPIP, cat(eth(etIPv6), ip6(pFrag, a6, b6, 8+len(inner6())), frag6(pIPv6, 20, false), inner6())),
-		keyed("ipv6 in ipv6, outer first fragment", bpf.TunnelIPIP, want6, cat(eth(etIPv6), ip6(pFrag, a6, b6, 8+len(inner6())), frag6(pIPv6, 0, true), inner6())),
+		keyed("ipv4 in ipv4", flow.TunnelIPIP, want4, over4(pIPIP, inner4())),
+		keyed("ipv6 in ipv4 (6in4)", flow.TunnelIPIP, want6, over4(pIPv6, inner6())),
+		keyed("ipv4 in ipv6", flow.TunnelIPIP, want4, over6(pIPIP, inner4())),
+		keyed("ipv6 in ipv6", flow.TunnelIPIP, want6, over6(pIPv6, inner6())),
+		keyed("ipv4 in ipv6 after extension headers", flow.TunnelIPIP, want4, cat(eth(etIPv6), ip6(pHop, a6, b6, 16+len(inner4())), ext6(pDst, 0), ext6(pIPIP, 0), inner4())),
+		failed("ipv4 in ipv4, inner version 6", flow.TunnelIPIP, eBadHeader, over4(pIPIP, inner6())),
+		failed("ipv4 in ipv4, inner cut", flow.TunnelIPIP, eTruncated, over4(pIPIP, inner4()[:19])),
+		asOuter("gre after ipsec ah", flow.TunnelGRE, cat(eth(etIPv4), ip4(pAH, a4, b4, 12+4+len(inner4())), ah(pGRE, 1), greIP(inner4()))),
+		asOuter("ipv6 in ipv6 after ipsec ah", flow.TunnelIPIP, cat(eth(etIPv6), ip6(pAH, a6, b6, 12+len(inner6())), ah(pIPv6, 1), inner6())),
+		asOuter("ipv4 in ipv4, outer non-first fragment", flow.TunnelIPIP, cat(eth(etIPv4), ip4(pIPIP, a4, b4, 40, func(h []byte) { h[6], h[7] = 0, 10 }), inner4())),
+		asOuter("ipv6 in ipv6, outer non-first fragment", flow.TunnelIPIP, cat(eth(etIPv6), ip6(pFrag, a6, b6, 8+len(inner6())), frag6(pIPv6, 20, false), inner6())),
+		keyed("ipv6 in ipv6, outer first fragment", flow.TunnelIPIP, want6, cat(eth(etIPv6), ip6(pFrag, a6, b6, 8+len(inner6())), frag6(pIPv6, 0, true), inner6())),
 
 		// Nesting
-		nested(keyed("2 levels: gre in ipip", bpf.TunnelGRE, want4, nest(2))),
-		nested(keyed("3 levels: vxlan in gre in ipip", bpf.TunnelVXLAN, want4, nest(3))),
-		nested(keyed("4 levels", bpf.TunnelIPIP, want4, nest(4))),
-		nested(failed("5 levels", bpf.TunnelGRE, eTunTooDeep, nest(5))),
-		nested(failed("5 levels, the fifth header cut", bpf.TunnelGRE, eTunTooDeep, nest(5)[:14+4*20+8+16+14+20+2])),
-		nested(failed("6 levels", bpf.TunnelVXLAN, eTunTooDeep, nest(6))),
-		nested(keyed("gtp-u in vxlan in erspan", bpf.TunnelERSPAN, want6, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 1),
+		nested(keyed("2 levels: gre in ipip", flow.TunnelGRE, want4, nest(2))),
+		nested(keyed("3 levels: vxlan in gre in ipip", flow.TunnelVXLAN, want4, nest(3))),
+		nested(keyed("4 levels", flow.TunnelIPIP, want4, nest(4))),
+		nested(failed("5 levels", flow.TunnelGRE, eTunTooDeep, nest(5))),
+		nested(failed("5 levels, the fifth header cut", flow.TunnelGRE, eTunTooDeep, nest(5)[:14+4*20+8+16+14+20+2])),
+		nested(failed("6 levels", flow.TunnelVXLAN, eTunTooDeep, nest(6))),
+		nested(keyed("gtp-u in vxlan in erspan", flow.TunnelERSPAN, want6, over4(pGRE, cat(gre(greS, etERSPAN2, 1), erspan2(1, 1),
 			eth(etIPv4), ip4(pUDP, a4, b4, 16+14+20+8+8+len(inner6())), vx(cat(eth(etIPv4), ip4(pUDP, b4, a4, 16+len(inner6())), gtp(inner6()))))))),
 	}
 }
@@ -381,7 +381,7 @@ func (h *harness) outcome(frame []byte) (result, error) {
 }
 
 // decapHarnesses loads one program per kind decapsulating tunnels.
-func decapHarnesses(tb testing.TB, d bpf.Decap) map[flow.KeyKind]*harness {
+func decapHarnesses(tb testing.TB, d flow.Decap) map[flow.KeyKind]*harness {
 	hs := make(map[flow.KeyKind]*harness)
 	for _, k := range kinds {
 		hs[k] = newHarness(tb, bpf.Config{Kind: k, PrefilterBytes: -1, RingBytes: 1 << 20, Decap: d})
@@ -409,7 +409,7 @@ func (c tunnelCase) expect(tb testing.TB, kind flow.KeyKind) result {
 // packets' fields as the cases built them; where gopacket decodes the
 // tunnel, its innermost IP layer must agree.
 func TestDecapTunnels(t *testing.T) {
-	hs := decapHarnesses(t, bpf.Decap{Tunnels: bpf.TunnelAll, NoSegment: true})
+	hs := decapHarnesses(t, decapOf(flow.TunnelsAll, true))
 	byGopacket := 0
 	for _, c := range tunnelCases() {
 		for _, kind := range kinds {
@@ -486,7 +486,7 @@ var knownAddrs = map[netip.Addr]bool{
 // addresses the frame holds in full. The 5-tuple results by reason are
 // logged.
 func TestDecapTruncated(t *testing.T) {
-	hs := decapHarnesses(t, bpf.Decap{Tunnels: bpf.TunnelAll, NoSegment: true})
+	hs := decapHarnesses(t, decapOf(flow.TunnelsAll, true))
 	var byReason [bpf.NumErrs]int
 	cuts := 0
 	for _, c := range tunnelCases() {
@@ -538,15 +538,15 @@ func TestDecapOffTunnels(t *testing.T) {
 // TestDecapSelected: a program decapsulating one tunnel kind looks into
 // that kind only; the frames of the others get the outer key, flow.Parse's.
 func TestDecapSelected(t *testing.T) {
-	for _, bit := range []uint8{bpf.TunnelGRE, bpf.TunnelERSPAN, bpf.TunnelVXLAN, bpf.TunnelGeneve, bpf.TunnelGTPU, bpf.TunnelIPIP} {
-		hs := decapHarnesses(t, bpf.Decap{Tunnels: bit, NoSegment: true})
+	for _, bit := range []flow.Tunnels{flow.TunnelGRE, flow.TunnelERSPAN, flow.TunnelVXLAN, flow.TunnelGeneve, flow.TunnelGTPU, flow.TunnelIPIP} {
+		hs := decapHarnesses(t, decapOf(bit, true))
 		for _, c := range tunnelCases() {
 			if c.nested && c.outer == bit {
 				continue // its inner tunnels are of kinds not decapsulated
 			}
 			for _, kind := range kinds {
 				want := c.expect(t, kind)
-				if c.outer != bit && !(c.eitherGRE && bit == bpf.TunnelERSPAN) {
+				if c.outer != bit && !(c.eitherGRE && bit == flow.TunnelERSPAN) {
 					k, err := flow.Parse(c.frame, flow.LinkEthernet, kind)
 					want = result{key: k, err: errIndex(err)}
 					if err == nil {
@@ -575,7 +575,7 @@ func TestDecapPorts(t *testing.T) {
 	}
 	gt := func(port uint16) []byte { return over4(pUDP, udpOver(port, gtpu(gtpV1, 0xff, inner4()))) }
 	h := newHarness(t, bpf.Config{Kind: flow.KeySrc, PrefilterBytes: -1, RingBytes: 1 << 20,
-		Decap: bpf.Decap{Tunnels: bpf.TunnelAll, NoSegment: true, VXLANPorts: [2]uint16{4790, 0}, GenevePort: 6082, GTPUPort: 2153}})
+		Decap: flow.Decap{Tunnels: flow.TunnelsAll, NoSegment: true, VXLANPorts: [2]uint16{4790, 0}, GenevePort: 6082, GTPUPort: 2153}})
 	inner, outer := want4.key(flow.KeySrc), flow.MakeKey(flow.KeySrc, netip.AddrFrom4(a4), netip.Addr{}, 0, 0, 0)
 	for _, c := range []struct {
 		name  string
@@ -602,11 +602,11 @@ func TestDecapLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tun := range []uint8{0, bpf.TunnelGRE, bpf.TunnelERSPAN, bpf.TunnelVXLAN, bpf.TunnelGeneve, bpf.TunnelGTPU, bpf.TunnelIPIP, bpf.TunnelAll} {
+	for _, tun := range []flow.Tunnels{0, flow.TunnelGRE, flow.TunnelERSPAN, flow.TunnelVXLAN, flow.TunnelGeneve, flow.TunnelGTPU, flow.TunnelIPIP, flow.TunnelsAll} {
 		for _, kind := range kinds {
 			for _, cfg := range []bpf.Config{
-				{Kind: kind, Decap: bpf.Decap{Tunnels: tun}},
-				{Kind: kind, Prefix: m, Window: time.Minute, Decap: bpf.Decap{Tunnels: tun, NoSegment: true}},
+				{Kind: kind, Decap: decapOf(tun, false)},
+				{Kind: kind, Prefix: m, Window: time.Minute, Decap: decapOf(tun, true)},
 			} {
 				cfg.RingBytes = 1 << 16
 				o, err := bpf.Load(cfg)
@@ -617,7 +617,18 @@ func TestDecapLoads(t *testing.T) {
 			}
 		}
 	}
-	if _, err := bpf.Load(bpf.Config{Kind: flow.KeySrc, Decap: bpf.Decap{Tunnels: 0x40}}); err == nil {
+	if _, err := bpf.Load(bpf.Config{Kind: flow.KeySrc, Decap: flow.Decap{Tunnels: 0x40}}); err == nil {
 		t.Error("Load with an unknown tunnel bit succeeded")
 	}
+}
+
+// decapOf is the Decap of the tunnel kinds t on the default ports, as
+// flow.ParseDecap gives it ("all", "gre", ...), with or without segments.
+func decapOf(t flow.Tunnels, noSegment bool) flow.Decap {
+	d, err := flow.ParseDecap("all")
+	if err != nil {
+		panic(err)
+	}
+	d.Tunnels, d.NoSegment = t, noSegment
+	return d
 }
