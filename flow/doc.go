@@ -58,7 +58,8 @@
 // through 802.1Q/802.1ad VLAN stacks, MPLS label stacks and PPPoE session
 // headers, and keys the packet by its outermost IPv4 or IPv6 header: tunnels
 // (GRE, IP-in-IP, VXLAN, Teredo) and the inner headers quoted by ICMP errors
-// are keyed by the outer header. Ports are read for TCP, UDP, SCTP and
+// are keyed by the outer header ([Key.DecodeDecap] opens tunnels: see
+// Tunnels below). Ports are read for TCP, UDP, SCTP and
 // UDP-Lite after IPv6 extension headers and IPsec AH; non-first fragments,
 // ESP and every other protocol give a 5-tuple key without ports
 // ([Key.HasPorts] is false).
@@ -97,11 +98,12 @@
 //     Fragment header of offset not 0) holds no inner header: it is keyed
 //     by its own (outer) header, as Decode keys it, with no error. A first
 //     fragment is decapsulated like a whole packet.
-//   - GRE: version 0 (any other version is ErrTunnelUnknown); the routing
-//     bit (0x4000) set is ErrTunnelBadHeader; the checksum (C, 0x8000,
-//     4 bytes with the reserved word), key (K, 0x2000, 4 bytes) and
-//     sequence number (S, 0x1000, 4 bytes) follow the 4-byte header in
-//     that order. Protocols: 0x0800 IPv4, 0x86DD IPv6, 0x8847 an MPLS
+//   - GRE, checked in this order: the 4-byte header (else
+//     ErrTunnelTruncated); version (low 3 bits of byte 1) 0, any other is
+//     ErrTunnelUnknown; the routing bit (0x4000) set is ErrTunnelBadHeader;
+//     the checksum (C, 0x8000, 4 bytes with the reserved word), key (K,
+//     0x2000, 4 bytes) and sequence number (S, 0x1000, 4 bytes) that
+//     follow must fit (else ErrTunnelTruncated); then the protocol: 0x0800 IPv4, 0x86DD IPv6, 0x8847 an MPLS
 //     label stack (the IP version nibble after the bottom label, as for
 //     the outer link; anything else ErrNotIP), 0x6558 an Ethernet frame
 //     (TunnelGRE); 0x88BE ERSPAN type II with S set (an 8-byte ERSPAN
@@ -114,15 +116,20 @@
 //     walk: the header holding the GRE is keyed. Any other protocol is
 //     ErrTunnelUnknown. An ERSPAN header of another version is
 //     ErrTunnelBadHeader.
-//   - VXLAN: 8 bytes; the I flag (0x08 in byte 0) clear is
-//     ErrTunnelBadHeader; the VNI is bytes 4-6; an Ethernet frame follows.
-//   - Geneve: 8 bytes and the options (byte 0's low 6 bits, in 4-byte
-//     words), which must fit (else ErrTunnelTruncated); version (byte 0's
-//     top 2 bits) not 0 is ErrTunnelBadHeader; protocol 0x6558 (Ethernet),
-//     0x0800 or 0x86DD, else ErrTunnelUnknown; the VNI is bytes 4-6.
-//   - GTP-U: 8 bytes; version (top 3 bits) 1 and PT (0x10) set, else
-//     ErrTunnelBadHeader; message type 0xFF (T-PDU) only, any other (echo,
-//     error indication, end marker, ...) is ErrTunnelNotData; with E, S or
+//   - VXLAN: 8 bytes (else ErrTunnelTruncated); the I flag (0x08 in byte
+//     0) clear is ErrTunnelBadHeader; the VNI is bytes 4-6; an Ethernet
+//     frame follows. Other flags and reserved bytes are not looked at.
+//   - Geneve, in this order: 8 bytes (else ErrTunnelTruncated); version
+//     (byte 0's top 2 bits) not 0 is ErrTunnelBadHeader; the options
+//     (byte 0's low 6 bits, in 4-byte words) must fit (else
+//     ErrTunnelTruncated); protocol (bytes 2-3) 0x6558 (Ethernet), 0x0800 or
+//     0x86DD, else ErrTunnelUnknown; the VNI is bytes 4-6. The O and C
+//     flags are not looked at.
+//   - GTP-U, in this order: 8 bytes (else ErrTunnelTruncated); version
+//     (top 3 bits) 1 and PT (0x10) set, else ErrTunnelBadHeader; message
+//     type (byte 1) 0xFF (T-PDU) only, any other (echo, error indication,
+//     end marker, ...) is ErrTunnelNotData; the length field is not
+//     checked (a snap length may cut the packet); with E, S or
 //     PN (0x04, 0x02, 0x01) 4 more bytes, whose last is the next extension
 //     header type; with E, extension headers while that type is not 0, each
 //     of its first byte's length in 4-byte words (0 is ErrTunnelBadHeader)
@@ -141,6 +148,10 @@
 // its header is read) is ErrTunnelTooDeep. ICMP and ICMPv6 are no tunnels:
 // the header an ICMP error quotes is never keyed. The innermost IP header is
 // then keyed as Decode keys an outer one.
+//
+// Where DecodeDecap recognises no tunnel it is Decode, key and error
+// (FuzzDecap checks it). A non-first fragment is not counted apart from
+// the packets keyed: it is an ordinary key of its outer header.
 //
 // A key taken inside a VXLAN or Geneve tunnel, however deep and through
 // whatever tunnels after it, carries the VNI of the innermost VXLAN or Geneve
