@@ -114,10 +114,13 @@ struct fd_counters {
  * start_ns and end_ns are not used.
  */
 struct fd_cpu {
-	struct fd_counters total;
+	/* The clock first: with the counters every frame moves (packets,
+	 * keyed, prefilter_hits) it fills one 64-byte line, however many
+	 * error classes follow. */
 	__u64 window;   /* the CPU's window: time / fd_window_ns */
 	__u64 start_ns; /* its start and end, Unix ns */
 	__u64 end_ns;
+	struct fd_counters total;
 };
 
 /*

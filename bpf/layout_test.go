@@ -79,7 +79,7 @@ func TestLayout(t *testing.T) {
 	cs := uint32(ct.Size())
 	checkStruct(t, spec, "fd_cpu", cs+24, []member{
 		// Objects.Counters and CPUWindows.
-		{"total", 0, cs}, {"window", cs, 8}, {"start_ns", cs + 8, 8}, {"end_ns", cs + 16, 8},
+		{"window", 0, 8}, {"start_ns", 8, 8}, {"end_ns", 16, 8}, {"total", 24, cs},
 	})
 	checkStruct(t, spec, "fd_window", 8+cs, []member{{"window", 0, 8}, {"counts", 8, cs}})
 	if n := len(bpf.Reasons); n != bpf.NumErrs {

@@ -30,10 +30,10 @@ type xdpFdCounters struct {
 
 type xdpFdCpu struct {
 	_       structs.HostLayout
-	Total   xdpFdCounters
 	Window  uint64
 	StartNs uint64
 	EndNs   uint64
+	Total   xdpFdCounters
 }
 
 type xdpFdRow struct {
