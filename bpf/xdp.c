@@ -18,6 +18,9 @@
  * linear part of the frame only (no xdp.frags): the whole frame, unless
  * the interface uses XDP multi-buffer for frames larger than a page.
  *
+ * With decapsulation (fd_decap, see parse_decap) it builds the key
+ * flow.Key.DecodeDecap would build instead, or counts its error class.
+ *
  * The parser mirrors flow/parse.go statement for statement; where the Go code
  * shortens its slice (to the PPPoE payload length, the IPv4 total length, the
  * IPv6 payload length), this program lowers lim, the effective end of the
@@ -998,7 +1001,8 @@ static __always_inline __u64 fd_mix(__u64 w, __u64 seed, __u64 m)
 }
 
 /*
- * fd_hash is a seeded 64-bit hash of the 40 key bytes, the five words mixed
+ * fd_hash is a seeded 64-bit hash of the first 40 key bytes (and of the
+ * segment of a key that has one, with decapsulation), the five words mixed
  * independently and summed, then avalanched:
  *
  *	h = F(mix(w0, M0) + mix(w1, M1) + ... + mix(w4, M4))
