@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/flowdedup/flowdedup/bpf"
+	"github.com/flowdedup/flowdedup/flow"
 )
 
 // member is a struct member as the Go side expects it: name, byte offset,
@@ -82,8 +83,10 @@ func TestLayout(t *testing.T) {
 		{"window", 0, 8}, {"start_ns", 8, 8}, {"end_ns", 16, 8}, {"total", 24, cs},
 	})
 	checkStruct(t, spec, "fd_window", 8+cs, []member{{"window", 0, 8}, {"counts", 8, cs}})
-	if n := len(bpf.Reasons); n != bpf.NumErrs {
-		t.Errorf("%d Reasons, want NumErrs = %d", n, bpf.NumErrs)
+	for i, err := range bpf.Errs {
+		if r := flow.Reason(err); r != bpf.Reasons[i] {
+			t.Errorf("error class %d: Reasons says %q, flow.Reason(%v) %q", i, bpf.Reasons[i], err, r)
+		}
 	}
 	if n := len(bpf.Errs); n != bpf.NumErrs {
 		t.Errorf("%d Errs, want NumErrs = %d", n, bpf.NumErrs)
