@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -22,6 +23,25 @@ func decapPcap(name string) string {
 // or IPv6 header of each frame before any ICMP, whose quoted header is not
 // the packet's, and the first.
 func tsharkSources(t *testing.T, file string) (inner, outer map[string]bool) {
+	t.Helper()
+	tsharkSourcesMu.Lock()
+	defer tsharkSourcesMu.Unlock()
+	if c, ok := tsharkSourcesCache[file]; ok {
+		return c[0], c[1]
+	}
+	inner, outer = runTsharkSources(t, file)
+	tsharkSourcesCache[file] = [2]map[string]bool{inner, outer}
+	return inner, outer
+}
+
+// tsharkSourcesCache keeps tshark's reading of each capture for the test
+// process (-count=50 would read them again; the maps are not modified).
+var (
+	tsharkSourcesMu    sync.Mutex
+	tsharkSourcesCache = map[string][2]map[string]bool{}
+)
+
+func runTsharkSources(t *testing.T, file string) (inner, outer map[string]bool) {
 	t.Helper()
 	out, err := exec.Command("tshark", "-r", file, "-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE",
 		"-d", "udp.port==8472,vxlan", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
