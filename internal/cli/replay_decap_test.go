@@ -91,15 +91,19 @@ func TestReplayDecap(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			file := decapPcap(name)
 			inner, outer := tsharkSources(t, file)
+			// The reading goroutine keys the frames (--parsers 0), or
+			// parse goroutines do.
+			for _, parsers := range []string{"0", "2"} {
+				got := map[string]bool{}
+				for _, r := range replayRecords(t, "--decap", "all", "--key", "src", "--filter", "exact", "--seed", "1", "--parsers", parsers, file) {
+					src, _ := r["src"].(string)
+					got[canonAddr(t, src)] = true
+				}
+				if d := setDiff(got, inner); d != "" {
+					t.Errorf("replay --decap all --parsers %s and tshark's innermost sources disagree:\n%s", parsers, d)
+				}
+			}
 			got := map[string]bool{}
-			for _, r := range replayRecords(t, "--decap", "all", "--key", "src", "--filter", "exact", "--seed", "1", file) {
-				src, _ := r["src"].(string)
-				got[canonAddr(t, src)] = true
-			}
-			if d := setDiff(got, inner); d != "" {
-				t.Errorf("replay --decap all and tshark's innermost sources disagree:\n%s", d)
-			}
-			got = map[string]bool{}
 			for _, r := range replayRecords(t, "--decap", "none", "--key", "src", "--filter", "exact", "--seed", "1", file) {
 				src, _ := r["src"].(string)
 				got[canonAddr(t, src)] = true
