@@ -195,8 +195,8 @@ func New(cfg Config, sink Sink) (*Pipeline, error) {
 		return nil, fmt.Errorf("%w: negative Window %v", ErrConfig, cfg.Window)
 	case cfg.Lateness < 0:
 		return nil, fmt.Errorf("%w: negative Lateness %v", ErrConfig, cfg.Lateness)
-	case newWindowing(&cfg).open() > maxOpenWindows:
-		return nil, fmt.Errorf("%w: Lateness %v is more than %d windows of %v", ErrConfig, cfg.Lateness, maxOpenWindows-1, cfg.Window)
+	case newWindowing(&cfg).open() > MaxOpenWindows:
+		return nil, fmt.Errorf("%w: Lateness %v is more than %d windows of %v", ErrConfig, cfg.Lateness, MaxOpenWindows-1, cfg.Window)
 	case cfg.RingBatches < 2 || cfg.RingBatches > 1<<20:
 		return nil, fmt.Errorf("%w: RingBatches %d not in [2, 2^20]", ErrConfig, cfg.RingBatches)
 	case cfg.BatchSize < 1 || cfg.BatchSize > 1<<16:
