@@ -101,7 +101,7 @@ cross: $(foreach a,$(DIST_ARCHES),$(PKGBUILD)/linux_$(a)/flowdedup)
 # kernels built without IA-32 emulation, as on some VMs, answer "exec
 # format error", and qemu-i386 cannot run Go's 386 runtime ("morestack on
 # gsignal"), so there the 386 run is left out, saying why.
-TEST32_PKGS := ./collect/... ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./delivery/ ./report/outfile/ ./mix/ ./units/ ./capture/pcapfile/ ./tune/ ./internal/cli/
+TEST32_PKGS := ./collect/... ./flow/ ./filters/ ./sketch/ ./netwide/ ./pipeline/ ./report/ ./export/ ./report/outfile/ ./mix/ ./units/ ./capture/pcapfile/ ./tune/ ./internal/cli/
 test-32bit:
 	GOARCH=arm GOARM=7 $(GO) test -count=1 -short -timeout 30m -exec qemu-arm $(TEST32_PKGS)
 	@probe=$$(mktemp -d) && printf 'package main\n\nfunc main() {}\n' >$$probe/main.go && \
@@ -114,7 +114,7 @@ test-32bit:
 # Every package's tests STRESS_COUNT (20) times over, one package at a
 # time, to find the tests that fail only now and then; it goes on past a
 # failing package and names them all at the end. Not in CI: it takes hours
-# on a small machine. make stress STRESS_PKGS=./delivery/ STRESS_COUNT=50
+# on a small machine. make stress STRESS_PKGS=./export/ STRESS_COUNT=50
 # runs one package; STRESS_FLAGS=-race adds the race detector.
 STRESS_COUNT ?= 20
 STRESS_PKGS ?= $(PKGS)
@@ -128,7 +128,7 @@ stress:
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:
-	$(GO) test -count=1 -race ./pipeline/ ./report/... ./delivery/ ./capture/... ./collect/...
+	$(GO) test -count=1 -race ./pipeline/ ./report/... ./export/... ./capture/... ./collect/...
 
 # Benchmarks: every filter's Observe at 64 KiB, 1 MiB and 64 MiB of state,
 # one hash at a time and batched (ObserveBatch: one and batch run back to
@@ -156,11 +156,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./capture/pcapfile/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./capture/pcapfilter/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePattern$$' -fuzztime $(FUZZTIME) ./report/outfile/
-	$(GO) test -run '^$$' -fuzz '^FuzzSpoolFile$$' -fuzztime $(FUZZTIME) ./delivery/
+	$(GO) test -run '^$$' -fuzz '^FuzzSpoolFile$$' -fuzztime $(FUZZTIME) ./export/
 	$(GO) test -run '^$$' -fuzz '^FuzzSummaryReader$$' -fuzztime $(FUZZTIME) ./report/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseServerError$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
-	$(GO) test -run '^$$' -fuzz '^FuzzSplitRows$$' -fuzztime $(FUZZTIME) ./report/clickhouse/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseServerError$$' -fuzztime $(FUZZTIME) ./export/clickhouse/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) ./export/clickhouse/
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitRows$$' -fuzztime $(FUZZTIME) ./export/clickhouse/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalBinary$$' -fuzztime $(FUZZTIME) ./sketch/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseObjective$$' -fuzztime $(FUZZTIME) ./tune/
 	$(GO) test -run '^$$' -fuzz '^FuzzMessages$$' -fuzztime $(FUZZTIME) ./collect/netflow/

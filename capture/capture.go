@@ -39,7 +39,7 @@ type Packet struct {
 	// router and its observation domain, numbered by the source). The
 	// pipeline deduplicates the keys of each observer apart, so that a
 	// key two observers saw is reported for each, and hands the number on
-	// in its records (pipeline.Record.Observer). Sources of one
+	// in its records (record.Record.Observer). Sources of one
 	// observation point leave it 0.
 	Observer uint32
 }

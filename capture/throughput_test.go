@@ -58,6 +58,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 const (
@@ -98,9 +99,9 @@ func tputFrame() []byte {
 // tputSink counts the pipeline's records.
 type tputSink struct{ records atomic.Uint64 }
 
-func (s *tputSink) Record(*pipeline.Record) error        { s.records.Add(1); return nil }
-func (s *tputSink) Window(*pipeline.WindowSummary) error { return nil }
-func (s *tputSink) Close() error                         { return nil }
+func (s *tputSink) Record(*record.Record) error        { s.records.Add(1); return nil }
+func (s *tputSink) Window(*record.WindowSummary) error { return nil }
+func (s *tputSink) Close() error                       { return nil }
 
 // tputRig is a namespace with a veth pair, the generator on end 1, a capture
 // mode on end 0 and a pipeline reading it.

@@ -12,6 +12,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // untilIdle is a collector's source that ends (io.EOF) once the
@@ -34,18 +35,18 @@ func (s *untilIdle) Next(p *capture.Packet) error {
 // sink keeps what a pipeline reports.
 type sink struct {
 	mu      sync.Mutex
-	records []pipeline.Record
-	windows []pipeline.WindowSummary
+	records []record.Record
+	windows []record.WindowSummary
 }
 
-func (s *sink) Record(r *pipeline.Record) error {
+func (s *sink) Record(r *record.Record) error {
 	s.mu.Lock()
 	s.records = append(s.records, *r)
 	s.mu.Unlock()
 	return nil
 }
 
-func (s *sink) Window(w *pipeline.WindowSummary) error {
+func (s *sink) Window(w *record.WindowSummary) error {
 	s.mu.Lock()
 	s.windows = append(s.windows, *w)
 	s.mu.Unlock()

@@ -14,11 +14,10 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/collect/netflow"
+	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/report"
-	"github.com/flowdedup/flowdedup/report/ipfix"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // writeSeeds rewrites FuzzDatagramToKey's seed corpus from the real
@@ -88,7 +87,7 @@ func flowdedupExport(t *testing.T) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []pipeline.Record
+	var recs []record.Record
 	for i := range 40 {
 		src := netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})
 		if i%4 == 0 {
@@ -98,9 +97,9 @@ func flowdedupExport(t *testing.T) [][]byte {
 		if src.Is6() {
 			dst = netip.MustParseAddr("2001:db8::1")
 		}
-		recs = append(recs, pipeline.Record{Key: flow.MakeKey(flow.Key5Tuple, src, dst, 6, uint16(1000+i), 443), TimeNs: exportTime.UnixNano() + int64(i)})
+		recs = append(recs, record.Record{Key: flow.MakeKey(flow.Key5Tuple, src, dst, 6, uint16(1000+i), 443), TimeNs: exportTime.UnixNano() + int64(i)})
 	}
-	if err := e.Records(&report.Batch{Records: recs}); err != nil {
+	if err := e.Records(&record.Batch{Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {

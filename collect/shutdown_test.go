@@ -16,6 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // burstRecords is the records of each datagram of burst.
@@ -190,11 +191,11 @@ func TestDrainDecodesEverything(t *testing.T) {
 // windowSink keeps the pipeline's window summaries.
 type windowSink struct {
 	mu   sync.Mutex
-	sums []pipeline.WindowSummary
+	sums []record.WindowSummary
 }
 
-func (s *windowSink) Record(*pipeline.Record) error { return nil }
-func (s *windowSink) Window(w *pipeline.WindowSummary) error {
+func (s *windowSink) Record(*record.Record) error { return nil }
+func (s *windowSink) Window(w *record.WindowSummary) error {
 	s.mu.Lock()
 	s.sums = append(s.sums, *w)
 	s.mu.Unlock()

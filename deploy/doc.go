@@ -14,4 +14,10 @@
 // ${CREDENTIALS_DIRECTORY}/clickhouse-password), is checked uncommented:
 // the unit still verifies, and the export URL logs in to a real
 // clickhouse-server with the password from the credential's file.
+//
+// prometheus/ holds Prometheus recording and alerting rules
+// (flowdedup.rules.yml) and their unit tests (flowdedup.rules.test.yml);
+// the tests here run promtool check rules and promtool test rules on them,
+// and check that every flowdedup_ metric they name is one a running
+// flowdedup collect registers.
 package deploy

@@ -1,7 +1,7 @@
 // Package netwide merges the window summaries of many routers into
 // network-wide distinct counts: the library under `flowdedup merge`.
 //
-// Each flowdedup run writes a summary per window (pipeline.WindowSummary),
+// Each flowdedup run writes a summary per window (record.WindowSummary),
 // with --summary-sketch the window's HyperLogLog of every key it saw
 // (package sketch). The distinct keys of a fleet in a window are not the sum
 // of the routers' distinct counts, since a flow crossing three routers is

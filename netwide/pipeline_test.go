@@ -15,6 +15,7 @@ import (
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/netwide"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/sketch"
 )
 
@@ -43,9 +44,9 @@ type summaries struct {
 	out      []netwide.Summary
 }
 
-func (s *summaries) Record(*pipeline.Record) error { return nil }
-func (s *summaries) Close() error                  { return nil }
-func (s *summaries) Window(w *pipeline.WindowSummary) error {
+func (s *summaries) Record(*record.Record) error { return nil }
+func (s *summaries) Close() error                { return nil }
+func (s *summaries) Window(w *record.WindowSummary) error {
 	s.out = append(s.out, netwide.Summary{Observer: s.observer, StartNs: w.StartNs, EndNs: w.EndNs,
 		Distinct: w.Distinct, DistinctEstimate: w.DistinctEstimate, Sketch: w.Sketch,
 		Source: fmt.Sprintf("%s:%d", s.observer, len(s.out)+1)})

@@ -8,15 +8,16 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // countSink counts without keeping anything, so the test measures the
 // pipeline's allocations only.
 type countSink struct{ records, windows int }
 
-func (s *countSink) Record(*Record) error        { s.records++; return nil }
-func (s *countSink) Window(*WindowSummary) error { s.windows++; return nil }
-func (s *countSink) Close() error                { return nil }
+func (s *countSink) Record(*record.Record) error        { s.records++; return nil }
+func (s *countSink) Window(*record.WindowSummary) error { s.windows++; return nil }
+func (s *countSink) Close() error                       { return nil }
 
 // TestSteadyStateAllocs runs a million packets (a few thousand flows,
 // windows of 100k packets, so markers, resets and summaries are exercised

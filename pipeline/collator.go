@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/sketch"
 )
 
@@ -211,7 +212,7 @@ func (r *collator) encode(sk *sketch.HLL) []byte {
 // ignores what the Sink returns, so that a Sink that keeps run totals
 // counts every window the pipeline closed (the run's real totals), not
 // only those closed before the error.
-func (r *collator) emit(s *WindowSummary) {
+func (r *collator) emit(s *record.WindowSummary) {
 	r.windows.Add(1)
 	if err := r.sink.Window(s); err != nil && r.err == nil {
 		r.fail(err)
@@ -223,9 +224,9 @@ func (r *collator) emit(s *WindowSummary) {
 // (Final says it may be partial). With windows off the one window spans the
 // packets' times, first to last; a run that read no packet at all reports
 // its wall-clock span.
-func (r *collator) summary(a *assembly) *WindowSummary {
+func (r *collator) summary(a *assembly) *record.WindowSummary {
 	c := &a.counts
-	s := &WindowSummary{Packets: c.packets, Keys: a.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: a.distinct, Final: a.final,
+	s := &record.WindowSummary{Packets: c.packets, Keys: a.keys + c.prefilter, Prefiltered: c.prefilter, Distinct: a.distinct, Final: a.final,
 		DistinctEstimate: a.sketch.Estimate(), Windowed: r.win.d != 0}
 	if r.keep {
 		s.Sketch = r.encode(a.sketch)
@@ -257,8 +258,8 @@ func (r *collator) emitGap(from, to int64) {
 	}
 }
 
-func (r *collator) empty(start, end int64) *WindowSummary {
-	s := &WindowSummary{
+func (r *collator) empty(start, end int64) *record.WindowSummary {
+	s := &record.WindowSummary{
 		StartNs: start, EndNs: end, Windowed: r.win.d != 0,
 		MalformedBy: map[string]uint64{}, SkippedBy: map[string]uint64{}, DroppedBy: map[string]uint64{}, LateBy: map[string]uint64{},
 	}

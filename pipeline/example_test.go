@@ -9,17 +9,18 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // printSink writes what the pipeline reports.
 type printSink struct{}
 
-func (printSink) Record(r *pipeline.Record) error {
+func (printSink) Record(r *record.Record) error {
 	fmt.Printf("record %v at +%v\n", r.Key, time.Duration(r.TimeNs-r.WindowNs))
 	return nil
 }
 
-func (printSink) Window(s *pipeline.WindowSummary) error {
+func (printSink) Window(s *record.WindowSummary) error {
 	fmt.Printf("window +%v: %d packets, %d keys, %d distinct, final %v\n",
 		time.Duration(s.StartNs-start), s.Packets, s.Keys, s.Distinct, s.Final)
 	return nil

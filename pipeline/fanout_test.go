@@ -15,6 +15,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/gen"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // fanoutInputs returns the captures TestFanoutSameOutput replays: every
@@ -165,8 +166,8 @@ func TestFanoutSameOutput(t *testing.T) {
 }
 
 type replayed struct {
-	recs    []Record // sorted
-	windows []WindowSummary
+	recs    []record.Record // sorted
+	windows []record.WindowSummary
 	stats   Stats // less the workers' ring gauges
 }
 
@@ -181,7 +182,7 @@ func replayOnce(t *testing.T, cfg Config, paths []string) replayed {
 	var src capture.Source = r
 	sink, p := run(t, cfg, src)
 	recs, windows := sink.snapshot()
-	slices.SortFunc(recs, func(a, b Record) int {
+	slices.SortFunc(recs, func(a, b record.Record) int {
 		return cmp.Or(cmp.Compare(a.WindowNs, b.WindowNs), bytes.Compare(keyBytes(a.Key), keyBytes(b.Key)), cmp.Compare(a.TimeNs, b.TimeNs), cmp.Compare(a.Worker, b.Worker))
 	})
 	st := p.Stats()

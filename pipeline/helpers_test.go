@@ -14,6 +14,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // udpFrame returns an Ethernet/IPv4/UDP frame from src to dst.
@@ -107,8 +108,8 @@ var _ capture.DropCounter = dropSource{}
 // collectSink keeps copies of what it is given.
 type collectSink struct {
 	mu       sync.Mutex
-	records  []Record
-	windows  []WindowSummary
+	records  []record.Record
+	windows  []record.WindowSummary
 	closes   int
 	failAt   int           // fail the failAt-th Record (1-based); 0: never
 	failErr  error         // what to fail with
@@ -116,7 +117,7 @@ type collectSink struct {
 	recorded atomic.Int64
 }
 
-func (s *collectSink) Record(r *Record) error {
+func (s *collectSink) Record(r *record.Record) error {
 	if s.block != nil {
 		<-s.block
 	}
@@ -136,7 +137,7 @@ func (s *collectSink) Record(r *Record) error {
 	return nil
 }
 
-func (s *collectSink) Window(w *WindowSummary) error {
+func (s *collectSink) Window(w *record.WindowSummary) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Summaries come in window order.
@@ -154,7 +155,7 @@ func (s *collectSink) Close() error {
 	return nil
 }
 
-func (s *collectSink) snapshot() ([]Record, []WindowSummary) {
+func (s *collectSink) snapshot() ([]record.Record, []record.WindowSummary) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.records), slices.Clone(s.windows)
@@ -180,7 +181,7 @@ func run(t *testing.T, cfg Config, sources ...capture.Source) (*collectSink, *Pi
 
 // keySet returns the set of the records' keys, failing on a duplicate
 // within a window.
-func keySet(t *testing.T, recs []Record) map[flow.Key]bool {
+func keySet(t *testing.T, recs []record.Record) map[flow.Key]bool {
 	t.Helper()
 	m := map[flow.Key]bool{}
 	for _, r := range recs {
@@ -193,8 +194,8 @@ func keySet(t *testing.T, recs []Record) map[flow.Key]bool {
 }
 
 // byWindow groups records by WindowNs.
-func byWindow(recs []Record) map[int64][]Record {
-	m := map[int64][]Record{}
+func byWindow(recs []record.Record) map[int64][]record.Record {
+	m := map[int64][]record.Record{}
 	for _, r := range recs {
 		m[r.WindowNs] = append(m[r.WindowNs], r)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // kernelSource plays an XDP program: it walks a stream of frames, keys them,
@@ -137,7 +138,7 @@ func TestKernelCounterSource(t *testing.T) {
 	}
 
 	kc := src.counts
-	var sum WindowSummary
+	var sum record.WindowSummary
 	for _, w := range wins {
 		sum.Packets += w.Packets
 		sum.Keys += w.Keys

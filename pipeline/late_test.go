@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // lateModel is the reference for one producer's stream, written from the
@@ -56,7 +57,7 @@ func (m *lateModel) run(pkts []pkt, ids []int) {
 }
 
 // check compares a run's records and summaries with the model.
-func (m *lateModel) check(t *testing.T, recs []Record, wins []WindowSummary) {
+func (m *lateModel) check(t *testing.T, recs []record.Record, wins []record.WindowSummary) {
 	t.Helper()
 	got := byWindow(recs)
 	for start, want := range m.keys {

@@ -51,6 +51,11 @@ type Config struct {
 	// --prefix), the keys it parses and those a source hands it, before
 	// they are hashed. The zero Mask keys hosts.
 	Prefix flow.Mask
+	// Decap lists the tunnels whose innermost IP header keys a packet
+	// (flow.Key.DecodeDecap: --decap), for the frames the pipeline parses
+	// itself; keys a source hands it are its own. The zero Decap keys
+	// the outermost header.
+	Decap flow.Decap
 	// Seed keys the flow hash (flow.Key.Hash). It should be secret and
 	// random per run unless reproducibility is wanted.
 	Seed uint64
@@ -190,8 +195,8 @@ func New(cfg Config, sink Sink) (*Pipeline, error) {
 		return nil, fmt.Errorf("%w: negative Window %v", ErrConfig, cfg.Window)
 	case cfg.Lateness < 0:
 		return nil, fmt.Errorf("%w: negative Lateness %v", ErrConfig, cfg.Lateness)
-	case newWindowing(&cfg).open() > maxOpenWindows:
-		return nil, fmt.Errorf("%w: Lateness %v is more than %d windows of %v", ErrConfig, cfg.Lateness, maxOpenWindows-1, cfg.Window)
+	case newWindowing(&cfg).open() > MaxOpenWindows:
+		return nil, fmt.Errorf("%w: Lateness %v is more than %d windows of %v", ErrConfig, cfg.Lateness, MaxOpenWindows-1, cfg.Window)
 	case cfg.RingBatches < 2 || cfg.RingBatches > 1<<20:
 		return nil, fmt.Errorf("%w: RingBatches %d not in [2, 2^20]", ErrConfig, cfg.RingBatches)
 	case cfg.BatchSize < 1 || cfg.BatchSize > 1<<16:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/record"
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/sketch"
@@ -67,7 +68,7 @@ func refSketch(t *testing.T, p uint8, seed uint64, keys map[flow.Key]bool) *sket
 }
 
 // decodeSketch decodes a summary's sketch.
-func decodeSketch(t *testing.T, w *WindowSummary) *sketch.HLL {
+func decodeSketch(t *testing.T, w *record.WindowSummary) *sketch.HLL {
 	t.Helper()
 	var h sketch.HLL
 	if err := h.UnmarshalBinary(w.Sketch); err != nil {
@@ -79,7 +80,7 @@ func decodeSketch(t *testing.T, w *WindowSummary) *sketch.HLL {
 // checkSketches compares every summary's sketch with the reference sketch
 // of want[its start] (nil: no key), register for register, and its
 // estimate with the reference's and with the exact count.
-func checkSketches(t *testing.T, cfg Config, wins []WindowSummary, want map[int64]map[flow.Key]bool) {
+func checkSketches(t *testing.T, cfg Config, wins []record.WindowSummary, want map[int64]map[flow.Key]bool) {
 	t.Helper()
 	p, seed := cfg.SketchPrecision, cfg.SketchSeed
 	for i := range wins {

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // topology is the wiring of one Run: a ring from every producer to every
@@ -81,7 +82,7 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 	for w := range t.workers {
 		free[w] = make(chan *outBatch, outPool)
 		for range outPool {
-			free[w] <- &outBatch{worker: w, recs: make([]Record, 0, outBatchSize), sketch: p.sketch.Clone()}
+			free[w] <- &outBatch{worker: w, recs: make([]record.Record, 0, outBatchSize), sketch: p.sketch.Clone()}
 		}
 		t.workers[w] = newWorker(w, p.filters[w], p.sketch, cfg, lo, in[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
 	}

@@ -20,10 +20,10 @@ const (
 	winNone int64 = math.MinInt64 + 1
 )
 
-// maxOpenWindows bounds how many windows may be open at once (Lateness
+// MaxOpenWindows bounds how many windows may be open at once (Lateness
 // over Window, plus one), so that a worker's filters for them stay a
-// small, fixed array.
-const maxOpenWindows = 64
+// small, fixed array: New refuses a Config that would keep more open.
+const MaxOpenWindows = 64
 
 // maxGapWindows bounds the empty summaries written for a gap in the
 // traffic. A longer gap (a capture paused for a day under one-second

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/sketch"
 )
 
@@ -98,7 +99,7 @@ type workerStats struct {
 // worker's windows: its records come first, then the close.
 type outBatch struct {
 	worker int
-	recs   []Record
+	recs   []record.Record
 
 	close    bool
 	final    bool  // the worker's last close: every producer has ended
@@ -273,7 +274,7 @@ func (w *worker) emit(sl *wslot, k *flow.Key, t int64, obs uint32) {
 	if len(w.ob.recs) == cap(w.ob.recs) {
 		w.send()
 	}
-	w.ob.recs = append(w.ob.recs, Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, Observer: obs, Windowed: w.win.d != 0})
+	w.ob.recs = append(w.ob.recs, record.Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, Observer: obs, Windowed: w.win.d != 0})
 	sl.distinct++
 	w.distinct++
 }

@@ -13,8 +13,8 @@
 //     per-window files ([RecordFiles], [SummaryFiles]: -w with a time
 //     pattern, see package report/outfile). Their first error stops the
 //     run: a full disk must not lose records silently.
-//   - [Export]s: --export destinations (package report/ipfix,
-//     report/clickhouse) in the queues of package delivery, which deliver
+//   - [Export]s: --export destinations (package export/ipfix,
+//     export/clickhouse) in the queues of package export, which deliver
 //     from goroutines of their own. The Reporter never waits for them; what
 //     they cannot deliver is counted by reason in every summary
 //     (Summary.ExportDropped) and in the totals.

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 )
 
 func ExampleNewRecordWriter() {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rec := pipeline.Record{
+	rec := record.Record{
 		Key: flow.MakeKey(flow.Key5Tuple,
 			netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), 6, 1234, 80),
 		TimeNs:      start.Add(1500 * time.Millisecond).UnixNano(),

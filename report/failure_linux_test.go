@@ -13,7 +13,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // TestDevFull writes to /dev/full, where every write fails with ENOSPC: the
@@ -45,7 +45,7 @@ func TestDevFull(t *testing.T) {
 	if !strings.Contains(first.Error(), "/dev/full") {
 		t.Errorf("error %q does not name the file", first)
 	}
-	if err := r.Window(&pipeline.WindowSummary{Final: true}); err != first {
+	if err := r.Window(&record.WindowSummary{Final: true}); err != first {
 		t.Errorf("Window after the failure: %v, want the first error", err)
 	}
 	if err := r.Close(); err != first {
@@ -56,7 +56,7 @@ func TestDevFull(t *testing.T) {
 	}
 
 	sw := NewSummaryWriter(f)
-	if err := sw.Window(&Summary{}); !errors.Is(err, syscall.ENOSPC) {
+	if err := sw.Window(&record.Summary{}); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("summary to /dev/full: %v, want ENOSPC", err)
 	}
 }

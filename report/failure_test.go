@@ -14,6 +14,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // fullWriter takes writes until limit bytes are used, then fails with
@@ -60,7 +61,7 @@ func (f *fakeFile) Truncate(size int64) error {
 }
 
 // testRecords are 5-tuple records of varying lengths.
-func testRecords() (recs []pipeline.Record, lines []string) {
+func testRecords() (recs []record.Record, lines []string) {
 	for _, tc := range recordCases {
 		if tc.rec.Key.Kind() == flow.Key5Tuple {
 			recs = append(recs, tc.rec)

@@ -6,61 +6,21 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Records of several observation points in one run: flowdedup collect
 // gathers the records of many routers, and numbers each router's
-// observation domain in pipeline.Record.Observer. This file holds what the
+// observation domain in record.Record.Observer. This file holds what the
 // Reporter and the record writers do with those numbers; a run of one
 // observation point (replay, run) never sets Config.Observers and none of
 // it happens.
 
-// ObserverNames names the observers of records (pipeline.Record.Observer):
+// ObserverNames names the observers of records (record.Record.Observer):
 // collect.Collector implements it. A name is at most MaxObserverLen bytes
 // of characters that need no quoting in JSON or CSV.
 type ObserverNames interface {
 	ObserverName(id uint32) string
-}
-
-// CollectCounts is what flowdedup collect counted since the previous
-// summary, in the summary of each window (Summary.Collect).
-type CollectCounts struct {
-	// Datagrams and Records received (TCP: IPFIX messages) and decoded.
-	Datagrams uint64 `json:"datagrams"`
-	Records   uint64 `json:"records"`
-	// StartAhead counts the records whose flow start was more than
-	// collect's --max-clock-ahead after their arrival (an exporter's
-	// clock that is wrong):
-	// they took their arrival as their time.
-	StartAhead uint64 `json:"start_ahead"`
-	// Errors counts the datagrams, sets and records not keyed, by reason
-	// (collect.Reasons); {} when none.
-	Errors map[string]uint64 `json:"errors"`
-	// Exporters holds each exporter's observation domain that sent
-	// something since the previous summary or has records in the window.
-	Exporters []ExporterCounts `json:"exporters"`
-}
-
-// ExporterCounts are one exporter's observation domain's counts in a
-// summary.
-type ExporterCounts struct {
-	ID       uint32 `json:"-"`        // its pipeline.Record.Observer
-	Exporter string `json:"exporter"` // its name, e.g. 192.0.2.1#0
-	Protocol string `json:"protocol"` // netflow5, netflow9, ipfix or sflow
-	// Datagrams and Records it sent since the previous summary.
-	Datagrams uint64 `json:"datagrams"`
-	Records   uint64 `json:"records"`
-	// Distinct is how many records of the window are its: the keys it
-	// saw in the window, each once (the Reporter counts them).
-	Distinct uint64 `json:"distinct"`
-	// Lost is what its sequence numbers said was lost in transit since
-	// the previous summary, in LostUnit (datagrams or records).
-	Lost     uint64 `json:"lost"`
-	LostUnit string `json:"lost_unit,omitempty"`
-	// SamplingRate is its 1-in-N packet sampling rate, 0 when it never
-	// said: with sampling, its counts are lower bounds.
-	SamplingRate uint32 `json:"sampling_rate"`
 }
 
 // Export staging by observer. An export destination stores a batch under
@@ -91,7 +51,7 @@ type observerStages struct {
 
 type observerStage struct {
 	id   uint32
-	recs []pipeline.Record
+	recs []record.Record
 }
 
 func newObserverStages(names ObserverNames) *observerStages {
@@ -101,7 +61,7 @@ func newObserverStages(names ObserverNames) *observerStages {
 // add stages rec for the exports and counts it in its window; it reports
 // whether the stages should be handed on (one is full, or all together
 // hold too many).
-func (o *observerStages) add(rec *pipeline.Record) bool {
+func (o *observerStages) add(rec *record.Record) bool {
 	c := o.counts[rec.WindowNs]
 	if c == nil {
 		c = map[uint32]uint64{}
@@ -133,7 +93,7 @@ func (o *observerStages) due() bool {
 
 // dispatch hands every observer's staged records to the exports, one
 // batch per observer named by it.
-func (o *observerStages) dispatch(exports []Export, b *Batch) {
+func (o *observerStages) dispatch(exports []record.Export, b *record.Batch) {
 	for id, st := range o.stages {
 		if len(st.recs) > 0 {
 			b.Records, b.Observer = st.recs, o.names.ObserverName(id)
@@ -163,7 +123,7 @@ func (o *observerStages) distinct(start int64) map[uint32]uint64 {
 // finishExporters fills in each exporter's Distinct for the window of s,
 // adding an entry for an exporter with records in the window that the
 // annotation left out.
-func (o *observerStages) finishExporters(s *Summary) {
+func (o *observerStages) finishExporters(s *record.Summary) {
 	c := o.distinct(s.StartNs)
 	if s.Collect == nil {
 		return
@@ -175,10 +135,10 @@ func (o *observerStages) finishExporters(s *Summary) {
 	}
 	first := len(s.Collect.Exporters)
 	for id, n := range c {
-		s.Collect.Exporters = append(s.Collect.Exporters, ExporterCounts{ID: id, Exporter: o.names.ObserverName(id), Distinct: n})
+		s.Collect.Exporters = append(s.Collect.Exporters, record.ExporterCounts{ID: id, Exporter: o.names.ObserverName(id), Distinct: n})
 	}
 	added := s.Collect.Exporters[first:]
-	slices.SortFunc(added, func(a, b ExporterCounts) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(added, func(a, b record.ExporterCounts) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // errSetObservers: SetObservers on a writer that has written records.
@@ -207,7 +167,7 @@ func (rf *RecordFiles) SetObservers(n ObserverNames) { rf.names = n }
 // appended to b in format f: it goes before the record's closing brace
 // (jsonl) or newline (csv, text). A record of no observer gets an empty
 // name in csv and nothing in jsonl and text.
-func appendObserver(b []byte, f format, names ObserverNames, r *pipeline.Record) []byte {
+func appendObserver(b []byte, f format, names ObserverNames, r *record.Record) []byte {
 	name := ""
 	if r.Observer != 0 {
 		name = names.ObserverName(r.Observer)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // names are test observer names.
@@ -19,30 +19,30 @@ func (n names) ObserverName(id uint32) string { return n[id] }
 
 // batchExport records the batches and summaries an export is given.
 type batchExport struct {
-	batches []Batch
-	windows []Summary
+	batches []record.Batch
+	windows []record.Summary
 }
 
-func (e *batchExport) Records(b *Batch) error {
+func (e *batchExport) Records(b *record.Batch) error {
 	c := *b
 	c.Records = slices.Clone(b.Records)
 	e.batches = append(e.batches, c)
 	return nil
 }
-func (e *batchExport) Window(s *Summary) error                     { e.windows = append(e.windows, *s); return nil }
+func (e *batchExport) Window(s *record.Summary) error              { e.windows = append(e.windows, *s); return nil }
 func (e *batchExport) Flush() error                                { return nil }
 func (e *batchExport) Close() error                                { return nil }
 func (e *batchExport) TakeDropped(m *map[string]map[string]uint64) {}
-func (e *batchExport) Stats() ExportStats                          { return ExportStats{Dest: "test"} }
+func (e *batchExport) Stats() record.ExportStats                   { return record.ExportStats{Dest: "test"} }
 
 // TestObservers: with Config.Observers, records name their exporter, each
 // export batch holds one observer's records under its name, and each
 // summary's exporters count their records of the window.
 func TestObservers(t *testing.T) {
 	const w = int64(60e9)
-	rec := func(i int, obs uint32, win int64) pipeline.Record {
+	rec := func(i int, obs uint32, win int64) record.Record {
 		k := flow.MakeKey(flow.KeySrc, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), netip.Addr{}, 0, 0, 0)
-		return pipeline.Record{Key: k, TimeNs: win*w + int64(i), WindowNs: win * w, WindowEndNs: (win + 1) * w, Observer: obs}
+		return record.Record{Key: k, TimeNs: win*w + int64(i), WindowNs: win * w, WindowEndNs: (win + 1) * w, Observer: obs}
 	}
 	n := names{2: "192.0.2.1#0", 3: "192.0.2.2#7"}
 	for _, format := range Formats {
@@ -50,9 +50,9 @@ func TestObservers(t *testing.T) {
 		exp := &batchExport{}
 		r, err := New(Config{
 			Out: &out, Format: format, Kind: flow.KeySrc, Summary: &sums, Observer: "collector",
-			Exports: []Export{exp}, Observers: n,
-			Annotate: func(s *Summary) {
-				s.Collect = &CollectCounts{Datagrams: 5, Exporters: []ExporterCounts{{ID: 2, Exporter: n[2], Protocol: "ipfix", Records: 9}}}
+			Exports: []record.Export{exp}, Observers: n,
+			Annotate: func(s *record.Summary) {
+				s.Collect = &record.CollectCounts{Datagrams: 5, Exporters: []record.ExporterCounts{{ID: 2, Exporter: n[2], Protocol: "ipfix", Records: 9}}}
 			},
 		})
 		if err != nil {
@@ -68,7 +68,7 @@ func TestObservers(t *testing.T) {
 			}
 		}
 		for _, win := range []int64{0, 1} {
-			if err := r.Window(&pipeline.WindowSummary{StartNs: win * w, EndNs: (win + 1) * w, Distinct: 10, Final: win == 1}); err != nil {
+			if err := r.Window(&record.WindowSummary{StartNs: win * w, EndNs: (win + 1) * w, Distinct: 10, Final: win == 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -114,7 +114,7 @@ func TestObservers(t *testing.T) {
 			t.Errorf("summary's collect counts %+v", c)
 		}
 		var line struct {
-			Collect CollectCounts `json:"collect"`
+			Collect record.CollectCounts `json:"collect"`
 		}
 		first, _, _ := strings.Cut(sums.String(), "\n")
 		if err := json.Unmarshal([]byte(first), &line); err != nil || line.Collect.Datagrams != 5 || len(line.Collect.Exporters) != 2 {

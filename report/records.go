@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Formats lists the record formats NewRecordWriter accepts; the first is
@@ -48,7 +48,7 @@ const (
 	maxRecordLen = 512
 )
 
-// A RecordWriter writes distinct-flow records (pipeline.Record) as JSON
+// A RecordWriter writes distinct-flow records (record.Record) as JSON
 // lines, CSV or text. It is the record half of a pipeline.Sink; Reporter
 // combines it with window summaries.
 //
@@ -71,7 +71,7 @@ type RecordWriter struct {
 	names   ObserverNames // SetObservers: the records' observers are written
 }
 
-var _ Destination = (*RecordWriter)(nil)
+var _ record.Destination = (*RecordWriter)(nil)
 
 // NewRecordWriter returns a writer of records of the given key kind to w in
 // format: "jsonl" (or ""), "csv" or "text".
@@ -90,7 +90,7 @@ var _ Destination = (*RecordWriter)(nil)
 // the protocol: flow.ProtoName, e.g. tcp, udp, icmp, icmp6, igmp, gre),
 // sport and dport (5tuple, when the key has ports: not for ICMP, other
 // portless protocols or non-first fragments). window is omitted when windows are off
-// (pipeline.Record.Windowed false), and written for every window a record
+// (record.Record.Windowed false), and written for every window a record
 // can have: before 1970, at the epoch, or as late as Unix ns reach.
 //
 // csv writes a header line naming the kind's columns, then one row per
@@ -133,7 +133,7 @@ var csvHeaders = [...]string{
 // Record buffers r, and writes the buffer when it is full. A key of another
 // kind than the writer's is an error wrapping flow.ErrBadKind. After a write
 // error, Record returns that error (a *WriteError) and writes nothing.
-func (rw *RecordWriter) Record(r *pipeline.Record) error {
+func (rw *RecordWriter) Record(r *record.Record) error {
 	if rw.out.err != nil {
 		return rw.out.err
 	}
@@ -142,7 +142,7 @@ func (rw *RecordWriter) Record(r *pipeline.Record) error {
 	}
 	switch rw.format {
 	case formatJSONL:
-		rw.buf = appendJSON(rw.buf, r)
+		rw.buf = record.AppendJSON(rw.buf, r)
 	case formatCSV:
 		rw.buf = appendCSV(rw.buf, r)
 	case formatText:
@@ -162,7 +162,7 @@ func (rw *RecordWriter) Record(r *pipeline.Record) error {
 // Records buffers the records of b (see Record). When one fails, the
 // records of b after it are counted as lost too: its *WriteError's Lost
 // includes them.
-func (rw *RecordWriter) Records(b *Batch) error {
+func (rw *RecordWriter) Records(b *record.Batch) error {
 	if rw.out.err != nil {
 		return rw.out.err
 	}
@@ -179,7 +179,7 @@ func (rw *RecordWriter) Records(b *Batch) error {
 
 // Window flushes the records: those of the window that closed are written
 // before its summary is.
-func (rw *RecordWriter) Window(*Summary) error { return rw.Flush() }
+func (rw *RecordWriter) Window(*record.Summary) error { return rw.Flush() }
 
 // Close flushes the records. It does not close the destination.
 func (rw *RecordWriter) Close() error { return rw.Flush() }
@@ -195,47 +195,9 @@ func (rw *RecordWriter) Flush() error {
 	return err
 }
 
-func appendJSON(b []byte, r *pipeline.Record) []byte {
-	k := &r.Key
-	b = append(b, `{"ts":"`...)
-	b = appendTime(b, r.TimeNs)
-	b = append(b, '"')
-	if k.Kind() != flow.KeyDst {
-		b = append(b, `,"src":"`...)
-		b = k.AppendSrc(b)
-		b = append(b, '"')
-	}
-	if k.Kind() != flow.KeySrc {
-		b = append(b, `,"dst":"`...)
-		b = k.AppendDst(b)
-		b = append(b, '"')
-	}
-	if k.Kind() == flow.Key5Tuple {
-		b = append(b, `,"proto":`...)
-		b = strconv.AppendUint(b, uint64(k.Proto()), 10)
-		if name := flow.ProtoName(k.Proto()); name != "" {
-			b = append(b, `,"proto_name":"`...)
-			b = append(b, name...)
-			b = append(b, '"')
-		}
-		if k.HasPorts() {
-			b = append(b, `,"sport":`...)
-			b = strconv.AppendUint(b, uint64(k.SrcPort()), 10)
-			b = append(b, `,"dport":`...)
-			b = strconv.AppendUint(b, uint64(k.DstPort()), 10)
-		}
-	}
-	if r.Windowed {
-		b = append(b, `,"window":"`...)
-		b = appendTime(b, r.WindowNs)
-		b = append(b, '"')
-	}
-	return append(b, "}\n"...)
-}
-
 // appendCSV appends a row of the columns in csvHeaders. No field can hold
 // a comma, quote or newline, so none is quoted.
-func appendCSV(b []byte, r *pipeline.Record) []byte {
+func appendCSV(b []byte, r *record.Record) []byte {
 	k := &r.Key
 	b = appendTime(b, r.TimeNs)
 	if k.Kind() != flow.KeyDst {
@@ -267,7 +229,7 @@ func appendCSV(b []byte, r *pipeline.Record) []byte {
 	return append(b, '\n')
 }
 
-func appendText(b []byte, r *pipeline.Record) []byte {
+func appendText(b []byte, r *record.Record) []byte {
 	b = appendTime(b, r.TimeNs)
 	b = append(b, "  "...)
 	b, _ = r.Key.AppendText(b) // never fails

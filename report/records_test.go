@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 func at(s string) int64 {
@@ -32,14 +32,14 @@ func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // the writer.
 type recordCase struct {
 	name   string
-	rec    pipeline.Record
+	rec    record.Record
 	jsonl  string
 	csvRow string
 	text   string
 }
 
 // windowed returns rec in the hour-long window starting at start.
-func windowed(rec pipeline.Record, start string) pipeline.Record {
+func windowed(rec record.Record, start string) record.Record {
 	rec.WindowNs = at(start)
 	rec.WindowEndNs = rec.WindowNs + int64(time.Hour)
 	rec.Windowed = true
@@ -49,7 +49,7 @@ func windowed(rec pipeline.Record, start string) pipeline.Record {
 var recordCases = []recordCase{
 	{
 		name: "src/v4/window",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key:    flow.MakeKey(flow.KeySrc, addr("10.0.0.1"), addr("10.0.0.2"), 6, 1234, 80),
 			TimeNs: at("2026-01-01T00:00:01.5Z"),
 		}, "2026-01-01T00:00:00Z"),
@@ -59,7 +59,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "src/v4-mapped-v6",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.KeySrc, addr("::ffff:10.0.0.1"), netip.Addr{}, 0, 0, 0),
 			TimeNs: at("2026-01-01T00:00:01Z"),
 		},
@@ -69,7 +69,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "dst/v6/nowindow",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.KeyDst, addr("2001:db8::1"), addr("2001:db8::2"), 17, 53, 53),
 			TimeNs: at("2026-01-01T00:00:01.000000001Z"),
 		},
@@ -79,7 +79,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "pair/v4/window",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key:    flow.MakeKey(flow.KeyPair, addr("10.0.0.1"), addr("10.0.0.2"), 0, 0, 0),
 			TimeNs: at("2026-01-01T00:59:59Z"),
 		}, "2026-01-01T00:00:00Z"),
@@ -89,7 +89,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "pair/v6",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.KeyPair, addr("2001:db8::1"), addr("2001:db8:0:1::"), 0, 0, 0),
 			TimeNs: at("2026-02-28T12:00:00.01Z"),
 		},
@@ -99,7 +99,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "5tuple/tcp/v4/window",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, addr("10.0.0.1"), addr("10.0.0.2"), 6, 1234, 80),
 			TimeNs: at("2026-01-01T00:00:01.5Z"),
 		}, "2026-01-01T00:00:00Z"),
@@ -109,7 +109,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "5tuple/udp/v6",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, addr("2001:db8::1"), addr("2001:db8::2"), 17, 53, 5353),
 			TimeNs: at("2026-03-04T05:06:07.123456789Z"),
 		},
@@ -119,7 +119,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "5tuple/icmp6/v6/noports/window",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, addr("fe80::1"), addr("ff02::1"), 58, 0, 0),
 			TimeNs: at("2026-01-01T00:00:02Z"),
 		}, "2026-01-01T00:00:00Z"),
@@ -129,7 +129,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "5tuple/icmp/v4/noports",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, addr("192.0.2.1"), addr("192.0.2.254"), 1, 0, 0),
 			TimeNs: at("2026-01-01T00:00:02.75Z"),
 		},
@@ -139,7 +139,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "5tuple/gre/v4/named",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, addr("192.0.2.1"), addr("198.51.100.7"), 47, 0, 0),
 			TimeNs: at("2026-01-01T00:00:03.25Z"),
 		},
@@ -149,7 +149,7 @@ var recordCases = []recordCase{
 	},
 	{
 		name: "5tuple/unassigned/v4/unnamed",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.Key5Tuple, addr("192.0.2.1"), addr("198.51.100.7"), 200, 0, 0),
 			TimeNs: at("2026-01-01T00:00:03.25Z"),
 		},
@@ -161,7 +161,7 @@ var recordCases = []recordCase{
 		// The longest record: full-length IPv6 addresses, 5-digit ports,
 		// nine fractional digits and a window.
 		name: "5tuple/sctp/v6/longest",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key: flow.MakeKey(flow.Key5Tuple, addr("2001:db8:ffff:ffff:ffff:ffff:ffff:fffe"),
 				addr("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff"), 132, 65535, 65534),
 			TimeNs: at("2026-12-31T23:59:59.999999999Z"),
@@ -174,7 +174,7 @@ var recordCases = []recordCase{
 		// A window that starts at the epoch is still a window: "windows
 		// off" is Windowed false, not WindowNs == 0.
 		name: "src/v4/epoch-window",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key:    flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0),
 			TimeNs: 1000,
 		}, "1970-01-01T00:00:00Z"),
@@ -187,7 +187,7 @@ var recordCases = []recordCase{
 		// its end is 0 (issue 25: a v5 record 1 ms before 1970 lost
 		// its window and stopped a time pattern).
 		name: "src/v4/window-ending-at-epoch",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key:    flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0),
 			TimeNs: -1_000_000,
 		}, "1969-12-31T23:00:00Z"),
@@ -199,7 +199,7 @@ var recordCases = []recordCase{
 		// The last window Unix ns reach: its end saturates at
 		// math.MaxInt64.
 		name: "dst/v4/last-window",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:      flow.MakeKey(flow.KeyDst, netip.Addr{}, addr("10.1.2.3"), 0, 0, 0),
 			TimeNs:   math.MaxInt64,
 			WindowNs: at("2262-04-11T23:00:00Z"), WindowEndNs: math.MaxInt64, Windowed: true,
@@ -211,7 +211,7 @@ var recordCases = []recordCase{
 	{
 		// Without windows there is no window field, whatever the time.
 		name: "src/v4/no-window-before-1970",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0),
 			TimeNs: -1_000_000,
 		},
@@ -235,7 +235,7 @@ func network(k flow.Key) flow.Key {
 var networkCases = []recordCase{
 	{
 		name: "src/v4/network",
-		rec: windowed(pipeline.Record{
+		rec: windowed(record.Record{
 			Key:    network(flow.MakeKey(flow.KeySrc, addr("10.1.2.3"), netip.Addr{}, 0, 0, 0)),
 			TimeNs: at("2026-01-01T00:00:01.5Z"),
 		}, "2026-01-01T00:00:00Z"),
@@ -245,7 +245,7 @@ var networkCases = []recordCase{
 	},
 	{
 		name: "dst/v6/network",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    network(flow.MakeKey(flow.KeyDst, netip.Addr{}, addr("2001:db8:1:2:aaaa::1"), 0, 0, 0)),
 			TimeNs: at("2026-01-01T00:00:01Z"),
 		},
@@ -255,7 +255,7 @@ var networkCases = []recordCase{
 	},
 	{
 		name: "5tuple/v6/network",
-		rec: pipeline.Record{
+		rec: record.Record{
 			Key:    network(flow.MakeKey(flow.Key5Tuple, addr("2001:db8:1:2::1"), addr("2001:db8:3:4::1"), 17, 53, 5353)),
 			TimeNs: at("2026-01-01T00:00:01Z"),
 		},
@@ -273,7 +273,7 @@ var csvHeaderWant = map[flow.KeyKind]string{
 }
 
 // writeAll writes recs with a new writer and returns the output.
-func writeAll(t *testing.T, format string, kind flow.KeyKind, recs ...pipeline.Record) string {
+func writeAll(t *testing.T, format string, kind flow.KeyKind, recs ...record.Record) string {
 	t.Helper()
 	var out bytes.Buffer
 	rw, err := NewRecordWriter(&out, format, kind)
@@ -376,7 +376,7 @@ func TestJSONRoundTrip(t *testing.T) {
 
 func TestCSVParses(t *testing.T) {
 	for kind := flow.KeySrc; kind <= flow.Key5Tuple; kind++ {
-		var recs []pipeline.Record
+		var recs []record.Record
 		for _, tc := range recordCases {
 			if tc.rec.Key.Kind() == kind {
 				recs = append(recs, tc.rec)
@@ -404,11 +404,11 @@ func TestRecordWriterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := pipeline.Record{Key: flow.MakeKey(flow.KeyDst, netip.Addr{}, addr("10.0.0.1"), 0, 0, 0)}
+	rec := record.Record{Key: flow.MakeKey(flow.KeyDst, netip.Addr{}, addr("10.0.0.1"), 0, 0, 0)}
 	if err := rw.Record(&rec); !errors.Is(err, flow.ErrBadKind) {
 		t.Errorf("dst key to a src writer: %v, want flow.ErrBadKind", err)
 	}
-	if err := rw.Record(&pipeline.Record{}); !errors.Is(err, flow.ErrBadKind) {
+	if err := rw.Record(&record.Record{}); !errors.Is(err, flow.ErrBadKind) {
 		t.Errorf("zero key: %v, want flow.ErrBadKind", err)
 	}
 }

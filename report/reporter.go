@@ -11,6 +11,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // Config says where a Reporter writes. The Reporter does not close any of
@@ -32,13 +33,13 @@ type Config struct {
 	// Destinations are more synchronous destinations (per-window files),
 	// fed after Out and Summary: their first error stops the run, as a
 	// file's does.
-	Destinations []Destination
+	Destinations []record.Destination
 	// Exports are the --export destinations, each in its queue (package
-	// delivery; opened by URL with package report/export): they are fed
+	// export, opened by URL with export.Open): they are fed
 	// every record and summary without ever making the Reporter wait, and
 	// what they cannot deliver is counted (Summary.ExportDropped), never an
 	// error.
-	Exports []Export
+	Exports []record.Export
 	// DamagedFiles, when not nil, is called once, by Close, for the input
 	// files the run found damaged, by reason (replay's: "empty",
 	// "truncated", "damaged"), which the run totals show apart from the
@@ -46,7 +47,7 @@ type Config struct {
 	DamagedFiles func() map[string]uint64
 
 	// Observers, when set, names the observers of records that carry one
-	// (pipeline.Record.Observer: flowdedup collect's exporters). The
+	// (record.Record.Observer: flowdedup collect's exporters). The
 	// record file (Out) writes each record's observer; the exports get
 	// each observer's records in batches of their own, named by it
 	// (Batch.Observer), while summaries keep Observer (the collector).
@@ -55,7 +56,7 @@ type Config struct {
 	// on (flowdedup collect adds Summary.Collect); the Reporter then
 	// counts each exporter's records of the window in
 	// Summary.Collect.Exporters[i].Distinct.
-	Annotate func(*Summary)
+	Annotate func(*record.Summary)
 }
 
 // stageSize is how many records the Reporter gathers before handing them
@@ -64,7 +65,7 @@ type Config struct {
 const stageSize = 256
 
 // Reporter is the pipeline.Sink of the CLI: it hands records and window
-// summaries to report.Sinks, and on Close writes the run totals.
+// summaries to its Destinations and Exports, and on Close writes the run totals.
 //
 // The synchronous sinks are the record file (--out, a RecordWriter), the
 // summary file (--summary, a SummaryWriter) and Config.Destinations; the first
@@ -86,13 +87,13 @@ const stageSize = 256
 //
 // A Reporter is used from one goroutine, as pipeline.Sink says.
 type Reporter struct {
-	sinks   []Destination
-	exports []Export
-	stage   Batch
-	sum     Summary
+	sinks   []record.Destination
+	exports []record.Export
+	stage   record.Batch
+	sum     record.Summary
 	out     io.Writer // for totals
 	damaged func() map[string]uint64
-	totals  pipeline.WindowSummary
+	totals  record.WindowSummary
 	windows uint64
 	firstNs int64 // the first window's start
 	lastNs  int64 // the last window's end
@@ -101,8 +102,8 @@ type Reporter struct {
 	closed  bool
 
 	obs      *observerStages // Config.Observers: the exports' records by observer
-	obsBatch Batch           // the batch obs hands on
-	annotate func(*Summary)
+	obsBatch record.Batch    // the batch obs hands on
+	annotate func(*record.Summary)
 }
 
 var _ pipeline.Sink = (*Reporter)(nil)
@@ -117,8 +118,8 @@ func New(cfg Config) (*Reporter, error) {
 	if !cfg.Kind.IsValid() {
 		return nil, fmt.Errorf("report: %w: %v", flow.ErrBadKind, cfg.Kind)
 	}
-	if len(cfg.Observer) > MaxObserverLen {
-		return nil, fmt.Errorf("%w: %d bytes, want at most %d", ErrObserver, len(cfg.Observer), MaxObserverLen)
+	if len(cfg.Observer) > record.MaxObserverLen {
+		return nil, fmt.Errorf("%w: %d bytes, want at most %d", record.ErrObserver, len(cfg.Observer), record.MaxObserverLen)
 	}
 	r := &Reporter{out: cfg.Totals, exports: cfg.Exports, damaged: cfg.DamagedFiles}
 	if cfg.Out != nil {
@@ -135,7 +136,7 @@ func New(cfg Config) (*Reporter, error) {
 		r.sinks = append(r.sinks, NewSummaryWriter(cfg.Summary))
 	}
 	r.sinks = append(r.sinks, cfg.Destinations...)
-	r.stage.Records = make([]pipeline.Record, 0, stageSize)
+	r.stage.Records = make([]record.Record, 0, stageSize)
 	r.stage.Observer = cfg.Observer
 	if cfg.Observers != nil {
 		r.obs = newObserverStages(cfg.Observers)
@@ -150,7 +151,7 @@ func New(cfg Config) (*Reporter, error) {
 }
 
 // Record takes the distinct-flow record rec. It does not allocate.
-func (r *Reporter) Record(rec *pipeline.Record) error {
+func (r *Reporter) Record(rec *record.Record) error {
 	if r.err != nil {
 		return r.err
 	}
@@ -186,7 +187,7 @@ func (r *Reporter) dispatch() error {
 
 // Window hands on the records gathered, then the summary of the closed
 // window s. It counts s in the totals even after an error.
-func (r *Reporter) Window(s *pipeline.WindowSummary) error {
+func (r *Reporter) Window(s *record.WindowSummary) error {
 	r.add(s)
 	if r.err != nil {
 		return r.err
@@ -218,7 +219,7 @@ func (r *Reporter) Window(s *pipeline.WindowSummary) error {
 			break
 		}
 	}
-	sum.WindowSummary = pipeline.WindowSummary{} // keep no pointer into the pipeline's memory
+	sum.WindowSummary = record.WindowSummary{} // keep no pointer into the pipeline's memory
 	return r.err
 }
 
@@ -302,7 +303,7 @@ func (r *Reporter) Close() error {
 // before Close. The caller must not change them.
 func (r *Reporter) Totals() *RunTotals { return r.final }
 
-func (r *Reporter) add(s *pipeline.WindowSummary) {
+func (r *Reporter) add(s *record.WindowSummary) {
 	if r.windows == 0 {
 		r.firstNs = s.StartNs
 	}
@@ -336,7 +337,7 @@ func (r *Reporter) add(s *pipeline.WindowSummary) {
 //	totals: packets 1000, malformed 3 (bad_header 1, truncated 2), skipped 2 (not_ip 2), keys 995, distinct 120, dropped 0, windows 2
 //
 // and, when files were damaged, ", damaged files 2 (empty 1, truncated 1)".
-func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64, damaged map[string]uint64) []byte {
+func appendTotals(b []byte, t *record.WindowSummary, windows uint64, damaged map[string]uint64) []byte {
 	b = append(b, "totals: packets "...)
 	b = strconv.AppendUint(b, t.Packets, 10)
 	b = append(b, ", malformed "...)
@@ -377,8 +378,8 @@ func appendTotals(b []byte, t *pipeline.WindowSummary, windows uint64, damaged m
 //	export ipfix://127.0.0.1:4739: sent 1200 records (IPFIX carries no window summaries), dropped 0
 //
 // The spool part is there only with a spool. IPFIX exports records only
-// (report/ipfix's Window flushes them), so its line counts no summaries.
-func appendExportTotals(b []byte, st ExportStats) []byte {
+// (export/ipfix's Window flushes them), so its line counts no summaries.
+func appendExportTotals(b []byte, st record.ExportStats) []byte {
 	var dropped uint64
 	for _, n := range st.Dropped {
 		dropped += n

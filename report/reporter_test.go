@@ -9,17 +9,17 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 var (
-	window1 = pipeline.WindowSummary{
+	window1 = record.WindowSummary{
 		StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T01:00:00Z"),
 		Packets: 1000, Malformed: 3, Skipped: 5, Keys: 992, Distinct: 120, Dropped: 0,
 		MalformedBy: map[string]uint64{"truncated": 2, "bad_header": 1},
 		SkippedBy:   map[string]uint64{"not_ip": 5},
 	}
-	window2 = pipeline.WindowSummary{
+	window2 = record.WindowSummary{
 		StartNs: at("2026-01-01T01:00:00Z"), EndNs: at("2026-01-01T01:30:00.25Z"),
 		Packets: 500, Keys: 493, Distinct: 30, Dropped: 7,
 		MalformedBy: map[string]uint64{},
@@ -39,14 +39,14 @@ var (
 func TestSummaryLines(t *testing.T) {
 	var out bytes.Buffer
 	sw := NewSummaryWriter(&out)
-	if err := sw.Window(&Summary{WindowSummary: window1}); err != nil {
+	if err := sw.Window(&record.Summary{WindowSummary: window1}); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing is buffered: the line is out as soon as the window closes.
 	if got := out.String(); got != summary1 {
 		t.Errorf("after window 1:\n got %s\nwant %s", got, summary1)
 	}
-	if err := sw.Window(&Summary{WindowSummary: window2}); err != nil {
+	if err := sw.Window(&record.Summary{WindowSummary: window2}); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); got != summary1+summary2 {
@@ -131,7 +131,7 @@ func TestReporterOptionalOutputs(t *testing.T) {
 	if err := r.Record(&rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Window(&pipeline.WindowSummary{Final: true}); err != nil {
+	if err := r.Window(&record.WindowSummary{Final: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Close(); err != nil {
@@ -148,11 +148,11 @@ func TestReporterOptionalOutputs(t *testing.T) {
 		t.Errorf("no kind: %v, want flow.ErrBadKind", err)
 	}
 	// An observer name a spool file can hold, and one it cannot.
-	if _, err := New(Config{Kind: flow.KeySrc, Observer: strings.Repeat("r", MaxObserverLen)}); err != nil {
-		t.Errorf("observer of %d bytes: %v", MaxObserverLen, err)
+	if _, err := New(Config{Kind: flow.KeySrc, Observer: strings.Repeat("r", record.MaxObserverLen)}); err != nil {
+		t.Errorf("observer of %d bytes: %v", record.MaxObserverLen, err)
 	}
-	if _, err := New(Config{Kind: flow.KeySrc, Observer: strings.Repeat("r", MaxObserverLen+1)}); !errors.Is(err, ErrObserver) {
-		t.Errorf("observer of %d bytes: %v, want ErrObserver", MaxObserverLen+1, err)
+	if _, err := New(Config{Kind: flow.KeySrc, Observer: strings.Repeat("r", record.MaxObserverLen+1)}); !errors.Is(err, record.ErrObserver) {
+		t.Errorf("observer of %d bytes: %v, want ErrObserver", record.MaxObserverLen+1, err)
 	}
 }
 

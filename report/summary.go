@@ -3,15 +3,12 @@ package report
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"time"
 
-	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // A SummaryWriter writes one JSON line per closed window (the --summary
@@ -21,7 +18,7 @@ import (
 //	{"window_start":"2026-01-01T00:00:00Z","window_end":"2026-01-01T01:00:00Z","packets":1000,"malformed":3,"skipped":2,"keys":995,"prefiltered":0,"distinct":120,"dropped":0,"malformed_by":{"bad_header":1,"truncated":2},"skipped_by":{"not_ip":2},"dropped_by":{},"final":false,"observer":"r1","filter":"qht:mem=64MiB,buckets=4,fpbits=12","key":"src","late":0,"late_by":{},"distinct_estimate":121,"export_dropped":{}}
 //
 // Times are RFC 3339 in UTC as in records. skipped counts frames without an
-// IP key (pipeline.WindowSummary.Skipped). malformed_by, skipped_by,
+// IP key (record.WindowSummary.Skipped). malformed_by, skipped_by,
 // dropped_by and late_by map reasons to counts, in sorted order, and are {}
 // rather than null when empty; final is true for the last window of a run.
 // The fields after final came later and are appended, so the older ones
@@ -54,104 +51,19 @@ type SummaryWriter struct {
 	out wholeWriter
 }
 
-var _ Destination = (*SummaryWriter)(nil)
+var _ record.Destination = (*SummaryWriter)(nil)
 
 // NewSummaryWriter returns a SummaryWriter writing to w. It does not close w.
 func NewSummaryWriter(w io.Writer) *SummaryWriter {
 	return &SummaryWriter{out: wholeWriter{w: w, op: "summary"}}
 }
 
-// summaryLine is the JSON form of a Summary. Field order is the order of
-// the line: new fields go at the end, but for key, which sits beside filter.
-type summaryLine struct {
-	WindowStart      string                       `json:"window_start"`
-	WindowEnd        string                       `json:"window_end"`
-	Packets          uint64                       `json:"packets"`
-	Malformed        uint64                       `json:"malformed"`
-	Skipped          uint64                       `json:"skipped"`
-	Keys             uint64                       `json:"keys"`
-	Prefiltered      uint64                       `json:"prefiltered"`
-	Distinct         uint64                       `json:"distinct"`
-	Dropped          uint64                       `json:"dropped"`
-	MalformedBy      map[string]uint64            `json:"malformed_by"`
-	SkippedBy        map[string]uint64            `json:"skipped_by"`
-	DroppedBy        map[string]uint64            `json:"dropped_by"`
-	Final            bool                         `json:"final"`
-	Observer         string                       `json:"observer,omitempty"`
-	Filter           string                       `json:"filter,omitempty"`
-	Key              string                       `json:"key,omitempty"`
-	Late             uint64                       `json:"late"`
-	LateBy           map[string]uint64            `json:"late_by"`
-	DistinctEstimate uint64                       `json:"distinct_estimate"`
-	Sketch           []byte                       `json:"sketch,omitempty"` // standard base64
-	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
-	Collect          *CollectCounts               `json:"collect,omitempty"`
-}
-
-// orEmpty returns m, or an empty map for nil: {} reads better than null.
-func orEmpty(m map[string]uint64) map[string]uint64 {
-	if m == nil {
-		return map[string]uint64{}
-	}
-	return m
-}
-
-// keyName returns the --key spelling of k, followed by /V4LEN,V6LEN for
-// keys by network, or "" (the field left out) for an invalid kind.
-func keyName(k flow.KeyKind, m flow.Mask) string {
-	if !k.IsValid() {
-		return ""
-	}
-	return flow.KeySpec{Kind: k, Mask: m}.String()
-}
-
-// AppendSummary appends the JSON line of s, newline included: the line
-// --summary writes, which delivery's spool files hold too.
-func AppendSummary(b []byte, s *Summary) []byte {
-	dropped := s.ExportDropped
-	if dropped == nil {
-		dropped = map[string]map[string]uint64{}
-	}
-	line := summaryLine{
-		WindowStart:      string(appendTime(nil, s.StartNs)),
-		WindowEnd:        string(appendTime(nil, s.EndNs)),
-		Packets:          s.Packets,
-		Malformed:        s.Malformed,
-		Skipped:          s.Skipped,
-		Keys:             s.Keys,
-		Prefiltered:      s.Prefiltered,
-		Distinct:         s.Distinct,
-		Dropped:          s.Dropped,
-		MalformedBy:      orEmpty(s.MalformedBy),
-		SkippedBy:        orEmpty(s.SkippedBy),
-		DroppedBy:        orEmpty(s.DroppedBy),
-		Final:            s.Final,
-		Observer:         s.Observer,
-		Filter:           s.Filter,
-		Key:              keyName(s.Key, s.Prefix),
-		Late:             s.Late,
-		LateBy:           orEmpty(s.LateBy),
-		DistinctEstimate: s.DistinctEstimate,
-		Sketch:           s.Sketch,
-		ExportDropped:    dropped,
-		Collect:          s.Collect,
-	}
-	j, err := json.Marshal(&line)
-	if err != nil {
-		// Strings, numbers, bytes and maps of them: Marshal cannot fail
-		// (invalid UTF-8 in a string is replaced, not an error).
-		panic("report: encoding a summary: " + err.Error())
-	}
-	b = append(b, j...)
-	return append(b, '\n')
-}
-
 // Window writes the summary of the closed window s.
-func (sw *SummaryWriter) Window(s *Summary) error {
+func (sw *SummaryWriter) Window(s *record.Summary) error {
 	if sw.out.err != nil {
 		return sw.out.err
 	}
-	return sw.out.write(AppendSummary(nil, s), 1)
+	return sw.out.write(record.AppendSummary(nil, s), 1)
 }
 
 // Totals writes the run totals line (AppendRunTotals), the last line of
@@ -164,7 +76,7 @@ func (sw *SummaryWriter) Totals(t *RunTotals) error {
 }
 
 // Records does nothing: a summary file holds no records.
-func (sw *SummaryWriter) Records(*Batch) error { return sw.out.err }
+func (sw *SummaryWriter) Records(*record.Batch) error { return sw.out.err }
 
 // Flush returns the writer's error, if any: nothing is buffered.
 func (sw *SummaryWriter) Flush() error { return sw.out.err }
@@ -177,15 +89,6 @@ func (sw *SummaryWriter) Close() error { return sw.out.err }
 // the largest sketch the sketch package makes (precision 18, 256 KiB,
 // about 350 KiB in base64) and many export destinations fits.
 const MaxSummaryLine = 1 << 20
-
-// ErrSummary is wrapped by the errors of a SummaryReader for a line that
-// is not a summary.
-var ErrSummary = errors.New("malformed summary")
-
-// ErrRunTotals is returned by ParseSummary for the run totals line
-// ({"run_totals":{...}}, see SummaryWriter): a line of a summary output
-// that is no window's summary. SummaryReader skips it.
-var ErrRunTotals = errors.New("report: the run totals, not a window summary")
 
 // A SummaryError is a line a SummaryReader could not read as a summary.
 type SummaryError struct {
@@ -233,7 +136,7 @@ func NewSummaryReader(r io.Reader) *SummaryReader {
 // Read reads the next summary into s, overwriting it. At the end of the
 // input it returns io.EOF; after any other error it returns that error
 // again.
-func (sr *SummaryReader) Read(s *Summary) error {
+func (sr *SummaryReader) Read(s *record.Summary) error {
 	if sr.err != nil {
 		return sr.err
 	}
@@ -243,8 +146,8 @@ func (sr *SummaryReader) Read(s *Summary) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if err := ParseSummary(line, s); err != nil {
-			if errors.Is(err, ErrRunTotals) {
+		if err := record.ParseSummary(line, s); err != nil {
+			if errors.Is(err, record.ErrRunTotals) {
 				continue
 			}
 			sr.err = &SummaryError{Line: sr.line, Err: err}
@@ -254,7 +157,7 @@ func (sr *SummaryReader) Read(s *Summary) error {
 	}
 	switch err := sr.sc.Err(); {
 	case errors.Is(err, bufio.ErrTooLong):
-		sr.err = &SummaryError{Line: sr.line + 1, Err: fmt.Errorf("%w: longer than %d bytes", ErrSummary, MaxSummaryLine)}
+		sr.err = &SummaryError{Line: sr.line + 1, Err: fmt.Errorf("%w: longer than %d bytes", record.ErrSummary, MaxSummaryLine)}
 	case err != nil:
 		sr.err = fmt.Errorf("report: reading summaries: %w", err)
 	default:
@@ -268,11 +171,11 @@ func (sr *SummaryReader) Read(s *Summary) error {
 func (sr *SummaryReader) Line() int { return sr.line }
 
 // ReadSummaries reads every summary of r (see SummaryReader).
-func ReadSummaries(r io.Reader) ([]Summary, error) {
+func ReadSummaries(r io.Reader) ([]record.Summary, error) {
 	sr := NewSummaryReader(r)
-	var all []Summary
+	var all []record.Summary
 	for {
-		var s Summary
+		var s record.Summary
 		err := sr.Read(&s)
 		if err == io.EOF {
 			return all, nil
@@ -282,111 +185,4 @@ func ReadSummaries(r io.Reader) ([]Summary, error) {
 		}
 		all = append(all, s)
 	}
-}
-
-// summaryIn is a summaryLine as read: pointers tell the required fields
-// that are missing from those that are zero.
-type summaryIn struct {
-	WindowStart      *string                      `json:"window_start"`
-	WindowEnd        *string                      `json:"window_end"`
-	Packets          *uint64                      `json:"packets"`
-	Malformed        *uint64                      `json:"malformed"`
-	Skipped          *uint64                      `json:"skipped"`
-	Keys             *uint64                      `json:"keys"`
-	Prefiltered      uint64                       `json:"prefiltered"`
-	Distinct         *uint64                      `json:"distinct"`
-	Dropped          *uint64                      `json:"dropped"`
-	MalformedBy      map[string]uint64            `json:"malformed_by"`
-	SkippedBy        map[string]uint64            `json:"skipped_by"`
-	DroppedBy        map[string]uint64            `json:"dropped_by"`
-	Final            *bool                        `json:"final"`
-	Observer         string                       `json:"observer"`
-	Filter           string                       `json:"filter"`
-	Key              *string                      `json:"key"`
-	Late             uint64                       `json:"late"`
-	LateBy           map[string]uint64            `json:"late_by"`
-	DistinctEstimate uint64                       `json:"distinct_estimate"`
-	Sketch           *string                      `json:"sketch"`
-	ExportDropped    map[string]map[string]uint64 `json:"export_dropped"`
-	RunTotals        json.RawMessage              `json:"run_totals"`
-}
-
-// ParseSummary reads one summary line (without its newline) into s. The
-// run totals line is ErrRunTotals.
-func ParseSummary(line []byte, s *Summary) error {
-	if t := bytes.TrimLeft(line, " \t\r"); len(t) == 0 || t[0] != '{' {
-		return fmt.Errorf("%w: not a JSON object", ErrSummary)
-	}
-	var in summaryIn
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&in); err != nil {
-		return fmt.Errorf("%w: %v", ErrSummary, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: more after the JSON object", ErrSummary)
-	}
-	if len(in.RunTotals) > 0 && in.RunTotals[0] == '{' && in.WindowStart == nil {
-		return ErrRunTotals
-	}
-	for _, f := range []struct {
-		name    string
-		missing bool
-	}{
-		{"window_start", in.WindowStart == nil}, {"window_end", in.WindowEnd == nil},
-		{"packets", in.Packets == nil}, {"malformed", in.Malformed == nil}, {"skipped", in.Skipped == nil},
-		{"keys", in.Keys == nil}, {"distinct", in.Distinct == nil}, {"dropped", in.Dropped == nil},
-		{"final", in.Final == nil},
-	} {
-		if f.missing {
-			return fmt.Errorf("%w: no %s", ErrSummary, f.name)
-		}
-	}
-	start, err := parseTime("window_start", *in.WindowStart)
-	if err != nil {
-		return err
-	}
-	end, err := parseTime("window_end", *in.WindowEnd)
-	if err != nil {
-		return err
-	}
-	if end < start {
-		return fmt.Errorf("%w: window_end %s is before window_start %s", ErrSummary, *in.WindowEnd, *in.WindowStart)
-	}
-	*s = Summary{Observer: in.Observer, Filter: in.Filter, ExportDropped: in.ExportDropped}
-	w := &s.WindowSummary
-	w.StartNs, w.EndNs = start, end
-	w.Packets, w.Malformed, w.Skipped = *in.Packets, *in.Malformed, *in.Skipped
-	w.Keys, w.Prefiltered, w.Distinct, w.Dropped = *in.Keys, in.Prefiltered, *in.Distinct, *in.Dropped
-	w.MalformedBy, w.SkippedBy, w.DroppedBy = in.MalformedBy, in.SkippedBy, in.DroppedBy
-	w.Final = *in.Final
-	w.Late, w.LateBy = in.Late, in.LateBy
-	w.DistinctEstimate = in.DistinctEstimate
-	if in.Key != nil {
-		spec, err := flow.ParseKeySpec(*in.Key)
-		if err != nil {
-			return fmt.Errorf("%w: key: %w", ErrSummary, err)
-		}
-		s.Key, s.Prefix = spec.Kind, spec.Mask
-	}
-	if in.Sketch != nil {
-		if w.Sketch, err = base64.StdEncoding.DecodeString(*in.Sketch); err != nil {
-			return fmt.Errorf("%w: sketch is not standard base64: %v", ErrSummary, err)
-		}
-	}
-	return nil
-}
-
-// parseTime reads an RFC 3339 time (as appendTime writes it) into Unix ns.
-// Times outside the years 1678 to 2262, which Unix ns cannot hold, are
-// errors.
-func parseTime(field, v string) (int64, error) {
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %s %q is not an RFC 3339 time", ErrSummary, field, v)
-	}
-	ns := t.UnixNano()
-	if !time.Unix(0, ns).Equal(t) {
-		return 0, fmt.Errorf("%w: %s %q is out of range", ErrSummary, field, v)
-	}
-	return ns, nil
 }

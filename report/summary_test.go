@@ -9,13 +9,13 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // fullSummary has every field set, so that a round trip that lost one
 // would show.
-var fullSummary = Summary{
-	WindowSummary: pipeline.WindowSummary{
+var fullSummary = record.Summary{
+	WindowSummary: record.WindowSummary{
 		StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T00:01:00.000000001Z"),
 		Packets: 1010, Malformed: 3, Keys: 990, Distinct: 120, Dropped: 7,
 		MalformedBy: map[string]uint64{"truncated": 2, "bad_header": 1},
@@ -54,11 +54,11 @@ func TestSummaryRoundTrip(t *testing.T) {
 	var out bytes.Buffer
 	sw := NewSummaryWriter(&out)
 	// Maps the writer shows as {} read back as empty maps.
-	w1 := Summary{WindowSummary: window1}
+	w1 := record.Summary{WindowSummary: window1}
 	w1.DroppedBy, w1.LateBy, w1.ExportDropped = map[string]uint64{}, map[string]uint64{}, map[string]map[string]uint64{}
-	w2 := Summary{WindowSummary: window2, Observer: "r2", Key: flow.Key5Tuple}
+	w2 := record.Summary{WindowSummary: window2, Observer: "r2", Key: flow.Key5Tuple}
 	w2.SkippedBy, w2.LateBy, w2.ExportDropped = map[string]uint64{}, map[string]uint64{}, map[string]map[string]uint64{}
-	want := []Summary{w1, fullSummary, w2}
+	want := []record.Summary{w1, fullSummary, w2}
 	for i := range want {
 		if err := sw.Window(&want[i]); err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestSummaryRoundTrip(t *testing.T) {
 	}
 	sr := NewSummaryReader(strings.NewReader("\n" + out.String()))
 	for i := range want {
-		var s Summary
+		var s record.Summary
 		if err := sr.Read(&s); err != nil || sr.Line() != i+2 {
 			t.Errorf("summary %d: %v at line %d, want line %d", i, err, sr.Line(), i+2)
 		}
@@ -115,13 +115,13 @@ func TestSummaryReaderErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			input := good + "\n\n" + tc.line + "\n" + good + "\n"
 			sr := NewSummaryReader(strings.NewReader(input))
-			var s Summary
+			var s record.Summary
 			if err := sr.Read(&s); err != nil {
 				t.Fatalf("line 1: %v", err)
 			}
 			err := sr.Read(&s)
 			var se *SummaryError
-			if !errors.As(err, &se) || se.Line != 3 || !errors.Is(err, ErrSummary) {
+			if !errors.As(err, &se) || se.Line != 3 || !errors.Is(err, record.ErrSummary) {
 				t.Fatalf("got %v; want a *SummaryError for line 3 wrapping ErrSummary", err)
 			}
 			if !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "line 3") {
@@ -150,13 +150,13 @@ func TestSummaryKey(t *testing.T) {
 		{0, `,"late":0`},
 		{flow.Key5Tuple + 1, `,"late":0`},
 	} {
-		in := Summary{WindowSummary: window1, Filter: "exact", Key: c.kind}
-		line := AppendSummary(nil, &in)
+		in := record.Summary{WindowSummary: window1, Filter: "exact", Key: c.kind}
+		line := record.AppendSummary(nil, &in)
 		if !bytes.Contains(line, []byte(`"filter":"exact"`+c.json+`,`)) {
 			t.Errorf("kind %v: line %s lacks %s after filter", c.kind, line, c.json)
 		}
-		var back Summary
-		if err := ParseSummary(line[:len(line)-1], &back); err != nil {
+		var back record.Summary
+		if err := record.ParseSummary(line[:len(line)-1], &back); err != nil {
 			t.Fatalf("kind %v: %v", c.kind, err)
 		}
 		want := c.kind
@@ -172,21 +172,21 @@ func TestSummaryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := Summary{WindowSummary: window1, Filter: "exact", Key: flow.KeySrc, Prefix: m}
-	line := AppendSummary(nil, &in)
+	in := record.Summary{WindowSummary: window1, Filter: "exact", Key: flow.KeySrc, Prefix: m}
+	line := record.AppendSummary(nil, &in)
 	if !bytes.Contains(line, []byte(`"filter":"exact","key":"src/24,64","late":0,`)) {
 		t.Errorf("prefix 24,64: line %s lacks key src/24,64", line)
 	}
-	var back Summary
-	if err := ParseSummary(line[:len(line)-1], &back); err != nil || back.Key != flow.KeySrc || back.Prefix != m {
+	var back record.Summary
+	if err := record.ParseSummary(line[:len(line)-1], &back); err != nil || back.Key != flow.KeySrc || back.Prefix != m {
 		t.Errorf("key src/24,64 read back as %v/%v, %v", back.Key, back.Prefix, err)
 	}
 	bad := strings.Replace(fullSummaryLine, `"key":"dst"`, `"key":"dst/33"`, 1)
-	if _, err := ReadSummaries(strings.NewReader(bad)); !errors.Is(err, ErrSummary) || !errors.Is(err, flow.ErrBadMask) {
+	if _, err := ReadSummaries(strings.NewReader(bad)); !errors.Is(err, record.ErrSummary) || !errors.Is(err, flow.ErrBadMask) {
 		t.Errorf("key dst/33: %v, want ErrSummary and flow.ErrBadMask", err)
 	}
 	bad = strings.Replace(fullSummaryLine, `"key":"dst"`, `"key":"proto"`, 1)
-	if _, err := ReadSummaries(strings.NewReader(bad)); !errors.Is(err, ErrSummary) || !errors.Is(err, flow.ErrBadKind) {
+	if _, err := ReadSummaries(strings.NewReader(bad)); !errors.Is(err, record.ErrSummary) || !errors.Is(err, flow.ErrBadKind) {
 		t.Errorf("key proto: %v, want ErrSummary and flow.ErrBadKind", err)
 	}
 }
@@ -215,7 +215,7 @@ func TestSummaryReaderUnknownFields(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Packets != 1 || got[0].Sketch != nil || got[0].Observer != "" || got[0].Key != 0 {
 		t.Errorf("old summary: %+v, %v", got, err)
 	}
-	if err := NewSummaryReader(strings.NewReader("")).Read(new(Summary)); err != io.EOF {
+	if err := NewSummaryReader(strings.NewReader("")).Read(new(record.Summary)); err != io.EOF {
 		t.Errorf("empty input: %v, want io.EOF", err)
 	}
 }
@@ -231,16 +231,16 @@ func FuzzSummaryReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sr := NewSummaryReader(bytes.NewReader(data))
 		for range 100 {
-			var s Summary
+			var s record.Summary
 			if err := sr.Read(&s); err != nil {
 				return
 			}
-			line := AppendSummary(nil, &s)
-			var back Summary
-			if err := ParseSummary(line[:len(line)-1], &back); err != nil {
+			line := record.AppendSummary(nil, &s)
+			var back record.Summary
+			if err := record.ParseSummary(line[:len(line)-1], &back); err != nil {
 				t.Fatalf("re-reading %s: %v", line, err)
 			}
-			if again := AppendSummary(nil, &back); !bytes.Equal(again, line) {
+			if again := record.AppendSummary(nil, &back); !bytes.Equal(again, line) {
 				t.Fatalf("not stable:\n%s%s", line, again)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"maps"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // RunTotals are a run's totals, which the Reporter's Close hands to the
@@ -18,7 +18,7 @@ type RunTotals struct {
 	// Windows counts the summaries; the counts are their sums. StartNs is
 	// the first window's start, EndNs the last window's end (0 when there
 	// was none), Final is not used.
-	pipeline.WindowSummary
+	record.WindowSummary
 	Windows uint64
 
 	Observer string
@@ -29,7 +29,7 @@ type RunTotals struct {
 	// "empty", "truncated", "damaged"); nil for other runs.
 	DamagedFiles map[string]uint64
 	// Exports are the export destinations' counts once they were closed.
-	Exports []ExportStats
+	Exports []record.ExportStats
 }
 
 // Lost returns how many records and window summaries the exports did not
@@ -49,7 +49,7 @@ func (t *RunTotals) Lost() uint64 {
 // totals, once, after the export drain and before Close (the summary
 // outputs).
 type totalsDestination interface {
-	Destination
+	record.Destination
 	Totals(t *RunTotals) error
 }
 
@@ -166,4 +166,22 @@ func (r *Reporter) runTotals() *RunTotals {
 		t.Exports = append(t.Exports, q.Stats())
 	}
 	return t
+}
+
+// orEmpty returns m, or an empty map for nil: {} reads better than null.
+func orEmpty(m map[string]uint64) map[string]uint64 {
+	if m == nil {
+		return map[string]uint64{}
+	}
+	return m
+}
+
+// keyName returns the --key spelling of k, followed by /V4LEN,V6LEN for
+// keys by network, or "" (the field left out) for an invalid kind, as in
+// the summaries' key field.
+func keyName(k flow.KeyKind, m flow.Mask) string {
+	if !k.IsValid() {
+		return ""
+	}
+	return flow.KeySpec{Kind: k, Mask: m}.String()
 }

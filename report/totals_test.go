@@ -8,20 +8,20 @@ import (
 	"testing"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // runTotalsExports are the totals of a run with two export destinations:
 // one that lost records for two reasons and left some in the spool, and
 // one that lost nothing.
 var runTotalsExports = RunTotals{
-	WindowSummary: pipeline.WindowSummary{
+	WindowSummary: record.WindowSummary{
 		StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T00:02:00Z"),
 		Packets: 20000, Keys: 20000, Distinct: 250,
 	},
 	Windows: 2, Observer: "r1", Filter: "exact", Key: flow.KeySrc,
 	DamagedFiles: map[string]uint64{"empty": 1},
-	Exports: []ExportStats{
+	Exports: []record.ExportStats{
 		{Dest: "ipfix://127.0.0.1:9", Sent: 100, SentWindows: 1, Spooled: 40, SpooledWins: 1,
 			Dropped: map[string]uint64{"queue_full": 0, "shutdown": 110, "rejected": 2}},
 		{Dest: "clickhouse://127.0.0.1:8123/flows", Sent: 250, SentWindows: 2, Dropped: map[string]uint64{"shutdown": 0}},
@@ -50,7 +50,7 @@ func TestRunTotalsLine(t *testing.T) {
 // A reader of summaries (flowdedup merge) skips the run totals line
 // wherever it is; a line whose run_totals is not an object is no summary.
 func TestSummaryReaderSkipsRunTotals(t *testing.T) {
-	if err := ParseSummary([]byte(strings.TrimSuffix(runTotalsExportsLine, "\n")), new(Summary)); !errors.Is(err, ErrRunTotals) {
+	if err := record.ParseSummary([]byte(strings.TrimSuffix(runTotalsExportsLine, "\n")), new(record.Summary)); !errors.Is(err, record.ErrRunTotals) {
 		t.Errorf("ParseSummary(run totals) = %v, want ErrRunTotals", err)
 	}
 	in := summary1 + runTotalsExportsLine + summary2 + runTotalsExportsLine
@@ -61,7 +61,7 @@ func TestSummaryReaderSkipsRunTotals(t *testing.T) {
 	for _, bad := range []string{`{"run_totals":5}`, `{"run_totals":null}`, `{"run_totals":[]}`} {
 		_, err := ReadSummaries(strings.NewReader(summary1 + bad + "\n"))
 		var se *SummaryError
-		if !errors.As(err, &se) || se.Line != 2 || !errors.Is(err, ErrSummary) {
+		if !errors.As(err, &se) || se.Line != 2 || !errors.Is(err, record.ErrSummary) {
 			t.Errorf("%s: %v, want a *SummaryError of line 2", bad, err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestSummaryFilesRunTotals(t *testing.T) {
 	for _, totals := range []bool{true, false} {
 		dir := t.TempDir()
 		sf := NewSummaryFiles(newTestFiles(t, dir, "sum-%H.jsonl", 0))
-		for _, s := range []*Summary{windowSummary("10:00", false), windowSummary("10:30", false), windowSummary("11:00", true)} {
+		for _, s := range []*record.Summary{windowSummary("10:00", false), windowSummary("10:30", false), windowSummary("11:00", true)} {
 			if err := sf.Window(s); err != nil {
 				t.Fatal(err)
 			}
@@ -107,16 +107,16 @@ func TestSummaryFilesRunTotals(t *testing.T) {
 // window summaries" was read as summaries sent over IPFIX).
 func TestExportTotalsLine(t *testing.T) {
 	for _, c := range []struct {
-		st   ExportStats
+		st   record.ExportStats
 		want string
 	}{
 		{runTotalsExports.Exports[0],
 			"export ipfix://127.0.0.1:9: sent 100 records (IPFIX carries no window summaries), dropped 112 (rejected 2, shutdown 110), 40 records left in the spool for the next run\n"},
-		{ExportStats{Dest: "ipfix+tcp://[::1]:4739", Sent: 7, SentWindows: 3},
+		{record.ExportStats{Dest: "ipfix+tcp://[::1]:4739", Sent: 7, SentWindows: 3},
 			"export ipfix+tcp://[::1]:4739: sent 7 records (IPFIX carries no window summaries), dropped 0\n"},
 		{runTotalsExports.Exports[1],
 			"export clickhouse://127.0.0.1:8123/flows: sent 250 records and 2 window summaries, dropped 0\n"},
-		{ExportStats{Dest: "clickhouse://h:8123/db", Sent: 1, SentWindows: 1, SpooledWins: 1},
+		{record.ExportStats{Dest: "clickhouse://h:8123/db", Sent: 1, SentWindows: 1, SpooledWins: 1},
 			"export clickhouse://h:8123/db: sent 1 records and 1 window summaries, dropped 0, 0 records and 1 window summaries left in the spool for the next run\n"},
 	} {
 		if got := string(appendExportTotals(nil, c.st)); got != c.want {

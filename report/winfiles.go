@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report/outfile"
 )
 
 // ErrNoWindows: a time-pattern output was given records or summaries of a
-// run without windows (pipeline.Record.Windowed, WindowSummary.Windowed
+// run without windows (record.Record.Windowed, WindowSummary.Windowed
 // false), which have no window time to name a file by. A window at any
 // time has one: one that ends at the epoch, or starts before 1970, is
 // named by its start like any other (package outfile).
@@ -44,7 +45,7 @@ type fileRecords struct {
 	rw *RecordWriter
 }
 
-var _ Destination = (*RecordFiles)(nil)
+var _ record.Destination = (*RecordFiles)(nil)
 
 // NewRecordFiles returns a RecordFiles writing into files, in format,
 // records of kind.
@@ -85,7 +86,7 @@ func (rf *RecordFiles) file(startNs int64) (*fileRecords, error) {
 }
 
 // Records writes each record of b to the file of its window.
-func (rf *RecordFiles) Records(b *Batch) error {
+func (rf *RecordFiles) Records(b *record.Batch) error {
 	if rf.err != nil {
 		return rf.err
 	}
@@ -109,7 +110,7 @@ func (rf *RecordFiles) Records(b *Batch) error {
 
 // Window flushes every open file and commits those whose period the
 // closed window ends; the final window commits them all.
-func (rf *RecordFiles) Window(s *Summary) error {
+func (rf *RecordFiles) Window(s *record.Summary) error {
 	if rf.err != nil {
 		return rf.err
 	}
@@ -191,7 +192,7 @@ type SummaryFiles struct {
 	err   error
 }
 
-var _ Destination = (*SummaryFiles)(nil)
+var _ record.Destination = (*SummaryFiles)(nil)
 
 // NewSummaryFiles returns a SummaryFiles writing into files.
 func NewSummaryFiles(files *outfile.Files) *SummaryFiles {
@@ -199,11 +200,11 @@ func NewSummaryFiles(files *outfile.Files) *SummaryFiles {
 }
 
 // Records does nothing: summary files hold no records.
-func (sf *SummaryFiles) Records(*Batch) error { return sf.err }
+func (sf *SummaryFiles) Records(*record.Batch) error { return sf.err }
 
 // Window writes the summary s to the file of its window, and commits the
 // file when s ends its period or is the final window.
-func (sf *SummaryFiles) Window(s *Summary) error {
+func (sf *SummaryFiles) Window(s *record.Summary) error {
 	if sf.err != nil {
 		return sf.err
 	}
@@ -219,7 +220,7 @@ func (sf *SummaryFiles) Window(s *Summary) error {
 	}
 	sf.open[f.Name] = f
 	out := wholeWriter{w: f, op: "summary"}
-	if sf.err = out.write(AppendSummary(nil, s), 1); sf.err != nil {
+	if sf.err = out.write(record.AppendSummary(nil, s), 1); sf.err != nil {
 		return sf.err
 	}
 	if !s.Final && sf.files.Name(time.Unix(0, s.EndNs)) == f.Name {

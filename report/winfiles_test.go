@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report/outfile"
 )
 
@@ -41,15 +41,15 @@ func win(hhmm string) (start, end int64) {
 }
 
 // srcRecord is a record of source 10.0.0.n in the window starting at hhmm.
-func srcRecord(n int, hhmm string) pipeline.Record {
+func srcRecord(n int, hhmm string) record.Record {
 	start, end := win(hhmm)
 	a := netip.AddrFrom4([4]byte{10, 0, 0, byte(n)})
-	return pipeline.Record{Key: flow.MakeKey(flow.KeySrc, a, netip.Addr{}, 0, 0, 0), TimeNs: start + 1, WindowNs: start, WindowEndNs: end, Windowed: true}
+	return record.Record{Key: flow.MakeKey(flow.KeySrc, a, netip.Addr{}, 0, 0, 0), TimeNs: start + 1, WindowNs: start, WindowEndNs: end, Windowed: true}
 }
 
-func windowSummary(hhmm string, final bool) *Summary {
+func windowSummary(hhmm string, final bool) *record.Summary {
 	start, end := win(hhmm)
-	return &Summary{WindowSummary: pipeline.WindowSummary{StartNs: start, EndNs: end, Final: final, Windowed: true}}
+	return &record.Summary{WindowSummary: record.WindowSummary{StartNs: start, EndNs: end, Final: final, Windowed: true}}
 }
 
 // sources returns the src of each jsonl record of path, in order.
@@ -99,12 +99,12 @@ func TestRecordFilesByPeriod(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	step("records", rf.Records(&Batch{Records: []pipeline.Record{srcRecord(1, "10:00"), srcRecord(2, "10:00"), srcRecord(3, "10:30")}}))
+	step("records", rf.Records(&record.Batch{Records: []record.Record{srcRecord(1, "10:00"), srcRecord(2, "10:00"), srcRecord(3, "10:30")}}))
 	step("window 10:00", rf.Window(windowSummary("10:00", false)))
 	if got := dirList(t, dir); !slices.Equal(got, []string{"src-20261125T10.jsonl.tmp"}) {
 		t.Fatalf("after the 10:00 window (its hour goes on) the directory holds %v", got)
 	}
-	step("records", rf.Records(&Batch{Records: []pipeline.Record{srcRecord(4, "11:30"), srcRecord(5, "10:30")}}))
+	step("records", rf.Records(&record.Batch{Records: []record.Record{srcRecord(4, "11:30"), srcRecord(5, "10:30")}}))
 	step("window 10:30", rf.Window(windowSummary("10:30", false)))
 	if got := dirList(t, dir); !slices.Equal(got, []string{"src-20261125T10.jsonl", "src-20261125T11.jsonl.tmp"}) {
 		t.Fatalf("after the 10:30 window the directory holds %v", got)
@@ -133,7 +133,7 @@ func TestRecordFilesByPeriod(t *testing.T) {
 func TestRecordFilesUnfinishedStayTemporary(t *testing.T) {
 	dir := t.TempDir()
 	rf, _ := NewRecordFiles(newTestFiles(t, dir, "src-%H%M.csv", 0), "csv", flow.KeySrc)
-	rf.Records(&Batch{Records: []pipeline.Record{srcRecord(1, "10:00"), srcRecord(2, "10:30")}})
+	rf.Records(&record.Batch{Records: []record.Record{srcRecord(1, "10:00"), srcRecord(2, "10:30")}})
 	if err := rf.Window(windowSummary("10:00", false)); err != nil {
 		t.Fatal(err)
 	}
@@ -157,13 +157,13 @@ func TestRecordFilesUnfinishedStayTemporary(t *testing.T) {
 func TestSummaryFilesByDay(t *testing.T) {
 	dir := t.TempDir()
 	sf := NewSummaryFiles(newTestFiles(t, dir, "sum-%F.jsonl", 1))
-	day := func(d int, hhmm string, final bool) *Summary {
+	day := func(d int, hhmm string, final bool) *record.Summary {
 		s := windowSummary(hhmm, final)
 		s.StartNs += int64(d) * int64(24*time.Hour)
 		s.EndNs += int64(d) * int64(24*time.Hour)
 		return s
 	}
-	for _, s := range []*Summary{day(0, "23:00", false), day(0, "23:30", false), day(1, "00:00", false), day(1, "23:30", false), day(2, "00:00", true)} {
+	for _, s := range []*record.Summary{day(0, "23:00", false), day(0, "23:30", false), day(1, "00:00", false), day(1, "23:30", false), day(2, "00:00", true)} {
 		if err := sf.Window(s); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestSummaryFilesByDay(t *testing.T) {
 		t.Fatalf("the directory holds %v", got)
 	}
 	rd := NewSummaryReader(strings.NewReader(string(mustReadFile(t, filepath.Join(dir, "sum-2026-11-27.jsonl")))))
-	var s Summary
+	var s record.Summary
 	if err := rd.Read(&s); err != nil || !s.Final {
 		t.Fatalf("the last day's summary: %+v, %v", s, err)
 	}
@@ -195,11 +195,11 @@ func TestWindowFilesNeedWindows(t *testing.T) {
 	rf, _ := NewRecordFiles(newTestFiles(t, dir, "src-%H.jsonl", 0), "jsonl", flow.KeySrc)
 	r := srcRecord(1, "10:00")
 	r.WindowNs, r.WindowEndNs, r.Windowed = 0, 0, false
-	if err := rf.Records(&Batch{Records: []pipeline.Record{r}}); !errors.Is(err, ErrNoWindows) {
+	if err := rf.Records(&record.Batch{Records: []record.Record{r}}); !errors.Is(err, ErrNoWindows) {
 		t.Errorf("a record without window: %v, want ErrNoWindows", err)
 	}
 	sf := NewSummaryFiles(newTestFiles(t, dir, "sum-%H.jsonl", 0))
-	if err := sf.Window(&Summary{}); !errors.Is(err, ErrNoWindows) {
+	if err := sf.Window(&record.Summary{}); !errors.Is(err, ErrNoWindows) {
 		t.Errorf("a summary without window: %v, want ErrNoWindows", err)
 	}
 }
@@ -208,11 +208,11 @@ func TestWindowFilesNeedWindows(t *testing.T) {
 func TestRecordFilesNoAllocsPerRecord(t *testing.T) {
 	dir := t.TempDir()
 	rf, _ := NewRecordFiles(newTestFiles(t, dir, "src-%H.jsonl", 0), "jsonl", flow.KeySrc)
-	recs := make([]pipeline.Record, 256)
+	recs := make([]record.Record, 256)
 	for i := range recs {
 		recs[i] = srcRecord(i, "10:00")
 	}
-	b := &Batch{Records: recs}
+	b := &record.Batch{Records: recs}
 	rf.Records(b) // opens the file
 	if allocs := testing.AllocsPerRun(50, func() {
 		if err := rf.Records(b); err != nil {
@@ -252,11 +252,11 @@ func TestWindowFilesAtAnyTime(t *testing.T) {
 		sf := NewSummaryFiles(newTestFiles(t, dir, "sum-"+tc.pattern, 0))
 		for i, w := range windows {
 			a := netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})
-			rec := pipeline.Record{Key: flow.MakeKey(flow.KeySrc, a, netip.Addr{}, 0, 0, 0), TimeNs: w.end - 1, WindowNs: w.start, WindowEndNs: w.end, Windowed: true}
-			if err := rf.Records(&Batch{Records: []pipeline.Record{rec}}); err != nil {
+			rec := record.Record{Key: flow.MakeKey(flow.KeySrc, a, netip.Addr{}, 0, 0, 0), TimeNs: w.end - 1, WindowNs: w.start, WindowEndNs: w.end, Windowed: true}
+			if err := rf.Records(&record.Batch{Records: []record.Record{rec}}); err != nil {
 				t.Fatalf("%s: the record of window [%d, %d): %v", tc.pattern, w.start, w.end, err)
 			}
-			s := &Summary{WindowSummary: pipeline.WindowSummary{StartNs: w.start, EndNs: w.end, Windowed: true, Final: i == len(windows)-1, Packets: uint64(i + 1)}}
+			s := &record.Summary{WindowSummary: record.WindowSummary{StartNs: w.start, EndNs: w.end, Windowed: true, Final: i == len(windows)-1, Packets: uint64(i + 1)}}
 			if err := rf.Window(s); err != nil {
 				t.Fatalf("%s: records: the summary of window [%d, %d): %v", tc.pattern, w.start, w.end, err)
 			}
@@ -294,7 +294,7 @@ func TestWindowFilesAtAnyTime(t *testing.T) {
 			rd := NewSummaryReader(strings.NewReader(string(mustReadFile(t, filepath.Join(dir, n)))))
 			var got []uint64
 			for range 10 {
-				var s Summary
+				var s record.Summary
 				if err := rd.Read(&s); err != nil {
 					break
 				}

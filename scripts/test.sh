@@ -44,7 +44,7 @@ mapfile -t list < <($GO list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPa
 
 # The slow ones first (seconds on a 2-core machine, most first); the rest
 # in the order go list gives.
-slow=(e2e internal/cli packaging tune filters report/clickhouse internal/soak bpf deploy report/export report/ipfix)
+slow=(e2e internal/cli packaging tune filters export/clickhouse internal/soak bpf deploy export export/ipfix)
 ordered=()
 for s in "${slow[@]}"; do
 	for p in "${list[@]}"; do [[ ${p%% *} == */flowdedup/$s ]] && ordered+=("$p"); done

@@ -5,7 +5,7 @@
 // default precision 14 (16 KiB), whatever the number of keys. HLLs of the
 // same precision and seed merge: the merge of the HLLs of several key sets
 // is, register for register, the HLL of their union. That is what makes the
-// distinct count of a window summary (pipeline.WindowSummary's
+// distinct count of a window summary (record.WindowSummary's
 // DistinctEstimate and Sketch) add up across the pipeline's workers, across
 // windows, and across the routers of a fleet (package netwide), where
 // adding exact per-router counts would count a key once per router.

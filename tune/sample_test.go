@@ -21,6 +21,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 const pcaps = "../testdata/pcaps/"
@@ -188,15 +189,15 @@ func TestSplitKeepsTruthAndWindows(t *testing.T) {
 }
 
 // recordSink keeps the pipeline's records.
-type recordSink struct{ recs []pipeline.Record }
+type recordSink struct{ recs []record.Record }
 
-func (s *recordSink) Record(r *pipeline.Record) error      { s.recs = append(s.recs, *r); return nil }
-func (s *recordSink) Window(*pipeline.WindowSummary) error { return nil }
-func (s *recordSink) Close() error                         { return nil }
+func (s *recordSink) Record(r *record.Record) error      { s.recs = append(s.recs, *r); return nil }
+func (s *recordSink) Window(*record.WindowSummary) error { return nil }
+func (s *recordSink) Close() error                       { return nil }
 
 // replay runs the real pipeline as `flowdedup replay --seed seed` does and
 // returns its records.
-func replay(t *testing.T, path, spec string, key flow.KeySpec, window time.Duration, workers int, seed uint64) []pipeline.Record {
+func replay(t *testing.T, path, spec string, key flow.KeySpec, window time.Duration, workers int, seed uint64) []record.Record {
 	t.Helper()
 	sink := &recordSink{}
 	p, err := pipeline.New(pipeline.Config{Workers: workers, Filter: spec, Key: key.Kind, Prefix: key.Mask, Seed: seed, FilterSeed: seed, Window: window}, sink)

@@ -17,6 +17,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // The kernel's counts by window (capture.WindowCounter) on the veth pair.
@@ -342,18 +343,18 @@ func TestXDPWindowGone(t *testing.T) {
 // windowSink keeps a pipeline's records and summaries.
 type windowSink struct {
 	mu   sync.Mutex
-	recs []pipeline.Record
-	wins []pipeline.WindowSummary
+	recs []record.Record
+	wins []record.WindowSummary
 }
 
-func (s *windowSink) Record(r *pipeline.Record) error {
+func (s *windowSink) Record(r *record.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs = append(s.recs, *r)
 	return nil
 }
 
-func (s *windowSink) Window(w *pipeline.WindowSummary) error {
+func (s *windowSink) Window(w *record.WindowSummary) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wins = append(s.wins, *w)

@@ -20,6 +20,7 @@ import (
 	"github.com/flowdedup/flowdedup/filters"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/units"
 )
@@ -52,18 +53,14 @@ const DefaultFilter = "qht:mem=auto,buckets=4,fpbits=12"
 // wrong window.
 const DefaultLateness = 5 * time.Second
 
-// maxOpenWindows is the most windows the pipeline keeps open at once
-// (pipeline/window.go; TestLatenessBoundIsThePipelines checks the two
-// agree).
-const maxOpenWindows = 64
-
 // CaptureConfig holds the flags replay and run share (the common flags of
 // docs/architecture.md#the-command-line). Flags both will gain (exports, per-window files) belong here.
 type CaptureConfig struct {
 	// parsers is replay's --parsers, resolved (pipeline.Config.Parsers).
 	parsers  int
 	Key      flow.KeyKind
-	Prefix   flow.Mask // --prefix: keys by network; zero for hosts
+	Prefix   flow.Mask  // --prefix: keys by network; zero for hosts
+	Decap    flow.Decap // --decap (replay): the tunnels keyed inside; zero for the outermost header
 	Filter   string
 	Workers  int
 	Window   time.Duration
@@ -168,9 +165,9 @@ func (c *CaptureConfig) check(budget memoryBudget) error {
 	if c.Window > 0 {
 		c.open = int((c.Lateness+c.Window-1)/c.Window) + 1
 	}
-	if c.open > maxOpenWindows {
+	if c.open > pipeline.MaxOpenWindows {
 		return usagef("--lateness %v with --window %v keeps %d windows open: at most %d (a lateness of up to %v)",
-			c.Lateness, c.Window, c.open, maxOpenWindows, (maxOpenWindows-1)*c.Window)
+			c.Lateness, c.Window, c.open, pipeline.MaxOpenWindows, (pipeline.MaxOpenWindows-1)*c.Window)
 	}
 	if !slices.Contains(report.Formats, c.Format) {
 		return usagef("--format %q: want jsonl, csv or text", c.Format)
@@ -258,7 +255,7 @@ type sessionMode struct {
 	// (report.Config.Annotate); metrics are registered beside the
 	// pipeline's.
 	observers report.ObserverNames
-	annotate  func(*report.Summary)
+	annotate  func(*record.Summary)
 	metrics   []prometheus.Collector
 }
 
@@ -282,6 +279,14 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 		s.close()
 		return nil, err
 	}
+	var gauges *report.WindowGauges
+	if cfg.Metrics != "" {
+		// The window gauges are fed the summaries the summary file gets,
+		// after it; the pipeline they read the open window's count of is
+		// made below, before any scrape.
+		gauges = report.NewWindowGauges(cfg.Key, func() pipeline.Stats { return s.pipe.Stats() })
+		sinks = append(sinks, gauges)
+	}
 	s.reporter, err = report.New(report.Config{Format: cfg.Format, Kind: cfg.Key, Prefix: cfg.Prefix, Destinations: sinks, Totals: stderr, Filter: cfg.spec,
 		Observer: cfg.Export.Observer, Exports: asExports(exports), DamagedFiles: cfg.damagedFiles, Observers: mode.observers, Annotate: mode.annotate})
 	if err != nil {
@@ -290,7 +295,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
+		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix, Decap: cfg.Decap,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, Wait: mode.wait, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
@@ -303,6 +308,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 	if cfg.Metrics != "" {
 		reg := metricsRegistry(s.pipe.Stats, cfg.spec)
 		registerExports(reg, cfg.spec, exports)
+		prometheus.WrapRegistererWith(prometheus.Labels{"filter": cfg.spec}, reg).MustRegister(gauges)
 		for _, m := range mode.metrics {
 			prometheus.WrapRegistererWith(prometheus.Labels{"filter": cfg.spec}, reg).MustRegister(m)
 		}

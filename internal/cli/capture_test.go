@@ -24,6 +24,7 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
+	"github.com/flowdedup/flowdedup/record"
 )
 
 // withMemory makes the machine look like budget for the test's duration.
@@ -255,13 +256,13 @@ func TestWorkersBound(t *testing.T) {
 	}
 }
 
-// The CLI's bound on open windows is the pipeline's: 64 windows open is
-// accepted, 65 refused.
+// The CLI says the pipeline's bound on open windows as a usage error:
+// 64 windows open is accepted, 65 refused, by the pipeline and the CLI.
 func TestLatenessBoundIsThePipelines(t *testing.T) {
 	sink := discard{}
-	for open := maxOpenWindows; open <= maxOpenWindows+1; open++ {
+	for open := pipeline.MaxOpenWindows; open <= pipeline.MaxOpenWindows+1; open++ {
 		_, err := pipeline.New(pipeline.Config{Workers: 1, Filter: "exact", Key: flow.KeySrc, Window: time.Second, Lateness: time.Duration(open-1) * time.Second}, sink)
-		if (err == nil) != (open <= maxOpenWindows) {
+		if (err == nil) != (open <= pipeline.MaxOpenWindows) {
 			t.Errorf("pipeline with %d windows open: %v", open, err)
 		}
 	}
@@ -277,9 +278,9 @@ func TestLatenessBoundIsThePipelines(t *testing.T) {
 // discard is a pipeline.Sink that keeps nothing.
 type discard struct{}
 
-func (discard) Record(*pipeline.Record) error        { return nil }
-func (discard) Window(*pipeline.WindowSummary) error { return nil }
-func (discard) Close() error                         { return nil }
+func (discard) Record(*record.Record) error        { return nil }
+func (discard) Window(*record.WindowSummary) error { return nil }
+func (discard) Close() error                       { return nil }
 
 func TestLatenessFlag(t *testing.T) {
 	for _, c := range []struct {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/collect"
 	"github.com/flowdedup/flowdedup/collect/netflow"
-	"github.com/flowdedup/flowdedup/report"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/units"
 )
 
@@ -217,14 +217,14 @@ func newCollectCounts(c *collect.Collector) *collectCounts {
 }
 
 // annotate sets s.Collect to the counts since the previous summary.
-func (cc *collectCounts) annotate(s *report.Summary) {
+func (cc *collectCounts) annotate(s *record.Summary) {
 	now := cc.c.Stats()
-	cur := &report.CollectCounts{
+	cur := &record.CollectCounts{
 		Datagrams:  now.Datagrams - cc.prev.Datagrams,
 		Records:    now.Records - cc.prev.Records,
 		StartAhead: now.StartAhead - cc.prev.StartAhead,
 		Errors:     map[string]uint64{},
-		Exporters:  []report.ExporterCounts{}, // [] rather than null in a quiet window
+		Exporters:  []record.ExporterCounts{}, // [] rather than null in a quiet window
 	}
 	for r, n := range now.Errors {
 		if d := n - cc.prev.Errors[r]; d != 0 {
@@ -236,7 +236,7 @@ func (cc *collectCounts) annotate(s *report.Summary) {
 		if o.Datagrams == p.Datagrams {
 			continue // nothing since the previous summary; the Reporter adds it if it has records of the window
 		}
-		cur.Exporters = append(cur.Exporters, report.ExporterCounts{
+		cur.Exporters = append(cur.Exporters, record.ExporterCounts{
 			ID: o.ID, Exporter: o.Name, Protocol: o.Protocol,
 			Datagrams: o.Datagrams - p.Datagrams, Records: o.Records - p.Records,
 			Lost: o.Lost - p.Lost, LostUnit: o.LostUnit, SamplingRate: o.SamplingRate,

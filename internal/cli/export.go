@@ -11,15 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowdedup/flowdedup/delivery"
+	"github.com/flowdedup/flowdedup/export"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/units"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/report"
-	"github.com/flowdedup/flowdedup/report/clickhouse"
-	"github.com/flowdedup/flowdedup/report/export"
 	"github.com/flowdedup/flowdedup/sketch"
 )
 
@@ -50,7 +50,7 @@ type ExportConfig struct {
 func newExportConfig() ExportConfig {
 	return ExportConfig{
 		SpoolMax:   DefaultSpoolMax,
-		Drain:      delivery.DefaultDrainTimeout,
+		Drain:      export.DefaultDrainTimeout,
 		SketchSeed: sketchSeed(sketch.DefaultSeed),
 		env:        clickhouse.OSEnv(),
 	}
@@ -102,8 +102,8 @@ func (c *ExportConfig) check() error {
 			c.Observer = h
 		}
 	}
-	if len(c.Observer) > report.MaxObserverLen {
-		return usagef("--observer is %d bytes, at most %d", len(c.Observer), report.MaxObserverLen)
+	if len(c.Observer) > record.MaxObserverLen {
+		return usagef("--observer is %d bytes, at most %d", len(c.Observer), record.MaxObserverLen)
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ func (c *ExportConfig) check() error {
 // closed the Queues. A replay (not live) waits for a destination that is
 // up but slower than it (export.Options.Wait): it loses nothing by
 // waiting, as a live capture would.
-func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) ([]*delivery.Queue, error) {
+func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) ([]*export.Queue, error) {
 	c := &cfg.Export
 	if len(c.URLs) == 0 && c.Spool == "" {
 		return nil, nil
@@ -124,7 +124,7 @@ func (s *session) openExports(cfg *CaptureConfig, live bool, stderr io.Writer) (
 		DrainTimeout: c.Drain, Notices: stderr, Wait: !live, Env: c.env,
 	}
 	if c.Spool != "" {
-		sp, err := delivery.OpenSpool(c.Spool, c.SpoolMax)
+		sp, err := export.OpenSpool(c.Spool, c.SpoolMax)
 		if err != nil {
 			return nil, fmt.Errorf("--spool: %w", err)
 		}
@@ -164,7 +164,7 @@ func exportLoss(t *report.RunTotals, c *ExportConfig) error {
 	for _, st := range t.Exports {
 		var n uint64
 		var by []string
-		for _, r := range delivery.DropReasons {
+		for _, r := range export.DropReasons {
 			if d := st.Dropped[r]; d > 0 {
 				n += d
 				by = append(by, fmt.Sprintf("%s %d", r, d))
@@ -177,18 +177,18 @@ func exportLoss(t *report.RunTotals, c *ExportConfig) error {
 	}
 	msg := fmt.Sprintf("%d records and window summaries were not delivered: %s", t.Lost(), strings.Join(dests, ", "))
 	switch {
-	case c.Spool == "" && (reasons[delivery.DropQueueFull] || reasons[delivery.DropShutdown]):
+	case c.Spool == "" && (reasons[export.DropQueueFull] || reasons[export.DropShutdown]):
 		msg += "; --spool DIR keeps what a destination cannot take on disk and sends it when it is back, in this run or the next"
-	case reasons[delivery.DropSpoolFull]:
+	case reasons[export.DropSpoolFull]:
 		msg += fmt.Sprintf("; the spool %s was full: a larger --spool-max (now %s) keeps more", c.Spool, units.FormatBytes(c.SpoolMax))
 	}
 	switch {
-	case reasons[delivery.DropRejected] && c.Spool != "":
+	case reasons[export.DropRejected] && c.Spool != "":
 		msg += "; what a destination rejected is said above, and kept in its rejected directory of the spool " + c.Spool + " while the spool has room"
-	case reasons[delivery.DropRejected]:
+	case reasons[export.DropRejected]:
 		msg += "; what a destination rejected is said above (with --spool DIR it is kept for inspection)"
 	}
-	if reasons[delivery.DropSpoolCorrupt] {
+	if reasons[export.DropSpoolCorrupt] {
 		msg += "; unreadable spool files were moved aside (see above)"
 	}
 	return errors.New(msg)
@@ -196,15 +196,15 @@ func exportLoss(t *report.RunTotals, c *ExportConfig) error {
 
 // registerExports adds the export Queues' metrics to reg, labelled with the
 // filter as the pipeline's are.
-func registerExports(reg *prometheus.Registry, filter string, qs []*delivery.Queue) {
+func registerExports(reg *prometheus.Registry, filter string, qs []*export.Queue) {
 	if len(qs) > 0 {
-		prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(delivery.NewCollector(qs))
+		prometheus.WrapRegistererWith(prometheus.Labels{"filter": filter}, reg).MustRegister(export.NewCollector(qs))
 	}
 }
 
 // asExports gives the Reporter the export Queues.
-func asExports(qs []*delivery.Queue) []report.Export {
-	ex := make([]report.Export, len(qs))
+func asExports(qs []*export.Queue) []record.Export {
+	ex := make([]record.Export, len(qs))
 	for i, q := range qs {
 		ex[i] = q
 	}
@@ -212,7 +212,7 @@ func asExports(qs []*delivery.Queue) []report.Export {
 }
 
 // closeQueues closes export Queues the Reporter never took charge of.
-func closeQueues(qs []*delivery.Queue) {
+func closeQueues(qs []*export.Queue) {
 	for _, q := range qs {
 		q.Close()
 	}

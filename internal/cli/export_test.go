@@ -12,14 +12,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowdedup/flowdedup/delivery"
+	"github.com/flowdedup/flowdedup/export"
+	"github.com/flowdedup/flowdedup/record"
 
+	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/report"
-	"github.com/flowdedup/flowdedup/report/clickhouse"
-	"github.com/flowdedup/flowdedup/report/export"
 	"github.com/flowdedup/flowdedup/sketch"
 )
 
@@ -198,7 +198,7 @@ func TestExportSpoolLeftForNextRun(t *testing.T) {
 	}
 	// The spool is locked while a run uses it: two at once is an error
 	// of the run (exit 1), not a usage error.
-	sp, err := delivery.OpenSpool(spool, 1<<20)
+	sp, err := export.OpenSpool(spool, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestExportSpoolLeftForNextRun(t *testing.T) {
 // summaries carry the estimate alone. --observer names the summaries.
 func TestSummarySketchAndSeed(t *testing.T) {
 	dir := t.TempDir()
-	replaySummaries := func(name string, args ...string) []report.Summary {
+	replaySummaries := func(name string, args ...string) []record.Summary {
 		path := filepath.Join(dir, name)
 		code, _, errs := run(append([]string{"replay", "--key", "src", "--window", "1m", "--out", os.DevNull, "--summary", path, pcapPath("windows.pcap")}, args...)...)
 		if code != ExitOK {
@@ -232,7 +232,7 @@ func TestSummarySketchAndSeed(t *testing.T) {
 			t.Errorf("window %d without --summary-sketch: observer %q, %d sketch bytes, estimate %d", i, plain[i].Observer, len(plain[i].Sketch), plain[i].DistinctEstimate)
 		}
 		for _, c := range []struct {
-			s    report.Summary
+			s    record.Summary
 			seed uint64
 		}{{def[i], sketch.DefaultSeed}, {other[i], 0x5eed}} {
 			var h sketch.HLL
@@ -247,7 +247,7 @@ func TestSummarySketchAndSeed(t *testing.T) {
 	}
 }
 
-func readSummaries(t *testing.T, path string) []report.Summary {
+func readSummaries(t *testing.T, path string) []record.Summary {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/netwide"
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/sketch"
 )
@@ -211,7 +212,7 @@ type mergeInput struct {
 	name  string // as errors name it: the file, or "stdin"
 	f     *os.File
 	sr    *report.SummaryReader
-	rs    report.Summary
+	rs    record.Summary
 	s     netwide.Summary
 	order int // the input's place on the command line: ties go in that order
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/report/outfile"
 )
@@ -122,9 +123,9 @@ func (c *CaptureConfig) checkOutputs() error {
 // Notices of pattern outputs (a left-over temporary file kept, a file
 // removed by --retain) go to stderr. observers, when not nil, names the
 // records' observers (collect's exporters), which the record files write.
-func (s *session) outputs(stdout, stderr io.Writer, observers report.ObserverNames) ([]report.Destination, error) {
+func (s *session) outputs(stdout, stderr io.Writer, observers report.ObserverNames) ([]record.Destination, error) {
 	cfg := s.cfg
-	var sinks []report.Destination
+	var sinks []record.Destination
 	if cfg.out.pattern != nil {
 		files, err := s.files(cfg.out, stderr)
 		if err != nil {

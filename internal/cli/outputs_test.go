@@ -15,15 +15,15 @@ import (
 	"time"
 )
 
-// record is the part of a jsonl record the output tests compare.
-type record struct {
+// jsonRecord is the part of a jsonl record the output tests compare.
+type jsonRecord struct {
 	Src, Dst string
 	Window   string
 }
 
 // readRecords parses every line of path as a jsonl record: a line that
 // does not parse (a partial record) fails the test.
-func readRecords(t *testing.T, path string) []record {
+func readRecords(t *testing.T, path string) []jsonRecord {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -32,10 +32,10 @@ func readRecords(t *testing.T, path string) []record {
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		t.Errorf("%s does not end with a whole line", path)
 	}
-	var recs []record
+	var recs []jsonRecord
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		var r record
+		var r jsonRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: line %q: %v", path, sc.Text(), err)
 		}
@@ -45,7 +45,7 @@ func readRecords(t *testing.T, path string) []record {
 }
 
 // keyOf returns the key of kind src or dst of r.
-func keyOf(r record, kind string) string {
+func keyOf(r jsonRecord, kind string) string {
 	if kind == "dst" {
 		return r.Dst
 	}
@@ -54,7 +54,7 @@ func keyOf(r record, kind string) string {
 
 // byWindow splits records by window into sets of keys, failing on a key
 // reported twice in a window (the exact filter never does).
-func byWindow(t *testing.T, recs []record, kind string) map[string]map[string]bool {
+func byWindow(t *testing.T, recs []jsonRecord, kind string) map[string]map[string]bool {
 	t.Helper()
 	w := map[string]map[string]bool{}
 	for _, r := range recs {

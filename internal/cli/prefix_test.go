@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -12,8 +13,16 @@ import (
 
 // tsharkAddrs returns the outermost source and destination addresses of
 // every frame of file that has an IP header, by tshark's own dissection.
+// tshark reads each file once per test binary: its start (loading every
+// dissector) costs more than the dissection, and the tests ask for the
+// same files again and again.
 func tsharkAddrs(t *testing.T, file string) [][2]netip.Addr {
 	t.Helper()
+	tsharkMu.Lock()
+	defer tsharkMu.Unlock()
+	if a, ok := tsharkCache[file]; ok {
+		return a
+	}
 	out, err := exec.Command("tshark", "-r", file, "-Y", "ip.src or ipv6.src", "-T", "fields",
 		"-e", "ip.src", "-e", "ipv6.src", "-e", "ip.dst", "-e", "ipv6.dst").Output()
 	if err != nil {
@@ -25,6 +34,9 @@ func tsharkAddrs(t *testing.T, file string) [][2]netip.Addr {
 		if len(f) != 4 {
 			t.Fatalf("tshark line %q", line)
 		}
+		// Each column holds the outermost header's value first when a
+		// frame has several (tunnels); the generator writes none, but be
+		// exact.
 		src, err1 := netip.ParseAddr(first(f[0] + f[1]))
 		dst, err2 := netip.ParseAddr(first(f[2] + f[3]))
 		if err1 != nil || err2 != nil {
@@ -32,8 +44,14 @@ func tsharkAddrs(t *testing.T, file string) [][2]netip.Addr {
 		}
 		addrs = append(addrs, [2]netip.Addr{src, dst})
 	}
+	tsharkCache[file] = addrs
 	return addrs
 }
+
+var (
+	tsharkMu    sync.Mutex
+	tsharkCache = map[string][][2]netip.Addr{}
+)
 
 // networks is the set of networks, of bits4 (IPv4) or bits6 (IPv6) prefix
 // length, that addrs fall in: the sources for kind src, the destinations

@@ -61,21 +61,9 @@ func canonAddr(t *testing.T, s string) string {
 // in file: the outermost IPv4/IPv6 addresses of every frame that has one.
 func tsharkKeys(t *testing.T, file, kind string) map[string]bool {
 	t.Helper()
-	out, err := exec.Command("tshark", "-r", file, "-Y", "ip.src or ipv6.src", "-T", "fields",
-		"-e", "ip.src", "-e", "ipv6.src", "-e", "ip.dst", "-e", "ipv6.dst").Output()
-	if err != nil {
-		t.Fatalf("tshark -r %s: %v", file, err)
-	}
 	keys := map[string]bool{}
-	for line := range strings.Lines(string(out)) {
-		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
-		if len(f) != 4 {
-			t.Fatalf("tshark line %q", line)
-		}
-		// Each column holds the outermost header's value first when a frame
-		// has several (tunnels); the generator writes none, but be exact.
-		src, dst := first(f[0]+f[1]), first(f[2]+f[3])
-		keys[keyString(t, kind, src, dst)] = true
+	for _, a := range tsharkAddrs(t, file) {
+		keys[keyString(t, kind, a[0].String(), a[1].String())] = true
 	}
 	return keys
 }

@@ -1,5 +1,0 @@
-//go:build !race
-
-package delivery
-
-const raceEnabled = false
