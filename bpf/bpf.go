@@ -20,8 +20,12 @@ import (
 
 // Sizes and defaults.
 const (
-	// EventSize is the length of a ring buffer record (struct fd_event).
-	EventSize = 48
+	// EventSize is the length of a ring buffer record (struct fd_event):
+	// the time, the 44-byte key and 4 bytes of padding.
+	EventSize = 56
+	// KeyBytes is the length of the key in a record (struct fd_key), with
+	// its segment.
+	KeyBytes = 44
 	// RowBytes is the size of one prefilter row (struct fd_row).
 	RowBytes = 32
 	// DefaultRingBytes is each CPU's ring buffer size when Config.RingBytes is 0.
@@ -62,6 +66,20 @@ type Config struct {
 	// Tests inject one to put the program's clock where they need it,
 	// such as in the middle of a window.
 	Now func() time.Time
+	// Decap makes the program key the innermost IP header reached
+	// through the tunnels it lists, on its ports, with the VNI of VXLAN
+	// and Geneve as the key's segment unless NoSegment: the key
+	// flow.Key.DecodeDecap gives, or its error class. The zero Decap
+	// (no tunnels) is today's program, the outermost header; the
+	// decapsulating parser is then dead code the verifier prunes.
+	Decap flow.Decap
+}
+
+// decapPorts returns d's ports in network byte order, as the program
+// compares them (0 matches nothing, as in flow).
+func decapPorts(d flow.Decap) (vxlan [2]uint16, geneve, gtpu uint16) {
+	be := func(p uint16) uint16 { return p<<8 | p>>8 } // the object is bpfel
+	return [2]uint16{be(d.VXLANPorts[0]), be(d.VXLANPorts[1])}, be(d.GenevePort), be(d.GTPUPort)
 }
 
 // Counters are one CPU's counters (struct fd_counters), cumulative since
@@ -87,11 +105,17 @@ type WindowCounters struct {
 }
 
 // NumErrs is the number of error classes the program counts (FD_NUM_ERRS).
-const NumErrs = 4
+const NumErrs = 9
 
 // Errs maps the error indexes of Counters.Errors (enum fd_err) to flow's
-// sentinel errors.
-var Errs = [NumErrs]error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrTooManyHeaders}
+// sentinel errors. The last five come only with decapsulation.
+var Errs = [NumErrs]error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrTooManyHeaders,
+	flow.ErrTunnelTruncated, flow.ErrTunnelUnknown, flow.ErrTunnelNotData, flow.ErrTunnelTooDeep, flow.ErrTunnelBadHeader}
+
+// Reasons are the labels of Errs (flow.Reason): the reason each error
+// index is counted under.
+var Reasons = [NumErrs]string{"truncated", "not_ip", "bad_header", "too_many_headers",
+	"tunnel_truncated", "tunnel_unknown", "tunnel_not_data", "tunnel_too_deep", "tunnel_bad_header"}
 
 // Objects is a loaded XDP program with its maps. Attaching it is the
 // caller's business (capture/xdp uses a BPF link).
@@ -120,6 +144,7 @@ type Objects struct {
 // settings are a Config checked, with its defaults applied.
 type settings struct {
 	kind      flow.KeyKind
+	decap     flow.Decap
 	prefix    flow.Mask
 	seed      uint64
 	windowNs  uint64
@@ -128,9 +153,12 @@ type settings struct {
 }
 
 func (cfg Config) check() (settings, error) {
-	s := settings{kind: cfg.Kind, prefix: cfg.Prefix, seed: cfg.Seed}
+	s := settings{kind: cfg.Kind, prefix: cfg.Prefix, seed: cfg.Seed, decap: cfg.Decap}
 	if !cfg.Kind.IsValid() {
 		return s, fmt.Errorf("bpf: invalid key kind %d", uint8(cfg.Kind))
+	}
+	if cfg.Decap.Tunnels&^flow.TunnelsAll != 0 {
+		return s, fmt.Errorf("bpf: unknown tunnel kinds %#x", uint8(cfg.Decap.Tunnels&^flow.TunnelsAll))
 	}
 	if cfg.Window < 0 {
 		return s, fmt.Errorf("bpf: negative window %v", cfg.Window)
@@ -184,6 +212,16 @@ func Load(cfg Config) (*Objects, error) {
 		xdpVarFdHashSeed:      s.seed,
 		xdpVarFdWindowNs:      s.windowNs,
 		xdpVarFdPrefilterRows: s.rows,
+	}
+	if s.decap.Tunnels != 0 {
+		vxlan, geneve, gtpu := decapPorts(s.decap)
+		vars[xdpVarFdDecap] = uint8(s.decap.Tunnels)
+		vars[xdpVarFdVxlanPorts] = vxlan
+		vars[xdpVarFdGenevePort] = geneve
+		vars[xdpVarFdGtpuPort] = gtpu
+		if !s.decap.NoSegment {
+			vars[xdpVarFdSegment] = uint8(1)
+		}
 	}
 	if !s.prefix.IsZero() {
 		b4, b6 := s.prefix.Bits(false), s.prefix.Bits(true)
@@ -446,7 +484,7 @@ func DecodeEvent(b []byte) (flow.Key, int64, error) {
 		return flow.Key{}, 0, fmt.Errorf("bpf: ring buffer record of %d bytes, want %d", len(b), EventSize)
 	}
 	var k flow.Key
-	if err := k.UnmarshalBinary(b[8:EventSize]); err != nil {
+	if err := k.UnmarshalBinary(b[8 : 8+flow.KeySize]); err != nil {
 		return flow.Key{}, 0, fmt.Errorf("bpf: ring buffer record: %w", err)
 	}
 	// struct fd_event: the time (native byte order), then the key.

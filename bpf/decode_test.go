@@ -19,6 +19,7 @@ func TestDecodeEvent(t *testing.T) {
 	k := flow.MakeKey(flow.Key5Tuple, netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"), 6, 1234, 80)
 	rec := binary.NativeEndian.AppendUint64(nil, uint64(1767225600123456789))
 	rec, _ = k.AppendBinary(rec)
+	rec = append(rec, make([]byte, bpf.EventSize-len(rec))...) // no segment, padding
 	got, ts, err := bpf.DecodeEvent(rec)
 	if err != nil || got != k || ts != 1767225600123456789 {
 		t.Errorf("DecodeEvent = %v, %d, %v; want %v, 1767225600123456789, nil", got, ts, err, k)

@@ -9,6 +9,20 @@
 // XDP_PASS: it observes traffic and never drops or alters it. flowdedup.h is
 // the contract between the C program and this package.
 //
+// # Tunnels
+//
+// With Config.Decap listing tunnels, the program keys the frame by the
+// rules of flow.Key.DecodeDecap instead: the innermost IP header reached
+// through GRE, ERSPAN, VXLAN, Geneve, GTP-U and IP-in-IP, at most
+// flow.MaxDecapLevels deep, with the VNI of VXLAN and Geneve as the key's
+// segment (unless Decap.NoSegment), and counts the five tunnel reasons
+// beside the others (Errs, Reasons). The parser is a bounded loop over
+// levels, each a link walk, an IP header and a tunnel header, written as
+// BPF global functions that the verifier checks once each. With no tunnels
+// (the zero Decap) the loader leaves the program's switch at 0 and the
+// verifier prunes that code: the program is the one without decapsulation.
+// The tests check it frame by frame against DecodeDecap.
+//
 // # Counts by window
 //
 // Each CPU counts every frame twice: in its totals since Load (Counters)

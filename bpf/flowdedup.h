@@ -13,6 +13,21 @@
 #define FD_MAX_LINK_HEADERS 16
 #define FD_MAX_IPV6_HEADERS 8
 
+/*
+ * Decapsulation (fd_decap, bpf.Config.Decap): the tunnel kinds the program
+ * looks into, as bits, and its bounds. FD_MAX_TUNNELS tunnel headers are
+ * walked; a frame with one more is counted FD_ERR_TUNNEL_TOO_DEEP.
+ * FD_MAX_GTP_EXT bounds a GTP-U extension header chain.
+ */
+#define FD_DECAP_GRE (1 << 0)
+#define FD_DECAP_ERSPAN (1 << 1)
+#define FD_DECAP_VXLAN (1 << 2)
+#define FD_DECAP_GENEVE (1 << 3)
+#define FD_DECAP_GTPU (1 << 4)
+#define FD_DECAP_IPIP (1 << 5)
+#define FD_MAX_TUNNELS 4
+#define FD_MAX_GTP_EXT 8
+
 /* flow.KeyKind values. */
 enum fd_kind {
 	FD_KIND_SRC = 1,
@@ -25,6 +40,7 @@ enum fd_kind {
 #define FD_FLAG_V6 (1 << 0)
 #define FD_FLAG_PORTS (1 << 1)
 #define FD_FLAG_PREFIX (1 << 2) /* addresses are networks of prefix length bits */
+#define FD_FLAG_SEGMENT (1 << 3) /* seg holds a VNI */
 
 /*
  * Why a frame gave no key: the flow.Parse errors an Ethernet frame can
@@ -36,15 +52,23 @@ enum fd_err {
 	FD_ERR_NOT_IP = 1,           /* flow.ErrNotIP */
 	FD_ERR_BAD_HEADER = 2,       /* flow.ErrBadHeader */
 	FD_ERR_TOO_MANY_HEADERS = 3, /* flow.ErrTooManyHeaders */
-	FD_NUM_ERRS = 4,
+	/* With decapsulation only (fd_decap not 0): */
+	FD_ERR_TUNNEL_TRUNCATED = 4,  /* "tunnel_truncated": a tunnel header cut short */
+	FD_ERR_TUNNEL_UNKNOWN = 5,    /* "tunnel_unknown": GRE/Geneve/ERSPAN payload of an unknown protocol */
+	FD_ERR_TUNNEL_NOT_DATA = 6,   /* "tunnel_not_data": a GTP-U message other than a T-PDU */
+	FD_ERR_TUNNEL_TOO_DEEP = 7,   /* "tunnel_too_deep": more than FD_MAX_TUNNELS tunnels */
+	FD_ERR_TUNNEL_BAD_HEADER = 8, /* "tunnel_bad_header": an invalid tunnel header */
+	FD_NUM_ERRS = 9,
 };
 
 /*
- * A flow key in flow.Key's binary form (flow.Key.AppendBinary): 40 bytes,
+ * A flow key in flow.Key's binary form (flow.Key.AppendBinary): 44 bytes,
  * fields outside the kind zero, IPv4 addresses in the first 4 bytes of
  * src/dst, ports in network byte order; keys by network have the host bits
  * of their addresses zero, FD_FLAG_PREFIX set and their prefix length in
- * bits (zero in host keys).
+ * bits (zero in host keys); keys taken inside a VXLAN or Geneve tunnel
+ * (with decapsulation) have FD_FLAG_SEGMENT set and its 24-bit VNI in seg,
+ * big-endian; seg is zero in other keys.
  */
 struct fd_key {
 	__u8 src[16];
@@ -55,6 +79,7 @@ struct fd_key {
 	__u8 kind;
 	__u8 flags;
 	__u8 bits;
+	__be32 seg;
 };
 
 /* One record of a per-CPU ring buffer: a key the CPU's prefilter had not seen
@@ -89,10 +114,13 @@ struct fd_counters {
  * start_ns and end_ns are not used.
  */
 struct fd_cpu {
-	struct fd_counters total;
+	/* The clock first: with the counters every frame moves (packets,
+	 * keyed, prefilter_hits) it fills one 64-byte line, however many
+	 * error classes follow. */
 	__u64 window;   /* the CPU's window: time / fd_window_ns */
 	__u64 start_ns; /* its start and end, Unix ns */
 	__u64 end_ns;
+	struct fd_counters total;
 };
 
 /*

@@ -32,7 +32,8 @@ const xdpPass = 2
 // the counters summed over CPUs.
 type harness struct {
 	tb      testing.TB
-	mask    flow.Mask // the program's Config.Prefix
+	mask    flow.Mask  // the program's Config.Prefix
+	decap   flow.Decap // and its Config.Decap
 	o       *bpf.Objects
 	readers []*ringbuf.Reader
 	rec     ringbuf.Record
@@ -49,7 +50,7 @@ func newHarness(tb testing.TB, cfg bpf.Config) *harness {
 	if err != nil {
 		tb.Fatalf("Load(%+v): %v", cfg, err)
 	}
-	h := &harness{tb: tb, o: o, mask: cfg.Prefix}
+	h := &harness{tb: tb, o: o, mask: cfg.Prefix, decap: cfg.Decap}
 	tb.Cleanup(func() {
 		for _, r := range h.readers {
 			r.Close()
@@ -204,7 +205,13 @@ type capFrames struct {
 // the frames of other link types than Ethernet.
 func loadCaptures(tb testing.TB) (caps []capFrames, skipped int) {
 	tb.Helper()
-	paths, err := filepath.Glob("../testdata/pcaps/*.pcap*")
+	return loadCapturesOf(tb, "../testdata/pcaps/*.pcap*")
+}
+
+// loadCapturesOf is loadCaptures of the files glob names.
+func loadCapturesOf(tb testing.TB, glob string) (caps []capFrames, skipped int) {
+	tb.Helper()
+	paths, err := filepath.Glob(glob)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -233,7 +240,7 @@ func loadCaptures(tb testing.TB) (caps []capFrames, skipped int) {
 		caps = append(caps, c)
 	}
 	if len(caps) == 0 {
-		tb.Fatal("no capture in ../testdata/pcaps")
+		tb.Fatalf("no capture matches %s", glob)
 	}
 	return caps, skipped
 }

@@ -55,14 +55,14 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkStruct(t, spec, "fd_key", flow.KeySize, []member{
+	checkStruct(t, spec, "fd_key", bpf.KeyBytes, []member{
 		// flow.Key.AppendBinary's layout.
 		{"src", 0, 16}, {"dst", 16, 16}, {"sport", 32, 2}, {"dport", 34, 2},
-		{"proto", 36, 1}, {"kind", 37, 1}, {"flags", 38, 1}, {"bits", 39, 1},
+		{"proto", 36, 1}, {"kind", 37, 1}, {"flags", 38, 1}, {"bits", 39, 1}, {"seg", 40, 4},
 	})
 	checkStruct(t, spec, "fd_event", bpf.EventSize, []member{
 		// DecodeEvent: the time, then the key.
-		{"time_ns", 0, 8}, {"key", 8, flow.KeySize},
+		{"time_ns", 0, 8}, {"key", 8, bpf.KeyBytes},
 	})
 	checkStruct(t, spec, "fd_row", bpf.RowBytes, []member{{"epoch", 0, 4}, {"fp", 4, 28}})
 	checkStruct(t, spec, "fd_config", 8, []member{{"clock_offset_ns", 0, 8}})
@@ -80,9 +80,14 @@ func TestLayout(t *testing.T) {
 	cs := uint32(ct.Size())
 	checkStruct(t, spec, "fd_cpu", cs+24, []member{
 		// Objects.Counters and CPUWindows.
-		{"total", 0, cs}, {"window", cs, 8}, {"start_ns", cs + 8, 8}, {"end_ns", cs + 16, 8},
+		{"window", 0, 8}, {"start_ns", 8, 8}, {"end_ns", 16, 8}, {"total", 24, cs},
 	})
 	checkStruct(t, spec, "fd_window", 8+cs, []member{{"window", 0, 8}, {"counts", 8, cs}})
+	for i, err := range bpf.Errs {
+		if r := flow.Reason(err); r != bpf.Reasons[i] {
+			t.Errorf("error class %d: Reasons says %q, flow.Reason(%v) %q", i, bpf.Reasons[i], err, r)
+		}
+	}
 	if n := len(bpf.Errs); n != bpf.NumErrs {
 		t.Errorf("%d Errs, want NumErrs = %d", n, bpf.NumErrs)
 	}
@@ -94,8 +99,8 @@ func TestLayout(t *testing.T) {
 		valueBytes uint32
 	}{
 		"fd_rings":     {ebpf.ArrayOfMaps, 4, 4},
-		"fd_cpu":       {ebpf.PerCPUArray, 96, 96},
-		"fd_windows":   {ebpf.PerCPUArray, 80, 80},
+		"fd_cpu":       {ebpf.PerCPUArray, 136, 136},
+		"fd_windows":   {ebpf.PerCPUArray, 120, 120},
 		"fd_prefilter": {ebpf.PerCPUArray, bpf.RowBytes, bpf.RowBytes},
 		"fd_config":    {ebpf.Array, 8, 8},
 	} {
@@ -118,7 +123,8 @@ func TestLayout(t *testing.T) {
 		t.Errorf("variable fd_floor_ns: %+v, want 8 bytes, writable", v)
 	}
 	for name, size := range map[string]uint32{"fd_key_kind": 1, "fd_hash_seed": 8, "fd_window_ns": 8, "fd_prefilter_rows": 4,
-		"fd_prefix": 1, "fd_prefix_v4": 1, "fd_prefix_v6": 1, "fd_mask4": 4, "fd_mask6": 16} {
+		"fd_prefix": 1, "fd_prefix_v4": 1, "fd_prefix_v6": 1, "fd_mask4": 4, "fd_mask6": 16,
+		"fd_decap": 1, "fd_vxlan_ports": 4, "fd_geneve_port": 2, "fd_gtpu_port": 2, "fd_segment": 1} {
 		v, ok := spec.Variables[name]
 		if !ok {
 			t.Errorf("no variable %s", name)

@@ -66,7 +66,7 @@ type result struct {
 func (r result) String() string {
 	switch {
 	case r.err >= 0:
-		return "error " + flow.Reason(bpf.Errs[r.err])
+		return "error " + bpf.Reasons[r.err]
 	case r.err == -1:
 		return "key " + r.key.String()
 	}
@@ -74,13 +74,14 @@ func (r result) String() string {
 }
 
 // parity runs the program (of kind) on frame and compares what it did
-// with flow.Parse, and the program's Mask applied after it: "" when they
+// with flow.Parse, or flow.ParseDecapFrame with the program's Decap, and
+// the program's Mask applied after it: "" when they
 // agree, else a description of the difference. Besides the result, it
 // checks that the counters moved as the result says and that an event's
 // time is now.
 func (h *harness) parity(frame []byte, kind flow.KeyKind) string {
 	h.tb.Helper()
-	k, err := flow.Parse(frame, flow.LinkEthernet, kind)
+	k, err := flow.ParseDecapFrame(frame, flow.LinkEthernet, kind, &h.decap) // flow.Parse without tunnels
 	h.mask.Apply(&k)
 	want := result{key: k, err: -1}
 	if err != nil {
@@ -137,7 +138,7 @@ func (h *harness) parity(frame []byte, kind flow.KeyKind) string {
 	if got != want {
 		problems = append([]string{fmt.Sprintf("kernel: %v, flow.Parse: %v", got, want)}, problems...)
 	}
-	return fmt.Sprintf("%v key (prefix %q) of frame %x: %s", kind, h.mask, frame, strings.Join(problems, "; "))
+	return fmt.Sprintf("%v key (prefix %q, decap %v) of frame %x: %s", kind, h.mask, h.decap, frame, strings.Join(problems, "; "))
 }
 
 // parityAll checks frame with every kind, and counts a failure per frame;
@@ -166,7 +167,7 @@ func (p *parityRun) check(frame []byte) {
 				p.tb.Fatal("too many mismatches")
 			}
 		}
-		if _, err := flow.Parse(frame, flow.LinkEthernet, k); err == nil {
+		if _, err := flow.ParseDecapFrame(frame, flow.LinkEthernet, k, &p.hs[k].decap); err == nil {
 			p.keyed[k]++
 		} else if k == flow.Key5Tuple {
 			p.classes[errIndex(err)]++

@@ -105,7 +105,7 @@ func TestWindowCounts(t *testing.T) {
 	cpu := testutil.PinThread(t)
 	clk := newWinClock(t, h, window)
 	w0 := clk.future()
-	perRing := page / (8 + bpf.EventSize) // events a ring holds
+	perRing := (page - 1) / (8 + bpf.EventSize) // events a ring holds (see TestRingFull)
 
 	// Window w0+k gets k+1 rounds of: 10 new keys, each twice (a hit),
 	// one frame of each error class; window w0+2 nothing; window w0+3

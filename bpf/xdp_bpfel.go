@@ -25,15 +25,15 @@ type xdpFdCounters struct {
 	PrefilterHits uint64
 	Emitted       uint64
 	RingFull      uint64
-	Errors        [4]uint64
+	Errors        [9]uint64
 }
 
 type xdpFdCpu struct {
 	_       structs.HostLayout
-	Total   xdpFdCounters
 	Window  uint64
 	StartNs uint64
 	EndNs   uint64
+	Total   xdpFdCounters
 }
 
 type xdpFdRow struct {
@@ -58,7 +58,10 @@ const (
 	xdpMapFdRings         = "fd_rings"
 	xdpMapFdWindows       = "fd_windows"
 	xdpProgFdXdp          = "fd_xdp"
+	xdpVarFdDecap         = "fd_decap"
 	xdpVarFdFloorNs       = "fd_floor_ns"
+	xdpVarFdGenevePort    = "fd_geneve_port"
+	xdpVarFdGtpuPort      = "fd_gtpu_port"
 	xdpVarFdHashSeed      = "fd_hash_seed"
 	xdpVarFdKeyKind       = "fd_key_kind"
 	xdpVarFdMask4         = "fd_mask4"
@@ -67,6 +70,8 @@ const (
 	xdpVarFdPrefix        = "fd_prefix"
 	xdpVarFdPrefixV4      = "fd_prefix_v4"
 	xdpVarFdPrefixV6      = "fd_prefix_v6"
+	xdpVarFdSegment       = "fd_segment"
+	xdpVarFdVxlanPorts    = "fd_vxlan_ports"
 	xdpVarFdWindowNs      = "fd_window_ns"
 )
 
@@ -130,7 +135,10 @@ type xdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
+	FdDecap         *ebpf.VariableSpec `ebpf:"fd_decap"`
 	FdFloorNs       *ebpf.VariableSpec `ebpf:"fd_floor_ns"`
+	FdGenevePort    *ebpf.VariableSpec `ebpf:"fd_geneve_port"`
+	FdGtpuPort      *ebpf.VariableSpec `ebpf:"fd_gtpu_port"`
 	FdHashSeed      *ebpf.VariableSpec `ebpf:"fd_hash_seed"`
 	FdKeyKind       *ebpf.VariableSpec `ebpf:"fd_key_kind"`
 	FdMask4         *ebpf.VariableSpec `ebpf:"fd_mask4"`
@@ -139,6 +147,8 @@ type xdpVariableSpecs struct {
 	FdPrefix        *ebpf.VariableSpec `ebpf:"fd_prefix"`
 	FdPrefixV4      *ebpf.VariableSpec `ebpf:"fd_prefix_v4"`
 	FdPrefixV6      *ebpf.VariableSpec `ebpf:"fd_prefix_v6"`
+	FdSegment       *ebpf.VariableSpec `ebpf:"fd_segment"`
+	FdVxlanPorts    *ebpf.VariableSpec `ebpf:"fd_vxlan_ports"`
 	FdWindowNs      *ebpf.VariableSpec `ebpf:"fd_window_ns"`
 }
 
@@ -183,7 +193,10 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
+	FdDecap         *ebpf.Variable `ebpf:"fd_decap"`
 	FdFloorNs       *ebpf.Variable `ebpf:"fd_floor_ns"`
+	FdGenevePort    *ebpf.Variable `ebpf:"fd_geneve_port"`
+	FdGtpuPort      *ebpf.Variable `ebpf:"fd_gtpu_port"`
 	FdHashSeed      *ebpf.Variable `ebpf:"fd_hash_seed"`
 	FdKeyKind       *ebpf.Variable `ebpf:"fd_key_kind"`
 	FdMask4         *ebpf.Variable `ebpf:"fd_mask4"`
@@ -192,6 +205,8 @@ type xdpVariables struct {
 	FdPrefix        *ebpf.Variable `ebpf:"fd_prefix"`
 	FdPrefixV4      *ebpf.Variable `ebpf:"fd_prefix_v4"`
 	FdPrefixV6      *ebpf.Variable `ebpf:"fd_prefix_v6"`
+	FdSegment       *ebpf.Variable `ebpf:"fd_segment"`
+	FdVxlanPorts    *ebpf.Variable `ebpf:"fd_vxlan_ports"`
 	FdWindowNs      *ebpf.Variable `ebpf:"fd_window_ns"`
 }
 

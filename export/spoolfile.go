@@ -10,13 +10,13 @@ import (
 	"github.com/flowdedup/flowdedup/record"
 )
 
-// The spool file format, version 2. A spool file holds one batch of
+// The spool file format, version 3. A spool file holds one batch of
 // records or one window summary on its way to one destination. All
 // integers are big-endian.
 //
 //	offset     size  field
 //	0          8     magic "FDDSPOOL"
-//	8          2     version, 2
+//	8          2     version, 3
 //	10         1     type: 1 a batch of records, 2 a window summary
 //	11         1     flags: bit 0 "attempted": given to the destination
 //	                 before, with an unknown outcome (record.Batch.Retry):
@@ -49,8 +49,11 @@ import (
 // it. It is still read, as a batch without an observer or domain (the
 // sender's own). The first 30 bytes mean the same in both versions.
 //
-// A batch's payload is its records, 68 bytes each: the key's binary form
-// (flow.KeySize, 40 bytes, flow.Key.AppendBinary), then TimeNs, WindowNs
+// Version 2 is version 3 with the 40-byte keys of before segments
+// (flow.KeySizeNoSegment), records of 68 bytes; it is still read.
+//
+// A batch's payload is its records, 72 bytes each: the key's binary form
+// (flow.KeySize, 44 bytes, flow.Key.AppendBinary), then TimeNs, WindowNs
 // and WindowEndNs (8 bytes each, two's complement) and Worker (4 bytes);
 // Observer and Windowed are not kept (no export reads them: a record read
 // back has them zero). A
@@ -58,11 +61,13 @@ import (
 // (SummaryWriter), which holds every field of a record.Summary.
 const (
 	spoolMagic      = "FDDSPOOL"
-	spoolVersion    = 2 // written; version 1 is read too
+	spoolVersion    = 3 // written; versions 1 and 2 are read too
+	spoolVersion2   = 2
 	spoolVersion1   = 1
-	spoolHeaderLen  = 30 // the fixed part of the header, the same in both versions
+	spoolHeaderLen  = 30 // the fixed part of the header, the same in every version
 	spoolCRCLen     = 4
-	spoolRecordLen  = flow.KeySize + 8 + 8 + 8 + 4
+	spoolRecordLen  = flow.KeySize + 8 + 8 + 8 + 4          // version 3
+	spoolRecordLen2 = flow.KeySizeNoSegment + 8 + 8 + 8 + 4 // versions 1 and 2
 	spoolTypeBatch  = 1
 	spoolTypeWindow = 2
 	spoolAttempted  = 1 // flags bit 0
@@ -184,15 +189,22 @@ func decodeSpoolFile(data []byte, dest string, recs []record.Record, f *spoolFil
 		return corrupt("not a spool file (magic %q)", data[:8])
 	}
 	version := binary.BigEndian.Uint16(data[8:])
-	if version != spoolVersion && version != spoolVersion1 {
-		return corrupt("version %d, this flowdedup reads versions %d and %d", version, spoolVersion1, spoolVersion)
+	if version != spoolVersion && version != spoolVersion2 && version != spoolVersion1 {
+		return corrupt("version %d, this flowdedup reads versions %d to %d", version, spoolVersion1, spoolVersion)
+	}
+	// Versions 2 and 3 have an observer and a domain; 1 and 2 keys of
+	// 40 bytes.
+	withObserver := version != spoolVersion1
+	keyLen, recLen := uint64(flow.KeySize), uint64(spoolRecordLen)
+	if version != spoolVersion {
+		keyLen, recLen = flow.KeySizeNoSegment, spoolRecordLen2
 	}
 	typ, flags := data[10], data[11]
 	if typ != spoolTypeBatch && typ != spoolTypeWindow {
 		return corrupt("unknown type %d", typ)
 	}
 	known := byte(spoolAttempted)
-	if version == spoolVersion {
+	if withObserver {
 		known |= spoolHasDomain
 	}
 	if flags&^known != 0 {
@@ -202,11 +214,11 @@ func decodeSpoolFile(data []byte, dest string, recs []record.Record, f *spoolFil
 	count := uint64(binary.BigEndian.Uint32(data[20:]))
 	payloadLen := uint64(binary.BigEndian.Uint32(data[24:]))
 	destLen := uint64(binary.BigEndian.Uint16(data[28:]))
-	// at: where the payload begins; for version 2, after the observer
+	// at: where the payload begins; from version 2, after the observer
 	// and the domain.
 	at := spoolHeaderLen + destLen
 	var obsAt, obsLen, domLen uint64
-	if version == spoolVersion {
+	if withObserver {
 		if uint64(len(data)) < at+1+spoolCRCLen {
 			return corrupt("%d bytes, shorter than a header with a destination of %d", len(data), destLen)
 		}
@@ -245,7 +257,7 @@ func decodeSpoolFile(data []byte, dest string, recs []record.Record, f *spoolFil
 		}
 		return nil
 	}
-	if count > maxSpoolRecords || payloadLen != count*spoolRecordLen {
+	if count > maxSpoolRecords || payloadLen != count*recLen {
 		return corrupt("%d records in %d bytes", count, payloadLen)
 	}
 	if obsLen > 0 {
@@ -255,15 +267,16 @@ func decodeSpoolFile(data []byte, dest string, recs []record.Record, f *spoolFil
 		f.domain = record.Domain{ID: binary.BigEndian.Uint32(data[obsAt+obsLen:]), Valid: true}
 	}
 	recs = recs[:0]
-	for p := payload; len(p) > 0; p = p[spoolRecordLen:] {
+	for p := payload; len(p) > 0; p = p[recLen:] {
 		var r record.Record
-		if err := r.Key.UnmarshalBinary(p[:flow.KeySize]); err != nil {
+		if err := r.Key.UnmarshalBinary(p[:keyLen]); err != nil {
 			return corrupt("record %d: %v", len(recs), err)
 		}
-		r.TimeNs = int64(binary.BigEndian.Uint64(p[40:]))
-		r.WindowNs = int64(binary.BigEndian.Uint64(p[48:]))
-		r.WindowEndNs = int64(binary.BigEndian.Uint64(p[56:]))
-		w := int32(binary.BigEndian.Uint32(p[64:]))
+		t := p[keyLen:]
+		r.TimeNs = int64(binary.BigEndian.Uint64(t[0:]))
+		r.WindowNs = int64(binary.BigEndian.Uint64(t[8:]))
+		r.WindowEndNs = int64(binary.BigEndian.Uint64(t[16:]))
+		w := int32(binary.BigEndian.Uint32(t[24:]))
 		if w < 0 {
 			return corrupt("record %d: worker %d", len(recs), w)
 		}

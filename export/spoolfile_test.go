@@ -39,8 +39,8 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 				if want := spoolHeaderLen + len("ipfix://[::1]:4739") + 1 + len(observer) + domLen + len(recs)*spoolRecordLen + spoolCRCLen; len(data) != want {
 					t.Errorf("%d bytes, want %d", len(data), want)
 				}
-				if v := binary.BigEndian.Uint16(data[8:]); v != 2 {
-					t.Errorf("written as version %d, want 2", v)
+				if v := binary.BigEndian.Uint16(data[8:]); v != 3 {
+					t.Errorf("written as version %d, want 3", v)
 				}
 				// The flags byte as documented: bit 0 attempted, bit 1
 				// domain; the domain big-endian after the observer.
@@ -82,6 +82,30 @@ func TestSpoolFileRoundTrip(t *testing.T) {
 	}
 }
 
+// spoolV3AsV2 returns the version 3 batch file b as version 2 writes it,
+// built from the layouts the package documents: version 2, and each
+// record's key without its last 4 bytes (a segment, which must be zero).
+func spoolV3AsV2(t *testing.T, b []byte) []byte {
+	t.Helper()
+	at := 30 + int(binary.BigEndian.Uint16(b[28:])) // the observer's length byte
+	at += 1 + int(b[at])
+	if b[11]&2 != 0 {
+		at += 4 // the domain
+	}
+	count := int(binary.BigEndian.Uint32(b[20:]))
+	out := bytes.Clone(b[:at])
+	binary.BigEndian.PutUint16(out[8:], 2)
+	binary.BigEndian.PutUint32(out[24:], uint32(count*68))
+	for i := range count {
+		rec := b[at+i*72 : at+(i+1)*72]
+		if !bytes.Equal(rec[40:44], []byte{0, 0, 0, 0}) {
+			t.Fatalf("record %d has a segment: %x", i, rec[40:44])
+		}
+		out = append(append(out, rec[:40]...), rec[44:]...)
+	}
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
+}
+
 // appendSpoolFileV1 appends the version 1 spool file of the batch b (when
 // s is nil) or the summary s, built by hand from the layout of version 1
 // as the package documents it: what a flowdedup before batches carried
@@ -96,7 +120,8 @@ func appendSpoolFileV1(buf []byte, dest string, b *record.Batch, s *record.Summa
 	} else {
 		id, count = b.ID, len(b.Records)
 		for _, r := range b.Records {
-			payload, _ = r.Key.AppendBinary(payload)
+			kb, _ := r.Key.AppendBinary(nil)
+			payload = append(payload, kb[:40]...) // version 1: the 40-byte keys of before segments
 			for _, v := range []int64{r.TimeNs, r.WindowNs, r.WindowEndNs} {
 				payload = binary.BigEndian.AppendUint64(payload, uint64(v))
 			}
@@ -228,7 +253,7 @@ func TestSpoolFileDefects(t *testing.T) {
 		"short":       good[:20],
 		"magic":       edit(func(b []byte) []byte { b[0] = 'X'; return reseal(b) }),
 		"version 0":   edit(func(b []byte) []byte { b[9] = 0; return reseal(b) }),
-		"version 3":   edit(func(b []byte) []byte { b[9] = 3; return reseal(b) }),
+		"version 4":   edit(func(b []byte) []byte { b[9] = 4; return reseal(b) }),
 		"type":        edit(func(b []byte) []byte { b[10] = 3; return reseal(b) }),
 		"flags":       edit(func(b []byte) []byte { b[11] = 4; return reseal(b) }),
 		"flags 0x80":  edit(func(b []byte) []byte { b[11] = 0x80; return reseal(b) }),
@@ -241,7 +266,7 @@ func TestSpoolFileDefects(t *testing.T) {
 		"observer":    edit(func(b []byte) []byte { b[obsAt+1] = 'x'; return b }), // the checksum covers it
 		"destination": edit(func(b []byte) []byte { b[30] = 'e'; return reseal(b) }),
 		"bad key":     edit(func(b []byte) []byte { b[payload+39] = 1; return reseal(b) }), // a key's padding byte
-		"worker":      edit(func(b []byte) []byte { b[payload+64] = 0x80; return reseal(b) }),
+		"worker":      edit(func(b []byte) []byte { b[payload+flow.KeySize+24] = 0x80; return reseal(b) }),
 		"summary":     appendSpoolFile(nil, "d", nil, &record.Summary{WindowSummary: record.WindowSummary{StartNs: 2, EndNs: 1}}, false),
 		// The observer's length says more or fewer bytes than there are.
 		"observer longer":  edit(func(b []byte) []byte { b[obsAt]++; return reseal(b) }),
@@ -352,7 +377,7 @@ func checkSpoolFile(t *testing.T, data []byte) {
 			if binary.BigEndian.Uint16(data[8:]) == 1 {
 				// A version 1 file: it has no observer, is the hand-built
 				// encoding of what it decoded to, and reads the same once
-				// written again (as version 2).
+				// written again (as version 3).
 				if sf.observer != "" || sf.domain.Valid {
 					t.Fatalf("version 1 file read with observer %q, domain %+v", sf.observer, sf.domain)
 				}
@@ -362,9 +387,15 @@ func checkSpoolFile(t *testing.T, data []byte) {
 				var back spoolFile
 				if err := decodeSpoolFile(again, "d", nil, &back); err != nil || back.summary || back.id != sf.id ||
 					back.attempted != sf.attempted || back.observer != "" || back.domain.Valid || !slices.Equal(back.records, sf.records) {
-					t.Fatalf("version 1 batch written as version 2 reads back %+v, %v; want %+v", back, err, sf)
+					t.Fatalf("version 1 batch written as version 3 reads back %+v, %v; want %+v", back, err, sf)
 				}
 				return
+			}
+			if binary.BigEndian.Uint16(data[8:]) == 2 {
+				// A version 2 file: written again as version 3, it is
+				// the same but for the version and the segment's 4 zero
+				// bytes after each key.
+				again = spoolV3AsV2(t, again)
 			}
 			if !bytes.Equal(again, data) {
 				t.Fatalf("decoded and encoded again:\n%x\nwant\n%x", again, data)

@@ -103,3 +103,46 @@ func BenchmarkMaskApply(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecap: what --decap costs per tunnel kind (src keys, --decap
+// all, the first frame of each capture of scripts/mkdecap.py), and with
+// --decap none on a plain frame, which must be BenchmarkParse's cost.
+func BenchmarkDecap(b *testing.B) {
+	plain := ether(etherTypeIPv4, tcp4IP)
+	cases := []struct {
+		name  string
+		frame []byte
+		d     *Decap
+	}{
+		{"none/eth-ipv4-tcp", plain, &Decap{}},
+		{"all/eth-ipv4-tcp", plain, &decapAll},
+	}
+	for _, c := range []struct{ name, file string }{
+		{"gre-ipv4", "gre"}, {"erspan-i", "erspan"}, {"vxlan", "vxlan"}, {"geneve", "geneve"},
+		{"gtpu", "gtpu"}, {"ipip-4in4", "ipip"}, {"nested-vxlan-in-gre", "nested"},
+	} {
+		frames := readPcap(b, "testdata/decap/"+c.file+".pcap")
+		cases = append(cases, struct {
+			name  string
+			frame []byte
+			d     *Decap
+		}{"all/" + c.name, frames[0], &decapAll})
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var k Key
+			var err error
+			n := 0
+			for b.Loop() {
+				err = k.DecodeDecap(c.frame, LinkEthernet, KeySrc, c.d)
+				n++
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			sinkKey = k
+			reportRate(b, n, "pkts/s")
+		})
+	}
+}

@@ -101,3 +101,48 @@ func TestKeyUnmarshalBinaryRejects(t *testing.T) {
 		t.Errorf("UnmarshalBinary allocates %v times", n)
 	}
 }
+
+// TestKeyBinarySegment: the segment's bytes 40-43 and flag bit 3, by hand,
+// and the 40-byte form written before segments still reads as the key
+// without one.
+func TestKeyBinarySegment(t *testing.T) {
+	k := MakeKey(KeySrc, netip.MustParseAddr("10.1.2.3"), netip.Addr{}, 0, 0, 0)
+	plain, _ := k.MarshalBinary()
+	want := make([]byte, KeySize)
+	copy(want[0:], []byte{10, 1, 2, 3})
+	want[37] = byte(KeySrc)
+	if !bytes.Equal(plain, want) {
+		t.Fatalf("no segment\n got %x\nwant %x", plain, want)
+	}
+	seg, _ := k.WithSegment(0x123456).MarshalBinary()
+	want[38] = 0x08
+	copy(want[40:], []byte{0, 0x12, 0x34, 0x56})
+	if !bytes.Equal(seg, want) {
+		t.Fatalf("segment 0x123456\n got %x\nwant %x", seg, want)
+	}
+	checkBinaryRoundTrip(t, k.WithSegment(0x123456))
+	checkBinaryRoundTrip(t, k.WithSegment(0))
+	checkBinaryRoundTrip(t, k.WithSegment(MaxSegment))
+	var old Key
+	if err := old.UnmarshalBinary(plain[:KeySizeNoSegment]); err != nil || old != k {
+		t.Fatalf("40-byte form: %v, %v; want %v", old, err, k)
+	}
+	edit := func(b []byte, f func(b []byte)) []byte {
+		b = bytes.Clone(b)
+		f(b)
+		return b
+	}
+	for name, b := range map[string][]byte{
+		"vni without flag":      edit(plain, func(b []byte) { b[43] = 1 }),
+		"vni over 24 bits":      edit(seg, func(b []byte) { b[40] = 1 }),
+		"40 bytes with flag":    seg[:KeySizeNoSegment],
+		"41 bytes":              seg[:41],
+		"unknown flag 0x10":     edit(plain, func(b []byte) { b[38] |= 0x10 }),
+		"40 bytes unknown flag": edit(plain[:KeySizeNoSegment], func(b []byte) { b[38] |= 0x10 }),
+	} {
+		var got Key
+		if err := got.UnmarshalBinary(b); err != ErrBadKey {
+			t.Errorf("%s: UnmarshalBinary(%x) = %v, %v; want ErrBadKey", name, b, got, err)
+		}
+	}
+}

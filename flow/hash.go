@@ -10,7 +10,8 @@ import (
 //
 // The hash covers a canonical encoding of exactly the fields of the kind:
 // one byte holding the kind (low nibble), the IPv6 flag (bit 4), the
-// has-ports flag (bit 5) and the network flag (bit 6); then the source
+// has-ports flag (bit 5), the network flag (bit 6) and the segment flag
+// (bit 7, Key.Segment); then the source
 // address, the destination address (4 bytes each for IPv4, 16 for IPv6,
 // each only when the kind holds it); then, for a 5-tuple, the protocol byte
 // and the two ports in network order. Keys of different kinds or families,
@@ -18,7 +19,12 @@ import (
 // hashes 9 bytes rather than a padded 40. A network key's prefix length is
 // not in the encoding: it moves the seed, to seed + length ×
 // 0x9e3779b97f4a7c15, so that the networks 10.0.0.0/8 and 10.0.0.0/16
-// hash apart (with the one encoding, their derived seeds differ). The
+// hash apart (with the one encoding, their derived seeds differ). A key's
+// segment (VNI) moves the seed likewise: the seed is seed + (vni × 256 +
+// length) × 0x9e3779b97f4a7c15, the length 0 for a host key, the VNI 0
+// without a segment, so that a key without either hashes as before. As
+// the length is below 256 and the step odd, distinct (VNI, length) pairs
+// give distinct seeds. The
 // encoding and so the hash values are stable across runs and releases: a
 // given seed reproduces them.
 //

@@ -37,7 +37,11 @@ func testKeys(n int) []Key {
 // TestHashEncoding recomputes the hash from the encoding Hash documents.
 func TestHashEncoding(t *testing.T) {
 	const seed = 0x1234
-	for _, k := range append(append(testKeys(3), networkKeys(testKeys(3))...), noPorts(tcp4), Key{}) {
+	keys := append(append(testKeys(3), networkKeys(testKeys(3))...), noPorts(tcp4), Key{})
+	for _, k := range append(testKeys(2), networkKeys(testKeys(2))...) {
+		keys = append(keys, k.WithSegment(0), k.WithSegment(100), k.WithSegment(MaxSegment))
+	}
+	for _, k := range keys {
 		enc := []byte{byte(k.Kind()) | k.flags<<4}
 		addr := func(a netip.Addr) []byte { return a.AsSlice() }
 		if k.Kind() != KeyDst && k.IsValid() {
@@ -57,6 +61,9 @@ func TestHashEncoding(t *testing.T) {
 		s := uint64(seed)
 		if bits := k.Bits(); bits >= 0 {
 			s += uint64(bits) * 0x9e3779b97f4a7c15 // a network's length moves the seed
+		}
+		if vni, ok := k.Segment(); ok {
+			s += uint64(vni) * 256 * 0x9e3779b97f4a7c15 // and so does a segment
 		}
 		if got, want := k.Hash(seed), xxh3.HashSeed(enc, s); got != want {
 			t.Errorf("%v: Hash = %#x, hash of documented encoding % x = %#x", k, got, enc, want)

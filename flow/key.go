@@ -92,7 +92,11 @@ const (
 	flagV6     = 1 << 0 // addresses are IPv6 (16 bytes) rather than IPv4 (the first 4 bytes)
 	flagPorts  = 1 << 1 // sport and dport were read from the transport header
 	flagPrefix = 1 << 2 // addresses are networks of prefix length bits (Mask.Apply)
+	flagSeg    = 1 << 3 // the key was taken inside a VXLAN or Geneve segment, vni (DecodeDecap)
 )
+
+// MaxSegment is the largest segment identifier: VNIs are 24 bits.
+const MaxSegment = 1<<24 - 1
 
 // Key is the flow key of a packet: the fields its [KeyKind] selects, and
 // zero in every other field, so that all packets of a flow give equal keys.
@@ -102,7 +106,13 @@ const (
 // prints them in CIDR form. A network key never equals a host key, nor one
 // of another length.
 //
-// Key is a comparable value of fixed size (40 bytes) holding no pointers,
+// A key taken from inside a VXLAN or Geneve tunnel ([Key.DecodeDecap])
+// also holds the tunnel's 24-bit VNI, its segment ([Key.Segment]): the same
+// addresses in two segments are two keys. A key without a segment has
+// exactly the bytes it had before segments existed, and the four bytes of
+// the segment zero.
+//
+// Key is a comparable value of fixed size (44 bytes) holding no pointers,
 // like [netip.Addr]: compare keys with ==, use them as map keys, copy them
 // into rings. The zero Key is invalid. Make keys with [Parse] or [MakeKey].
 type Key struct {
@@ -113,7 +123,8 @@ type Key struct {
 	proto uint8
 	kind  KeyKind
 	flags uint8
-	bits  uint8 // prefix length of the addresses, with flagPrefix; 0 otherwise
+	bits  uint8  // prefix length of the addresses, with flagPrefix; 0 otherwise
+	seg   uint32 // VNI, at most MaxSegment, with flagSeg; 0 otherwise
 }
 
 // MakeKey returns the key of kind with the given fields, for tests and
@@ -177,6 +188,24 @@ func (k *Key) setDst(a netip.Addr) {
 		k.dst = a.As16()
 		k.flags |= flagV6
 	}
+}
+
+// Segment returns the VXLAN or Geneve VNI of the tunnel k was taken
+// inside ([Key.DecodeDecap]), and ok true; 0 and false for a key without
+// a segment.
+func (k Key) Segment() (vni uint32, ok bool) { return k.seg, k.flags&flagSeg != 0 }
+
+// WithSegment returns k in the segment vni, as DecodeDecap keys a packet
+// inside a VXLAN or Geneve tunnel of that VNI, for tests and synthetic
+// traffic. It returns the zero Key when k is the zero Key or vni is more
+// than MaxSegment (24 bits).
+func (k Key) WithSegment(vni uint32) Key {
+	if !k.IsValid() || vni > MaxSegment {
+		return Key{}
+	}
+	k.flags |= flagSeg
+	k.seg = vni
+	return k
 }
 
 // IsValid reports whether k is a key made by Parse or MakeKey, rather than
@@ -309,7 +338,7 @@ func (k Key) DstPort() uint16 { return k.dport }
 
 // String returns the text form of k (see [Key.AppendText]).
 func (k Key) String() string {
-	var buf [128]byte // the longest form, an SCTP 5-tuple of IPv6 networks, is 110 bytes
+	var buf [128]byte // the longest form, an SCTP 5-tuple of IPv6 networks in segment 16777215, is 123 bytes
 	b, _ := k.AppendText(buf[:0])
 	return string(b)
 }
@@ -327,12 +356,20 @@ func (k Key) String() string {
 //	           icmp 10.0.0.1 > 10.0.0.2  (no ports)
 //	           gre 10.0.0.1 > 10.0.0.2
 //	           200 10.0.0.1 > 10.0.0.2   (protocol without a name)
+//	any kind   vni 100 10.0.0.1          (a key with a segment, Key.Segment)
+//	           vni 100 tcp 10.0.0.1:1234 > 10.0.0.2:80
 //
 // Protocols are written by name ([ProtoName]) where IANA gives them one,
 // others as their number. A 5-tuple without ports (a protocol without ports, or a
-// non-first fragment) omits them. The zero Key is "invalid Key". The form is
-// stable: reports and tests may depend on it.
+// non-first fragment) omits them. A key with a segment starts with "vni N ".
+// The zero Key is "invalid Key". The form is stable: reports and tests may
+// depend on it.
 func (k Key) AppendText(b []byte) ([]byte, error) {
+	if k.flags&flagSeg != 0 && k.kind != 0 {
+		b = append(b, "vni "...)
+		b = strconv.AppendUint(b, uint64(k.seg), 10)
+		b = append(b, ' ')
+	}
 	switch k.kind {
 	case KeySrc:
 		return k.appendAddr(b, &k.src), nil
@@ -365,7 +402,12 @@ func appendProto(b []byte, proto uint8) []byte {
 }
 
 // KeySize is the length in bytes of a Key's binary form.
-const KeySize = 40
+const KeySize = 44
+
+// KeySizeNoSegment is the length of the binary form before segments
+// existed: the first 40 bytes of today's, which UnmarshalBinary still reads
+// (as a key without a segment).
+const KeySizeNoSegment = 40
 
 // ErrBadKey: a binary key (Key.UnmarshalBinary) is not the encoding of a key
 // Parse or MakeKey could return.
@@ -386,16 +428,21 @@ var ErrBadKey = errors.New("flow: invalid binary key")
 //	38      1     flags: bit 0 IPv6 addresses, bit 1 ports present,
 //	              bit 2 addresses are networks (Mask.Apply)
 //	39      1     prefix length of the networks (bit 2), else zero
+//	40      4     segment: the VXLAN/Geneve VNI, a big-endian uint32 of
+//	              at most 2^24-1 (byte 40 is zero), with flags bit 3
+//	              (0x08) set; all four bytes zero without a segment
 //
 // Fields the kind does not hold are zero, as are the host bits of networks.
-// The zero Key encodes as 40 zero bytes, which UnmarshalBinary rejects.
-// Byte 39 and bit 2 came later: the encodings of host keys are as before.
+// The zero Key encodes as 44 zero bytes, which UnmarshalBinary rejects.
+// Byte 39 and bit 2 came later, and bytes 40-43 and bit 3 later still: the
+// first 40 bytes of a key without a segment are its encoding before them.
 func (k Key) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, k.src[:]...)
 	b = append(b, k.dst[:]...)
 	b = binary.BigEndian.AppendUint16(b, k.sport)
 	b = binary.BigEndian.AppendUint16(b, k.dport)
-	return append(b, k.proto, byte(k.kind), k.flags, k.bits), nil
+	b = append(b, k.proto, byte(k.kind), k.flags, k.bits)
+	return binary.BigEndian.AppendUint32(b, k.seg), nil
 }
 
 // MarshalBinary implements [encoding.BinaryMarshaler] (see AppendBinary).
@@ -409,9 +456,11 @@ func (k Key) MarshalBinary() ([]byte, error) {
 // as having them and of a protocol that has them, a prefix length only for
 // networks, at most the address length, with no host bit set. Anything else,
 // which a correct kernel program never writes, fails with ErrBadKey,
-// unwrapped, and leaves k unchanged. It does not allocate.
+// unwrapped, and leaves k unchanged. It does not allocate. It also reads the
+// 40-byte form of KeySizeNoSegment bytes, as written before segments: a key
+// without a segment.
 func (k *Key) UnmarshalBinary(b []byte) error {
-	if len(b) != KeySize {
+	if len(b) != KeySize && len(b) != KeySizeNoSegment {
 		return ErrBadKey
 	}
 	n := Key{
@@ -424,7 +473,13 @@ func (k *Key) UnmarshalBinary(b []byte) error {
 		flags: b[38],
 		bits:  b[39],
 	}
-	if !n.kind.IsValid() || n.flags&^(flagV6|flagPorts|flagPrefix) != 0 {
+	if len(b) == KeySize {
+		n.seg = binary.BigEndian.Uint32(b[40:44])
+	}
+	if !n.kind.IsValid() || n.flags&^(flagV6|flagPorts|flagPrefix|flagSeg) != 0 {
+		return ErrBadKey
+	}
+	if n.seg > MaxSegment || (n.flags&flagSeg == 0 && n.seg != 0) || (len(b) == KeySizeNoSegment && n.flags&flagSeg != 0) {
 		return ErrBadKey
 	}
 	if n.flags&flagPrefix == 0 && n.bits != 0 {

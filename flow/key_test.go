@@ -57,8 +57,8 @@ func TestKeyZero(t *testing.T) {
 	if s := k.String(); s != "invalid Key" {
 		t.Errorf("zero Key String() = %q", s)
 	}
-	if size := unsafe.Sizeof(k); size != 40 {
-		t.Errorf("Key is %d bytes, want 40", size)
+	if size := unsafe.Sizeof(k); size != 44 {
+		t.Errorf("Key is %d bytes, want 44", size)
 	}
 }
 
@@ -221,5 +221,49 @@ func TestReason(t *testing.T) {
 		if IsMalformed(err) != malformed {
 			t.Errorf("IsMalformed(%v) = %v", err, !malformed)
 		}
+	}
+}
+
+func TestKeySegment(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	a6, b6 := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+	plain := MakeKey(Key5Tuple, a6, b6, protoTCP, 1234, 80)
+	if _, ok := plain.Segment(); ok {
+		t.Error("MakeKey's key has a segment")
+	}
+	s100, s200 := plain.WithSegment(100), plain.WithSegment(200)
+	if s100 == s200 || s100 == plain || plain.WithSegment(0) == plain {
+		t.Error("keys in different segments, or with and without one, are equal")
+	}
+	if s100 != plain.WithSegment(100) {
+		t.Error("keys of one segment differ")
+	}
+	if vni, ok := s100.Segment(); !ok || vni != 100 {
+		t.Errorf("Segment() = %d, %v", vni, ok)
+	}
+	if s100.Hash(1) == s200.Hash(1) || s100.Hash(1) == plain.Hash(1) {
+		t.Error("keys in different segments hash alike")
+	}
+	if (Key{}).WithSegment(1) != (Key{}) || plain.WithSegment(MaxSegment+1) != (Key{}) {
+		t.Error("WithSegment of the zero Key or of a VNI over 24 bits is not the zero Key")
+	}
+	for k, want := range map[Key]string{
+		MakeKey(KeySrc, a, b, 0, 0, 0).WithSegment(100):             "vni 100 10.0.0.1",
+		MakeKey(KeyPair, a, b, 0, 0, 0).WithSegment(0):              "vni 0 10.0.0.1 > 10.0.0.2",
+		MakeKey(Key5Tuple, a, b, protoTCP, 1234, 80).WithSegment(7): "vni 7 tcp 10.0.0.1:1234 > 10.0.0.2:80",
+		s100: "vni 100 tcp [2001:db8::1]:1234 > [2001:db8::2]:80",
+		MakeKey(Key5Tuple, a6, b6, protoSCTP, 65535, 65535).WithSegment(MaxSegment): "vni 16777215 sctp [2001:db8::1]:65535 > [2001:db8::2]:65535",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("String() = %q, want %q", got, want)
+		}
+	}
+	// A segment survives masking, and masking keeps keys of two segments apart.
+	m := mustMask(24, 64)
+	x, y := MakeKey(KeySrc, a, b, 0, 0, 0).WithSegment(5), MakeKey(KeySrc, a, b, 0, 0, 0).WithSegment(6)
+	m.Apply(&x)
+	m.Apply(&y)
+	if x == y || x.String() != "vni 5 10.0.0.0/24" {
+		t.Errorf("masked segment keys: %v, %v", x, y)
 	}
 }

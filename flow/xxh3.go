@@ -36,9 +36,11 @@ const (
 // bytes it assembles in words without writing them to memory.
 func hashFields(k *Key, seed uint64) uint64 {
 	head := uint64(byte(k.kind) | k.flags<<4)
-	if k.flags&flagPrefix != 0 {
-		// A network key: its prefix length moves the seed (see Hash).
-		seed += uint64(k.bits) * prefixSeedStep
+	if k.flags&(flagPrefix|flagSeg) != 0 {
+		// A network key, or one with a segment: its prefix length and
+		// segment move the seed (see Hash). Both are zero without their
+		// flag.
+		seed += (uint64(k.seg)<<8 | uint64(k.bits)) * prefixSeedStep
 	}
 	if k.flags&flagV6 == 0 {
 		// IPv4: at most 14 bytes, in two words lo (bytes 0-7) and hi.

@@ -27,12 +27,16 @@ func refEncoding(k *Key) []byte {
 }
 
 // refSeed is the seed Hash documents for k: seed itself, or for a network
-// key the seed moved by its prefix length.
+// key or one with a segment the seed moved by its prefix length and VNI.
 func refSeed(k *Key, seed uint64) uint64 {
+	var bits, vni uint64
 	if k.flags&flagPrefix != 0 {
-		return seed + uint64(k.bits)*0x9e3779b97f4a7c15
+		bits = uint64(k.bits)
 	}
-	return seed
+	if k.flags&flagSeg != 0 {
+		vni = uint64(k.seg)
+	}
+	return seed + (vni*256+bits)*0x9e3779b97f4a7c15
 }
 
 // checkXXH3 compares HashKey with the library's XXH3 of the encoding under
@@ -56,10 +60,14 @@ func TestXXH3(t *testing.T) {
 	}
 	for i, seed := range seeds {
 		for kind := KeyKind(0); kind <= Key5Tuple; kind++ {
-			for _, flags := range []uint8{0, flagV6, flagPorts, flagV6 | flagPorts, flagPrefix, flagV6 | flagPrefix, flagPorts | flagPrefix, flagV6 | flagPorts | flagPrefix} {
+			for f := range uint8(16) {
+				flags := f // every combination of flagV6, flagPorts, flagPrefix and flagSeg
 				k := Key{kind: kind, flags: flags, proto: uint8(rng.Uint32()), sport: uint16(rng.Uint32()), dport: uint16(rng.Uint32())}
 				if flags&flagPrefix != 0 {
 					k.bits = uint8(rng.Uint32())
+				}
+				if flags&flagSeg != 0 {
+					k.seg = rng.Uint32() & MaxSegment
 				}
 				for j := range 16 {
 					k.src[j], k.dst[j] = byte(rng.Uint32()), byte(rng.Uint32())
@@ -92,6 +100,9 @@ func FuzzHash(f *testing.F) {
 		k := Key{kind: KeyKind(kind % (uint8(Key5Tuple) + 1)), flags: flags, proto: proto, sport: sport, dport: dport}
 		if flags&flagPrefix != 0 {
 			k.bits = bits
+		}
+		if flags&flagSeg != 0 {
+			k.seg = uint32(seed>>40) & MaxSegment // a VNI from the seed's top bits
 		}
 		copy(k.src[:], src)
 		copy(k.dst[:], dst)

@@ -18,6 +18,7 @@ type parser struct {
 	id    int
 	kind  flow.KeyKind
 	mask  flow.Mask
+	decap *flow.Decap // nil without --decap: Decode
 	seed  uint64
 	src   capture.BatchSource
 	in    <-chan *frames
@@ -41,6 +42,7 @@ func newParser(id int, cfg *Config, f *fanout, rings []*ring, wake []*parker) *p
 		id:    id,
 		kind:  cfg.Key,
 		mask:  cfg.Prefix,
+		decap: decapOf(cfg),
 		seed:  cfg.Seed,
 		src:   f.src,
 		in:    f.in[id],
@@ -138,7 +140,13 @@ func (q *parser) records(recs *capture.PcapRecords, lo, hi int, w int64) {
 // frame keys one frame of window w.
 func (q *parser) frame(data []byte, link flow.LinkType, t, w int64) {
 	var key flow.Key
-	if err := key.Decode(data, link, q.kind); err != nil {
+	var err error
+	if q.decap == nil {
+		err = key.Decode(data, link, q.kind)
+	} else {
+		err = key.DecodeDecap(data, link, q.kind, q.decap)
+	}
+	if err != nil {
 		parseError(q.counts(w), err)
 		return
 	}
@@ -311,4 +319,15 @@ func (q *parser) publishStats() {
 		st.malformed[i].Store(q.total.malformed[i])
 		st.skipped[i].Store(q.total.skipped[i])
 	}
+}
+
+// decapOf returns the Decap the parsers and producers of cfg key frames
+// with, or nil when it lists no tunnel: they call Decode then, whose cost
+// --decap none keeps.
+func decapOf(cfg *Config) *flow.Decap {
+	if cfg.Decap.Tunnels == 0 {
+		return nil
+	}
+	d := cfg.Decap
+	return &d
 }

@@ -51,6 +51,11 @@ type Config struct {
 	// --prefix), the keys it parses and those a source hands it, before
 	// they are hashed. The zero Mask keys hosts.
 	Prefix flow.Mask
+	// Decap lists the tunnels whose innermost IP header keys a packet
+	// (flow.Key.DecodeDecap: --decap), for the frames the pipeline parses
+	// itself; keys a source hands it are its own. The zero Decap keys
+	// the outermost header.
+	Decap flow.Decap
 	// Seed keys the flow hash (flow.Key.Hash). It should be secret and
 	// random per run unless reproducibility is wanted.
 	Seed uint64

@@ -49,6 +49,7 @@ type producer struct {
 	src      capture.Source
 	kind     flow.KeyKind
 	mask     flow.Mask
+	decap    *flow.Decap // nil without --decap: Decode
 	seed     uint64
 	live     bool
 	wall     bool  // WallClockWindows
@@ -144,6 +145,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		src:      src,
 		kind:     cfg.Key,
 		mask:     cfg.Prefix,
+		decap:    decapOf(cfg),
 		seed:     cfg.Seed,
 		live:     cfg.Live,
 		wall:     cfg.WallClockWindows,
@@ -293,7 +295,13 @@ func (p *producer) packet(pkt *capture.Packet) {
 		}
 	} else {
 		c.packets++
-		if err := key.Decode(pkt.Data, pkt.LinkType, p.kind); err != nil {
+		var err error
+		if p.decap == nil {
+			err = key.Decode(pkt.Data, pkt.LinkType, p.kind)
+		} else {
+			err = key.DecodeDecap(pkt.Data, pkt.LinkType, p.kind, p.decap)
+		}
+		if err != nil {
 			parseError(c, err)
 			return
 		}

@@ -124,7 +124,7 @@ func satMul(a, b int64) int64 {
 // source that reported a damaged capture file (capture.ErrCorrupt).
 const (
 	corruptFile = "corrupt_file"
-	maxReasons  = 12
+	maxReasons  = 16
 
 	dropRingFull    = 0 // live: a worker's ring was full
 	dropKernel      = 1 // DropCounter: the kernel's capture ring was full
@@ -146,7 +146,8 @@ var (
 	// KernelCounter reports by label.
 	malformedLabel = func() map[string]bool {
 		m := map[string]bool{}
-		for _, err := range []error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrUnsupportedLink, flow.ErrTooManyHeaders, flow.ErrBadKind} {
+		for _, err := range []error{flow.ErrTruncated, flow.ErrNotIP, flow.ErrBadHeader, flow.ErrUnsupportedLink, flow.ErrTooManyHeaders, flow.ErrBadKind,
+			flow.ErrTunnelTruncated, flow.ErrTunnelBadHeader, flow.ErrTunnelUnknown, flow.ErrTunnelNotData, flow.ErrTunnelTooDeep} {
 			m[flow.Reason(err)] = flow.IsMalformed(err)
 		}
 		return m

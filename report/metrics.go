@@ -21,8 +21,8 @@ import (
 // while they are zero. malformed: flow.IsMalformed errors and damaged
 // capture files; skipped: frames without an IP key.
 var (
-	malformedReasons = []string{"truncated", "bad_header", "too_many_headers", "corrupt_file"}
-	skippedReasons   = []string{"not_ip", "unsupported_link"}
+	malformedReasons = []string{"truncated", "bad_header", "too_many_headers", "corrupt_file", "tunnel_truncated", "tunnel_bad_header", "tunnel_too_deep"}
+	skippedReasons   = []string{"not_ip", "unsupported_link", "tunnel_unknown", "tunnel_not_data"}
 	droppedReasons   = []string{"ring_full", "kernel", "xdp_ring_full"}
 	lateReasons      = []string{"window_closed", "time_jump"}
 )

@@ -63,9 +63,14 @@ flowdedup_malformed_total{reason="corrupt_file"} 0
 flowdedup_malformed_total{reason="other"} 3
 flowdedup_malformed_total{reason="too_many_headers"} 0
 flowdedup_malformed_total{reason="truncated"} 4
+flowdedup_malformed_total{reason="tunnel_bad_header"} 0
+flowdedup_malformed_total{reason="tunnel_too_deep"} 0
+flowdedup_malformed_total{reason="tunnel_truncated"} 0
 # HELP flowdedup_skipped_total Well-formed frames without an IP flow key, by reason.
 # TYPE flowdedup_skipped_total counter
 flowdedup_skipped_total{reason="not_ip"} 2
+flowdedup_skipped_total{reason="tunnel_not_data"} 0
+flowdedup_skipped_total{reason="tunnel_unknown"} 0
 flowdedup_skipped_total{reason="unsupported_link"} 0
 # HELP flowdedup_dropped_total Keys or frames lost before the filters, by reason.
 # TYPE flowdedup_dropped_total counter
@@ -130,8 +135,8 @@ flowdedup_packets_total `+itoa(n)+"\n"), "flowdedup_packets_total"); err != nil 
 	}
 	// Without workers, the run counters and the zeros of the usual
 	// reasons are exported.
-	if n := testutil.CollectAndCount(c); n != 5+4+2+3+2 {
-		t.Errorf("%d metrics from empty Stats, want 5 counters and 4+2+3+2 reasons", n)
+	if n := testutil.CollectAndCount(c); n != 5+7+4+3+2 {
+		t.Errorf("%d metrics from empty Stats, want 5 counters and 7+4+3+2 reasons", n)
 	}
 	if n := testutil.CollectAndCount(c, "flowdedup_worker_keys_total"); n != 0 {
 		t.Errorf("%d worker series without workers, want 0", n)

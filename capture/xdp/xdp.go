@@ -61,6 +61,12 @@ type Config struct {
 	// Now is the wall clock the kernel's frame times follow (bpf.Config);
 	// nil means time.Now. Tests inject one.
 	Now func() time.Time
+	// Decap decapsulates in the kernel (bpf.Config.Decap, --decap): the
+	// program keys the innermost IP header reached through the tunnels
+	// it lists, as flow.Key.DecodeDecap does, with VXLAN and Geneve VNIs
+	// as segments unless NoSegment, and counts the tunnel reasons. The
+	// zero Decap is off: the outermost header, as before.
+	Decap flow.Decap
 }
 
 // Capture is the XDP fast path attached to an interface: the program of package
@@ -120,6 +126,7 @@ func Open(cfg Config) (*Capture, error) {
 		PrefilterBytes: cfg.PrefilterBytes,
 		RingBytes:      cfg.RingBytes,
 		Now:            cfg.Now,
+		Decap:          cfg.Decap,
 	})
 	if err != nil {
 		return nil, LoadError(err)
@@ -330,7 +337,7 @@ func fillKernelCounts(c *capture.KernelCounts, k *bpf.Counters) {
 	}
 	clear(c.Errors)
 	for i, n := range k.Errors {
-		c.Errors[flow.Reason(bpf.Errs[i])] = n
+		c.Errors[bpf.Reasons[i]] = n
 	}
 }
 

@@ -122,9 +122,11 @@ func sameCounts(a, b capture.KernelCounts) bool {
 	return a.Packets == b.Packets && a.Keyed == b.Keyed && a.Prefiltered == b.Prefiltered && a.RingFull == b.RingFull && maps.Equal(a.Errors, b.Errors)
 }
 
-// errCounts is an Errors map of the program's four classes.
+// errCounts is an Errors map of the program's classes: the four it counts
+// without decapsulation, and the five tunnel reasons, zero without it.
 func errCounts(truncated, notIP, badHeader, tooMany uint64) map[string]uint64 {
-	return map[string]uint64{"truncated": truncated, "not_ip": notIP, "bad_header": badHeader, "too_many_headers": tooMany}
+	return map[string]uint64{"truncated": truncated, "not_ip": notIP, "bad_header": badHeader, "too_many_headers": tooMany,
+		"tunnel_truncated": 0, "tunnel_unknown": 0, "tunnel_not_data": 0, "tunnel_too_deep": 0, "tunnel_bad_header": 0}
 }
 
 // TestXDPWindowCountsAcrossBoundaries: frames sent across several window

@@ -59,7 +59,8 @@ type CaptureConfig struct {
 	// parsers is replay's --parsers, resolved (pipeline.Config.Parsers).
 	parsers  int
 	Key      flow.KeyKind
-	Prefix   flow.Mask // --prefix: keys by network; zero for hosts
+	Prefix   flow.Mask  // --prefix: keys by network; zero for hosts
+	Decap    flow.Decap // --decap (replay): the tunnels keyed inside; zero for the outermost header
 	Filter   string
 	Workers  int
 	Window   time.Duration
@@ -302,7 +303,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 		return nil, err
 	}
 	s.pipe, err = pipeline.New(pipeline.Config{
-		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix,
+		Workers: cfg.Workers, Parsers: cfg.parsers, Filter: cfg.spec, Key: cfg.Key, Prefix: cfg.Prefix, Decap: cfg.Decap,
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, Wait: mode.wait, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,

@@ -33,7 +33,11 @@ func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Strict, "strict", c.Strict, "exit 1 when a capture file was truncated or damaged, once everything readable has been replayed (records, summaries and totals written); without it such a file gets a warning and the exit status is 0")
 	fs.IntVar(&c.Parsers, "parsers", -1, "goroutines that key and hash the frames while one goroutine reads the files; 0: the reading goroutine keys them; the default is --workers when it is 2 or more, else 0. The output is the same for any number")
 	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
+	fs.TextVar(&c.Decap, "decap", c.Decap, decapUsage)
 }
+
+// decapUsage is the help of --decap.
+const decapUsage = "key the innermost IP header through the tunnels in `LIST`: none (the outermost header) | all | a comma list of gre, erspan, vxlan, geneve, gtpu, ipip, with vxlan=PORT[+PORT], geneve=PORT, gtpu=PORT for other ports (4789+8472, 6081, 2152) and novni for no VXLAN/Geneve segment in the keys (docs/keys.md, Tunnels)"
 
 const replayLong = `Reads pcap/pcapng files (gzip accepted, several in order) and writes each flow key
 the first time it is seen in its window; windows follow packet time, and a window

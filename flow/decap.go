@@ -1,0 +1,778 @@
+package flow
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Tunnels is a set of tunnel kinds [Key.DecodeDecap] decapsulates.
+type Tunnels uint8
+
+// Tunnel kinds (see the package documentation, Tunnels, for what each
+// reads).
+const (
+	// TunnelGRE: GRE (IP protocol 47) carrying IPv4, IPv6, MPLS or
+	// Ethernet (transparent Ethernet bridging, 0x6558).
+	TunnelGRE Tunnels = 1 << iota
+	// TunnelERSPAN: ERSPAN type I and II (GRE 0x88BE) and III (0x22EB).
+	TunnelERSPAN
+	// TunnelVXLAN: VXLAN on the UDP ports Decap.VXLANPorts.
+	TunnelVXLAN
+	// TunnelGeneve: Geneve on the UDP port Decap.GenevePort.
+	TunnelGeneve
+	// TunnelGTPU: GTP-U T-PDUs on the UDP port Decap.GTPUPort.
+	TunnelGTPU
+	// TunnelIPIP: IPv4 or IPv6 in IPv4 or IPv6 (protocol 4 and 41).
+	TunnelIPIP
+
+	// TunnelsAll is every tunnel kind.
+	TunnelsAll = TunnelGRE | TunnelERSPAN | TunnelVXLAN | TunnelGeneve | TunnelGTPU | TunnelIPIP
+)
+
+// tunnelNames are the kinds' names in ParseDecap, by bit.
+var tunnelNames = [...]string{"gre", "erspan", "vxlan", "geneve", "gtpu", "ipip"}
+
+// Bounds and defaults of decapsulation. The XDP program must unroll its
+// loops to the same bounds.
+const (
+	// MaxDecapLevels bounds the tunnels DecodeDecap goes through: a
+	// packet with another listed tunnel inside that many is
+	// ErrTunnelTooDeep.
+	MaxDecapLevels = 4
+	// MaxGTPUExtHeaders bounds a GTP-U header's extension headers; more is
+	// ErrTooManyHeaders.
+	MaxGTPUExtHeaders = 8
+
+	DefaultVXLANPort      = 4789 // IANA's VXLAN port
+	DefaultVXLANPortLinux = 8472 // the Linux kernel's default VXLAN port
+	DefaultGenevePort     = 6081
+	DefaultGTPUPort       = 2152
+)
+
+// Decap says which tunnels Key.DecodeDecap decapsulates, and on which
+// ports it recognises the UDP ones. The zero Decap decapsulates nothing:
+// DecodeDecap is then Decode. Make one with [ParseDecap] (the CLI's --decap)
+// or by hand; a port of 0 matches nothing.
+type Decap struct {
+	Tunnels    Tunnels
+	VXLANPorts [2]uint16 // default 4789 and 8472
+	GenevePort uint16    // default 6081
+	GTPUPort   uint16    // default 2152
+	// NoSegment keys packets inside VXLAN and Geneve by their addresses
+	// only: no segment (Key.Segment), so that the same addresses in two
+	// VNIs are one key.
+	NoSegment bool
+}
+
+// ErrBadDecap: the text of a Decap (ParseDecap) is not none, all or a list
+// of tunnel kinds and ports.
+var ErrBadDecap = errors.New("flow: invalid --decap")
+
+// defaultDecap is the ports ParseDecap starts from.
+var defaultDecap = Decap{
+	VXLANPorts: [2]uint16{DefaultVXLANPort, DefaultVXLANPortLinux},
+	GenevePort: DefaultGenevePort,
+	GTPUPort:   DefaultGTPUPort,
+}
+
+// ParseDecap returns the Decap s spells: "none" (the zero Decap), or a
+// comma-separated list of words:
+//
+//	gre, erspan, vxlan, geneve, gtpu, ipip   a tunnel kind
+//	all                                      every kind
+//	vxlan=PORT[+PORT]                        VXLAN, on these UDP ports (default 4789+8472)
+//	geneve=PORT                              Geneve, on this port (default 6081)
+//	gtpu=PORT                                GTP-U, on this port (default 2152)
+//	novni                                    no segments (Decap.NoSegment)
+//
+// for example "all", "erspan", "vxlan=4789,gre", "all,gtpu=2153,novni".
+// Ports are decimal, 1-65535; kinds without a port in the list keep the
+// defaults. Anything else is an error wrapping [ErrBadDecap] that names the
+// bad word.
+func ParseDecap(s string) (Decap, error) {
+	if s == "none" {
+		return Decap{}, nil
+	}
+	if s == "" {
+		return Decap{}, fmt.Errorf("%w: empty: want none, all or a list of %s", ErrBadDecap, strings.Join(tunnelNames[:], ","))
+	}
+	d := defaultDecap
+	var ported Tunnels
+	for w := range strings.SplitSeq(s, ",") {
+		name, val, hasVal := strings.Cut(w, "=")
+		bad := func(why string) (Decap, error) {
+			return Decap{}, fmt.Errorf("%w %q: %q %s", ErrBadDecap, s, w, why)
+		}
+		switch name {
+		case "none":
+			return bad("stands alone, not in a list")
+		case "all", "novni":
+			if hasVal {
+				return bad("takes no value")
+			}
+			if name == "all" {
+				d.Tunnels |= TunnelsAll
+			} else {
+				d.NoSegment = true
+			}
+			continue
+		}
+		t := Tunnels(0)
+		for i, n := range tunnelNames {
+			if n == name {
+				t = 1 << i
+			}
+		}
+		if t == 0 {
+			return bad("is not a tunnel kind: want none, all, novni, " + strings.Join(tunnelNames[:], ", ") + ", vxlan=PORT[+PORT], geneve=PORT, gtpu=PORT")
+		}
+		d.Tunnels |= t
+		if !hasVal {
+			continue
+		}
+		if t&(TunnelVXLAN|TunnelGeneve|TunnelGTPU) == 0 {
+			return bad("takes no port")
+		}
+		if ported&t != 0 {
+			return bad("gives the ports a second time")
+		}
+		ported |= t
+		p1, p2, two := strings.Cut(val, "+")
+		if two && t != TunnelVXLAN {
+			return bad("takes one port")
+		}
+		a, ok := parsePort(p1)
+		b := uint16(0)
+		if two {
+			var ok2 bool
+			b, ok2 = parsePort(p2)
+			ok = ok && ok2
+		}
+		if !ok {
+			return bad("has a bad port: want a number 1-65535")
+		}
+		switch t {
+		case TunnelVXLAN:
+			d.VXLANPorts = [2]uint16{a, b}
+		case TunnelGeneve:
+			d.GenevePort = a
+		case TunnelGTPU:
+			d.GTPUPort = a
+		}
+	}
+	if d.Tunnels == 0 {
+		return Decap{}, fmt.Errorf("%w %q: no tunnel kind in the list", ErrBadDecap, s)
+	}
+	return d, nil
+}
+
+// parsePort reads a decimal port, 1-65535: digits only.
+func parsePort(s string) (uint16, bool) {
+	if s == "" || len(s) > 5 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, false
+	}
+	return uint16(n), true
+}
+
+// String returns the text form of d, which ParseDecap reads back: "none"
+// for no tunnels, else "all" or the kinds in the order of ParseDecap's
+// list, then the ports that differ from the defaults and "novni":
+// "erspan", "all,vxlan=4789,novni", "gre,gtpu=2153".
+func (d Decap) String() string {
+	if d.Tunnels == 0 {
+		return "none"
+	}
+	var b []byte
+	if d.Tunnels&TunnelsAll == TunnelsAll {
+		b = append(b, "all"...)
+	}
+	for i, name := range tunnelNames {
+		t := Tunnels(1) << i
+		if d.Tunnels&t == 0 {
+			continue
+		}
+		ports := ""
+		switch t {
+		case TunnelVXLAN:
+			if d.VXLANPorts != defaultDecap.VXLANPorts {
+				ports = strconv.Itoa(int(d.VXLANPorts[0]))
+				if d.VXLANPorts[1] != 0 {
+					ports += "+" + strconv.Itoa(int(d.VXLANPorts[1]))
+				}
+			}
+		case TunnelGeneve:
+			if d.GenevePort != DefaultGenevePort {
+				ports = strconv.Itoa(int(d.GenevePort))
+			}
+		case TunnelGTPU:
+			if d.GTPUPort != DefaultGTPUPort {
+				ports = strconv.Itoa(int(d.GTPUPort))
+			}
+		}
+		if d.Tunnels&TunnelsAll == TunnelsAll && ports == "" {
+			continue // "all" named it
+		}
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, name...)
+		if ports != "" {
+			b = append(b, '=')
+			b = append(b, ports...)
+		}
+	}
+	if d.NoSegment {
+		b = append(b, ",novni"...)
+	}
+	return string(b)
+}
+
+// MarshalText implements [encoding.TextMarshaler] (see String).
+func (d Decap) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with ParseDecap, so
+// that a Decap can be bound to a flag with [flag.TextVar].
+func (d *Decap) UnmarshalText(text []byte) error {
+	p, err := ParseDecap(string(text))
+	if err != nil {
+		return err
+	}
+	*d = p
+	return nil
+}
+
+// EtherTypes and protocols of tunnels.
+const (
+	etherTypeTEB       = 0x6558 // transparent Ethernet bridging
+	etherTypeERSPAN    = 0x88be // ERSPAN type I and II
+	etherTypeERSPAN3   = 0x22eb // ERSPAN type III
+	protoIPIP          = 4
+	protoIPv6          = 41
+	protoGRE           = 47
+	greFlagChecksum    = 0x8000
+	greFlagRouting     = 0x4000
+	greFlagKey         = 0x2000
+	greFlagSeq         = 0x1000
+	greVersionMask     = 0x0007
+	gtpuMsgTPDU        = 0xff
+	vxlanFlagI         = 0x08
+	erspanIIVersion    = 1
+	erspanIIIVersion   = 2
+	erspanFrameEther   = 0
+	erspanFrameIP      = 2
+	erspanIIHeaderLen  = 8
+	erspanIIIHeaderLen = 12
+)
+
+// DecodeDecap sets *k to the key of frame's innermost IP header reached
+// through the tunnels d lists (see the package documentation, Tunnels), with
+// the VNI of a VXLAN or Geneve tunnel crossed as its segment. With d nil or
+// listing no tunnel it is exactly Decode. It fails with one of the package's
+// sentinel errors, unwrapped (k is then the zero Key); it never panics, does
+// not allocate, and neither modifies nor retains frame.
+func (k *Key) DecodeDecap(frame []byte, lt LinkType, kind KeyKind, d *Decap) error {
+	if d == nil || d.Tunnels == 0 {
+		return k.Decode(frame, lt, kind)
+	}
+	_, err := k.decodeDecap(frame, lt, kind, d)
+	return err
+}
+
+// ParseDecapFrame returns the key DecodeDecap sets, and its error.
+func ParseDecapFrame(frame []byte, lt LinkType, kind KeyKind, d *Decap) (Key, error) {
+	var k Key
+	err := k.DecodeDecap(frame, lt, kind, d)
+	return k, err
+}
+
+// decapWalk is the state of one DecodeDecap: the tunnels gone through, and
+// the last VNI crossed.
+type decapWalk struct {
+	d      *Decap
+	levels int
+	seg    uint32
+	hasSeg bool
+}
+
+// decodeDecap is DecodeDecap for a d listing tunnels; it also returns the
+// number of tunnels recognised (0: the frame was decoded as Decode does).
+func (k *Key) decodeDecap(frame []byte, lt LinkType, kind KeyKind, d *Decap) (int, error) {
+	if !kind.IsValid() {
+		*k = Key{}
+		return 0, ErrBadKind
+	}
+	*k = Key{kind: kind}
+	w := decapWalk{d: d}
+	b, v, err := linkIP(frame, lt)
+	for err == nil {
+		var inner []byte
+		var iv uint8
+		var ok bool
+		inner, iv, ok, err = w.tunnel(b, v)
+		if !ok || err != nil {
+			break
+		}
+		b, v = inner, iv
+	}
+	if err == nil {
+		if v == 4 {
+			err = k.parseIPv4(b)
+		} else {
+			err = k.parseIPv6(b)
+		}
+	}
+	if err != nil {
+		*k = Key{}
+		return w.levels, err
+	}
+	if w.hasSeg && !d.NoSegment {
+		k.flags |= flagSeg
+		k.seg = w.seg
+	}
+	return w.levels, nil
+}
+
+// linkIP returns the outermost IP packet of frame, from its version byte,
+// and its version (4 or 6), walking the link headers as parse does. What it
+// returns is handed to parseIPv4 or parseIPv6, which check it; it fails with
+// the errors parse fails with before the IP header.
+func linkIP(frame []byte, lt LinkType) ([]byte, uint8, error) {
+	switch lt {
+	case LinkEthernet:
+		return etherIP(frame)
+	case LinkLinuxSLL:
+		if len(frame) < 16 {
+			return nil, 0, ErrTruncated
+		}
+		return etherTypeIP(frame[16:], binary.BigEndian.Uint16(frame[14:16]))
+	case LinkLinuxSLL2:
+		if len(frame) < 20 {
+			return nil, 0, ErrTruncated
+		}
+		return etherTypeIP(frame[20:], binary.BigEndian.Uint16(frame[0:2]))
+	case LinkRaw:
+		return nibbleIP(frame, ErrBadHeader)
+	case LinkIPv4:
+		return frame, 4, nil
+	case LinkIPv6:
+		return frame, 6, nil
+	case LinkNull, LinkLoop:
+		if len(frame) < 4 {
+			return nil, 0, ErrTruncated
+		}
+		family := binary.BigEndian.Uint32(frame[:4])
+		if lt == LinkNull {
+			// As parse: the capturing host's byte order, little-endian
+			// first.
+			if le := binary.LittleEndian.Uint32(frame[:4]); isLoopbackIP(le) {
+				family = le
+			}
+		}
+		switch family {
+		case afInet:
+			return frame[4:], 4, nil
+		case afInet6NetBSD, afInet6FreeBSD, afInet6Darwin:
+			return frame[4:], 6, nil
+		}
+		return nil, 0, ErrNotIP
+	}
+	return nil, 0, ErrUnsupportedLink
+}
+
+// etherIP returns the IP packet of an Ethernet frame (see etherTypeIP).
+func etherIP(b []byte) ([]byte, uint8, error) {
+	if len(b) < 14 {
+		return nil, 0, ErrTruncated
+	}
+	return etherTypeIP(b[14:], binary.BigEndian.Uint16(b[12:14]))
+}
+
+// nibbleIP returns b as an IP packet of the version its first nibble
+// names; other versions fail with errOther.
+func nibbleIP(b []byte, errOther error) ([]byte, uint8, error) {
+	if len(b) < 1 {
+		return nil, 0, ErrTruncated
+	}
+	switch v := b[0] >> 4; v {
+	case 4, 6:
+		return b, v, nil
+	}
+	return nil, 0, errOther
+}
+
+// etherTypeIP returns the IP packet in b, the payload of a link header of
+// EtherType etype, walking VLAN tags, MPLS labels and PPPoE session headers
+// as parseEtherType does.
+func etherTypeIP(b []byte, etype uint16) ([]byte, uint8, error) {
+	for walked := 0; ; walked++ {
+		switch etype {
+		case etherTypeIPv4:
+			return b, 4, nil
+		case etherTypeIPv6:
+			return b, 6, nil
+		}
+		if walked == MaxLinkHeaders {
+			return nil, 0, ErrTooManyHeaders
+		}
+		switch etype {
+		case etherTypeVLAN, etherTypeQinQ, etherTypeQinQOld:
+			if len(b) < 4 {
+				return nil, 0, ErrTruncated
+			}
+			etype = binary.BigEndian.Uint16(b[2:4])
+			b = b[4:]
+		case etherTypeMPLSUnicast, etherTypeMPLSMulticast:
+			for {
+				if len(b) < 4 {
+					return nil, 0, ErrTruncated
+				}
+				bottom := b[2]&1 != 0
+				b = b[4:]
+				if bottom {
+					return nibbleIP(b, ErrNotIP)
+				}
+				walked++
+				if walked == MaxLinkHeaders {
+					return nil, 0, ErrTooManyHeaders
+				}
+			}
+		case etherTypePPPoESession:
+			if len(b) < 7 {
+				return nil, 0, ErrTruncated
+			}
+			if end := 6 + int(binary.BigEndian.Uint16(b[4:6])); end < len(b) {
+				b = b[:end]
+			}
+			if len(b) < 7 {
+				return nil, 0, ErrTruncated
+			}
+			proto := uint16(b[6])
+			b = b[7:]
+			if proto&1 == 0 {
+				if len(b) < 1 {
+					return nil, 0, ErrTruncated
+				}
+				proto = proto<<8 | uint16(b[0])
+				b = b[1:]
+			}
+			switch proto {
+			case pppIPv4:
+				etype = etherTypeIPv4
+			case pppIPv6:
+				etype = etherTypeIPv6
+			default:
+				return nil, 0, ErrNotIP
+			}
+		default:
+			return nil, 0, ErrNotIP
+		}
+	}
+}
+
+// ipPayload returns the upper-layer protocol and payload of the IP packet
+// b of version v, and ok false when b is no packet whose payload can hold a
+// tunnel: an invalid or cut header (parseIPv4 or parseIPv6 then says
+// why), a non-first fragment, an IPv6 extension header chain cut short or
+// longer than MaxIPv6Headers.
+func ipPayload(b []byte, v uint8) (uint8, []byte, bool) {
+	if v == 4 {
+		if len(b) < 20 || b[0]>>4 != 4 {
+			return 0, nil, false
+		}
+		hlen := int(b[0]&0x0f) * 4
+		if hlen < 20 || len(b) < hlen {
+			return 0, nil, false
+		}
+		if total := int(binary.BigEndian.Uint16(b[2:4])); total != 0 {
+			if total < hlen {
+				return 0, nil, false
+			}
+			if total < len(b) {
+				b = b[:total]
+			}
+		}
+		if binary.BigEndian.Uint16(b[6:8])&0x1fff != 0 {
+			return 0, nil, false
+		}
+		return b[9], b[hlen:], true
+	}
+	if len(b) < 40 || b[0]>>4 != 6 {
+		return 0, nil, false
+	}
+	if plen := int(binary.BigEndian.Uint16(b[4:6])); plen != 0 && 40+plen < len(b) {
+		b = b[:40+plen]
+	}
+	next, p := b[6], b[40:]
+	for walked := 0; ; walked++ {
+		hlen := 0
+		switch next {
+		case ip6HopByHop, ip6Routing, ip6DestOpts:
+			if len(p) < 2 {
+				return 0, nil, false
+			}
+			hlen = (int(p[1]) + 1) * 8
+		case ip6Fragment:
+			hlen = 8
+			if len(p) < hlen || binary.BigEndian.Uint16(p[2:4])&0xfff8 != 0 {
+				return 0, nil, false
+			}
+		default:
+			return next, p, true
+		}
+		if walked == MaxIPv6Headers || len(p) < hlen {
+			return 0, nil, false
+		}
+		next = p[0]
+		p = p[hlen:]
+	}
+}
+
+// tunnel returns the inner IP packet (and its version) of a listed tunnel
+// the IP packet b of version v holds, and ok true; ok false when b holds
+// none, and is the one to key.
+func (w *decapWalk) tunnel(b []byte, v uint8) (inner []byte, iv uint8, ok bool, err error) {
+	proto, p, ok := ipPayload(b, v)
+	if !ok {
+		return nil, 0, false, nil
+	}
+	d := w.d
+	switch proto {
+	case protoIPIP, protoIPv6:
+		if d.Tunnels&TunnelIPIP == 0 {
+			return nil, 0, false, nil
+		}
+		if err := w.enter(); err != nil {
+			return nil, 0, true, err
+		}
+		if proto == protoIPIP {
+			return p, 4, true, nil
+		}
+		return p, 6, true, nil
+	case protoGRE:
+		if d.Tunnels&(TunnelGRE|TunnelERSPAN) == 0 {
+			return nil, 0, false, nil
+		}
+		if err := w.enter(); err != nil {
+			return nil, 0, true, err
+		}
+		return w.gre(p)
+	case protoUDP:
+		if len(p) < 4 {
+			return nil, 0, false, nil
+		}
+		sport, dport := binary.BigEndian.Uint16(p[0:2]), binary.BigEndian.Uint16(p[2:4])
+		var t Tunnels
+		switch {
+		case d.Tunnels&TunnelVXLAN != 0 && dport != 0 && (dport == d.VXLANPorts[0] || dport == d.VXLANPorts[1]):
+			t = TunnelVXLAN
+		case d.Tunnels&TunnelGeneve != 0 && dport != 0 && dport == d.GenevePort:
+			t = TunnelGeneve
+		case d.Tunnels&TunnelGTPU != 0 && d.GTPUPort != 0 && (dport == d.GTPUPort || sport == d.GTPUPort):
+			t = TunnelGTPU
+		default:
+			return nil, 0, false, nil
+		}
+		if err := w.enter(); err != nil {
+			return nil, 0, true, err
+		}
+		if len(p) < 8 {
+			return nil, 0, true, ErrTunnelTruncated
+		}
+		p = p[8:]
+		switch t {
+		case TunnelVXLAN:
+			inner, iv, err = w.vxlan(p)
+		case TunnelGeneve:
+			inner, iv, err = w.geneve(p)
+		default:
+			inner, iv, err = gtpu(p)
+		}
+		return inner, iv, true, err
+	}
+	return nil, 0, false, nil
+}
+
+// enter counts one more tunnel, or fails when there were MaxDecapLevels.
+func (w *decapWalk) enter() error {
+	if w.levels == MaxDecapLevels {
+		return ErrTunnelTooDeep
+	}
+	w.levels++
+	return nil
+}
+
+// vni is the 24-bit VNI of a VXLAN or Geneve header, bytes 4-6.
+func vni(b []byte) uint32 { return uint32(b[4])<<16 | uint32(b[5])<<8 | uint32(b[6]) }
+
+// gre decapsulates a GRE packet b (GRE and ERSPAN).
+func (w *decapWalk) gre(b []byte) ([]byte, uint8, bool, error) {
+	if len(b) < 4 {
+		return nil, 0, true, ErrTunnelTruncated
+	}
+	flags, ptype := binary.BigEndian.Uint16(b[0:2]), binary.BigEndian.Uint16(b[2:4])
+	if flags&greVersionMask != 0 {
+		return nil, 0, true, ErrTunnelUnknown // version 1 is PPTP's enhanced GRE
+	}
+	if flags&greFlagRouting != 0 {
+		return nil, 0, true, ErrTunnelBadHeader
+	}
+	hlen := 4
+	for _, f := range [...]uint16{greFlagChecksum, greFlagKey, greFlagSeq} {
+		if flags&f != 0 {
+			hlen += 4
+		}
+	}
+	if len(b) < hlen {
+		return nil, 0, true, ErrTunnelTruncated
+	}
+	p := b[hlen:]
+	var kind Tunnels
+	switch ptype {
+	case etherTypeIPv4, etherTypeIPv6, etherTypeMPLSUnicast, etherTypeTEB:
+		kind = TunnelGRE
+	case etherTypeERSPAN, etherTypeERSPAN3:
+		kind = TunnelERSPAN
+	default:
+		return nil, 0, true, ErrTunnelUnknown
+	}
+	if w.d.Tunnels&kind == 0 {
+		return nil, 0, false, nil // not decapsulated: the packet holding it is keyed
+	}
+	var inner []byte
+	var v uint8
+	var err error
+	switch ptype {
+	case etherTypeIPv4:
+		inner, v = p, 4
+	case etherTypeIPv6:
+		inner, v = p, 6
+	case etherTypeMPLSUnicast:
+		inner, v, err = etherTypeIP(p, etherTypeMPLSUnicast)
+	case etherTypeTEB:
+		inner, v, err = etherIP(p)
+	case etherTypeERSPAN:
+		if flags&greFlagSeq == 0 {
+			// Type I: no ERSPAN header, the mirrored frame at once.
+			inner, v, err = etherIP(p)
+			break
+		}
+		if len(p) < erspanIIHeaderLen {
+			return nil, 0, true, ErrTunnelTruncated
+		}
+		if p[0]>>4 != erspanIIVersion {
+			return nil, 0, true, ErrTunnelBadHeader
+		}
+		inner, v, err = etherIP(p[erspanIIHeaderLen:])
+	case etherTypeERSPAN3:
+		if len(p) < erspanIIIHeaderLen {
+			return nil, 0, true, ErrTunnelTruncated
+		}
+		if p[0]>>4 != erspanIIIVersion {
+			return nil, 0, true, ErrTunnelBadHeader
+		}
+		hl := erspanIIIHeaderLen
+		if p[11]&1 != 0 {
+			hl += 8 // the platform-specific subheader
+		}
+		if len(p) < hl {
+			return nil, 0, true, ErrTunnelTruncated
+		}
+		switch (p[10] >> 2) & 0x1f {
+		case erspanFrameEther:
+			inner, v, err = etherIP(p[hl:])
+		case erspanFrameIP:
+			inner, v, err = nibbleIP(p[hl:], ErrTunnelUnknown)
+		default:
+			return nil, 0, true, ErrTunnelUnknown
+		}
+	}
+	return inner, v, true, err
+}
+
+// vxlan decapsulates a VXLAN header and the frame after it.
+func (w *decapWalk) vxlan(b []byte) ([]byte, uint8, error) {
+	if len(b) < 8 {
+		return nil, 0, ErrTunnelTruncated
+	}
+	if b[0]&vxlanFlagI == 0 {
+		return nil, 0, ErrTunnelBadHeader
+	}
+	w.seg, w.hasSeg = vni(b), true
+	return etherIP(b[8:])
+}
+
+// geneve decapsulates a Geneve header, its options and the packet after.
+func (w *decapWalk) geneve(b []byte) ([]byte, uint8, error) {
+	if len(b) < 8 {
+		return nil, 0, ErrTunnelTruncated
+	}
+	if b[0]>>6 != 0 {
+		return nil, 0, ErrTunnelBadHeader
+	}
+	hlen := 8 + int(b[0]&0x3f)*4
+	if len(b) < hlen {
+		return nil, 0, ErrTunnelTruncated
+	}
+	var p []byte
+	var v uint8
+	var err error
+	switch binary.BigEndian.Uint16(b[2:4]) {
+	case etherTypeTEB:
+		p, v, err = etherIP(b[hlen:])
+	case etherTypeIPv4:
+		p, v = b[hlen:], 4
+	case etherTypeIPv6:
+		p, v = b[hlen:], 6
+	default:
+		return nil, 0, ErrTunnelUnknown
+	}
+	w.seg, w.hasSeg = vni(b), true
+	return p, v, err
+}
+
+// gtpu decapsulates a GTP-U T-PDU: its header, optional fields and
+// extension headers, then the IP packet.
+func gtpu(b []byte) ([]byte, uint8, error) {
+	if len(b) < 8 {
+		return nil, 0, ErrTunnelTruncated
+	}
+	if b[0]>>5 != 1 || b[0]&0x10 == 0 {
+		return nil, 0, ErrTunnelBadHeader
+	}
+	if b[1] != gtpuMsgTPDU {
+		return nil, 0, ErrTunnelNotData
+	}
+	off := 8
+	if b[0]&0x07 != 0 {
+		if len(b) < 12 {
+			return nil, 0, ErrTunnelTruncated
+		}
+		off = 12
+		next := b[11]
+		for n := 0; b[0]&0x04 != 0 && next != 0; n++ {
+			if n == MaxGTPUExtHeaders {
+				return nil, 0, ErrTooManyHeaders
+			}
+			if len(b) <= off {
+				return nil, 0, ErrTunnelTruncated
+			}
+			l := int(b[off]) * 4
+			if l == 0 {
+				return nil, 0, ErrTunnelBadHeader
+			}
+			if len(b) < off+l {
+				return nil, 0, ErrTunnelTruncated
+			}
+			next = b[off+l-1]
+			off += l
+		}
+	}
+	return nibbleIP(b[off:], ErrTunnelUnknown)
+}
