@@ -141,6 +141,12 @@ layers:
 			if l.SrcIP == nil {
 				return false // Skip: gopacket failed the header (DecodeDecap's error, or a layer it does not open)
 			}
+			if l.Length == 0 {
+				// Skip: gopacket refuses a payload length of 0 without a
+				// Hop-by-Hop header; Decode and DecodeDecap take it for a
+				// jumbogram or a GSO capture and go by the bytes captured.
+				return false
+			}
 			src, _ = netip.AddrFromSlice(l.SrcIP)
 			dst, _ = netip.AddrFromSlice(l.DstIP)
 			segVNI, segAtIP = vni, hasVNI
