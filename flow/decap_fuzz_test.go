@@ -107,6 +107,7 @@ func compareDecapGopacket(t *testing.T, frame []byte, k Key) bool {
 	var hasVNI, segAtIP bool
 	var segVNI uint32
 	var prev gopacket.Layer
+	ipPayload := -1 // the bytes after the last IPv4 header, by its lengths
 layers:
 	for _, l := range pkt.Layers() {
 		if _, failed := l.(*gopacket.DecodeFailure); failed && prev != nil && tunnelLayer(prev) {
@@ -137,6 +138,7 @@ layers:
 			src, _ = netip.AddrFromSlice(l.SrcIP)
 			dst, _ = netip.AddrFromSlice(l.DstIP)
 			segVNI, segAtIP = vni, hasVNI
+			ipPayload = len(l.Payload)
 		case *layers.IPv6:
 			if l.SrcIP == nil {
 				return false // Skip: gopacket failed the header (DecodeDecap's error, or a layer it does not open)
@@ -150,7 +152,16 @@ layers:
 			src, _ = netip.AddrFromSlice(l.SrcIP)
 			dst, _ = netip.AddrFromSlice(l.DstIP)
 			segVNI, segAtIP = vni, hasVNI
+			ipPayload = -1 // extension headers may come between
+			if l.NextHeader == layers.IPProtocolUDP {
+				ipPayload = len(l.Payload)
+			}
 		case *layers.UDP:
+			// Skip: gopacket bounds the UDP payload by the UDP length;
+			// DecodeDecap, as Decode, by the IP lengths only.
+			if ipPayload >= 0 && int(l.Length) < ipPayload {
+				return false
+			}
 			// Skip: gopacket picks the next layer by the destination
 			// port, then by the source port, any port it knows (DNS,
 			// VXLAN, ...); DecodeDecap takes the destination port for

@@ -90,7 +90,8 @@
 //     (IPv4 or IPv6 follows), 47 with TunnelGRE or TunnelERSPAN (GRE), 17
 //     (UDP, 8-byte header) with a destination port in VXLANPorts
 //     (TunnelVXLAN), then GenevePort (TunnelGeneve), then a destination or
-//     source port of GTPUPort (TunnelGTPU), the first that matches. A UDP
+//     source port of GTPUPort (TunnelGTPU), the first that matches (the
+//     UDP length field is not looked at: the IP lengths bound it). A UDP
 //     header too short for its ports (under 4 bytes) is no tunnel; one of a
 //     tunnel's port under 8 bytes is ErrTunnelTruncated. IPsec AH is not
 //     walked here: what follows it is no tunnel.
