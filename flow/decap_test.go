@@ -490,3 +490,46 @@ func TestDecapReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestDecapInnerVersion: an inner header of the wrong version is
+// ErrBadHeader, as on a link of that version; link padding after a short
+// IPv4 packet is not read as a tunnel header; a tunnel in a first fragment
+// is opened.
+func TestDecapInnerVersion(t *testing.T) {
+	outer := func(proto uint8, payload []byte) []byte {
+		return ether(etherTypeIPv4, ip4{src: "203.0.113.1", dst: "203.0.113.2", proto: proto}.packet(payload))
+	}
+	gre := func(ptype uint16) []byte { return cat([]byte{0, 0}, be16(ptype)) }
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  error
+	}{
+		{"4in4 carrying IPv6", outer(protoIPIP, tcp6IP), ErrBadHeader},
+		{"6in4 carrying IPv4", outer(protoIPv6, tcp4IP), ErrBadHeader},
+		{"GRE 0x0800 carrying IPv6", outer(protoGRE, cat(gre(etherTypeIPv4), tcp6IP)), ErrBadHeader},
+		{"GRE 0x86DD carrying IPv4", outer(protoGRE, cat(gre(etherTypeIPv6), tcp4IP)), ErrBadHeader},
+	} {
+		if _, err := ParseDecapFrame(c.frame, LinkEthernet, KeySrc, &decapAll); err != c.want {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	// An IPv4 packet of protocol 47 with no payload, and 4 bytes of link
+	// padding that would read as a GRE header of IPv4: its GRE header is
+	// cut (read as GRE, the padding would leave an empty inner IPv4
+	// header, ErrTruncated).
+	padded := cat(outer(protoGRE, nil), gre(etherTypeIPv4))
+	if k, err := ParseDecapFrame(padded, LinkEthernet, KeySrc, &decapAll); err != ErrTunnelTruncated {
+		t.Errorf("padding: %v, %v; want ErrTunnelTruncated", k, err)
+	}
+	// A first fragment (more fragments, offset 0) of IPv4 in IPv4.
+	first := ether(etherTypeIPv4, ip4{src: "203.0.113.1", dst: "203.0.113.2", proto: protoIPIP, moreFrags: true}.packet(tcp4IP))
+	if k, err := ParseDecapFrame(first, LinkEthernet, KeySrc, &decapAll); err != nil || k != project(tcp4, KeySrc) {
+		t.Errorf("first fragment: %v, %v; want the inner source %v", k, err, project(tcp4, KeySrc))
+	}
+	// The next fragment: the outer header.
+	next := ether(etherTypeIPv4, ip4{src: "203.0.113.1", dst: "203.0.113.2", proto: protoIPIP, fragOff: 4}.packet(tcp4IP[20:]))
+	if k, err := ParseDecapFrame(next, LinkEthernet, KeySrc, &decapAll); err != nil || k.Src() != netip.MustParseAddr("203.0.113.1") {
+		t.Errorf("non-first fragment: %v, %v; want the outer source", k, err)
+	}
+}

@@ -90,10 +90,17 @@
 //     (IPv4 or IPv6 follows), 47 with TunnelGRE or TunnelERSPAN (GRE), 17
 //     (UDP, 8-byte header) with a destination port in VXLANPorts
 //     (TunnelVXLAN), then GenevePort (TunnelGeneve), then a destination or
-//     source port of GTPUPort (TunnelGTPU), the first that matches. A UDP
+//     source port of GTPUPort (TunnelGTPU), the first that matches (the
+//     UDP length field is not looked at: the IP lengths bound it). A UDP
 //     header too short for its ports (under 4 bytes) is no tunnel; one of a
 //     tunnel's port under 8 bytes is ErrTunnelTruncated. IPsec AH is not
 //     walked here: what follows it is no tunnel.
+//   - An IP header that is invalid or cut short (Decode's conditions) is
+//     no tunnel: it is keyed, and fails as Decode fails. The IPv4 total
+//     length and IPv6 payload length bound the payload looked into (link
+//     padding is not a tunnel header); an inner header of the wrong
+//     version (4in4 whose inner nibble is 6, GRE 0x0800 carrying IPv6) is
+//     ErrBadHeader, as on a link of that version.
 //   - A non-first fragment (IPv4 fragment offset not 0, or an IPv6
 //     Fragment header of offset not 0) holds no inner header: it is keyed
 //     by its own (outer) header, as Decode keys it, with no error. A first
@@ -103,8 +110,9 @@
 //     ErrTunnelUnknown; the routing bit (0x4000) set is ErrTunnelBadHeader;
 //     the checksum (C, 0x8000, 4 bytes with the reserved word), key (K,
 //     0x2000, 4 bytes) and sequence number (S, 0x1000, 4 bytes) that
-//     follow must fit (else ErrTunnelTruncated); then the protocol: 0x0800 IPv4, 0x86DD IPv6, 0x8847 an MPLS
-//     label stack (the IP version nibble after the bottom label, as for
+//     follow must fit (else ErrTunnelTruncated); then the protocol:
+//     0x0800 IPv4, 0x86DD IPv6, 0x8847 an MPLS label stack (the IP
+//     version nibble after the bottom label, as for
 //     the outer link; anything else ErrNotIP), 0x6558 an Ethernet frame
 //     (TunnelGRE); 0x88BE ERSPAN type II with S set (an 8-byte ERSPAN
 //     header of version 1, then Ethernet), type I without S (Ethernet
