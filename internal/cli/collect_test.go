@@ -91,6 +91,20 @@ func (c *collectProc) send(t *testing.T, e *collecttest.Exporter, flows []collec
 	}
 }
 
+// midHour returns the latest half past the hour at or before now. Flows
+// ending then (collecttest.Flows starts them up to a minute earlier) fall
+// in one --window 1h window at whatever time of day the test runs (flows
+// ending now would straddle two in the first minute of an hour), and that
+// window is still open: collect keeps a window open for its lateness, by
+// default the window's length, after it ends.
+func midHour(now time.Time) time.Time {
+	t := now.Truncate(time.Hour).Add(30 * time.Minute)
+	if t.After(now) {
+		t = t.Add(-time.Hour)
+	}
+	return t
+}
+
 // stop sends sig and waits for the exit.
 func (c *collectProc) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
@@ -123,9 +137,9 @@ func TestCollectDaemon(t *testing.T) {
 			dir := t.TempDir()
 			out, sum := filepath.Join(dir, "sources.jsonl"), filepath.Join(dir, "summary.jsonl")
 			c := startCollect(t, "--key", "src", "--window", "1h", "--out", out, "--summary", sum)
-			now := time.Now()
-			e := &collecttest.Exporter{Version: 9, Boot: now.Add(-time.Hour), Domain: 7}
-			flows := collecttest.Flows(100, 1, now.Truncate(time.Second))
+			end := midHour(time.Now())
+			e := &collecttest.Exporter{Version: 9, Boot: end.Add(-time.Hour), Domain: 7}
+			flows := collecttest.Flows(100, 1, end)
 			c.send(t, e, flows[:50])
 			want := map[string]bool{}
 			for _, f := range flows {
@@ -164,23 +178,35 @@ func TestCollectDaemon(t *testing.T) {
 			if len(s) == 0 {
 				t.Fatalf("no summary\n%s", c.log())
 			}
-			var last struct {
-				Final   bool
-				Packets uint64
-				Collect struct {
-					Datagrams uint64
-					Exporters []struct {
-						Exporter string
-						Records  uint64
-						Distinct uint64
+			// The flows fall in one window (midHour), which need not be the
+			// last: the last is the one open at the stop. Sum them all.
+			var packets, distinct uint64
+			exporters := map[string]bool{}
+			for i, line := range s {
+				var w struct {
+					Final   bool
+					Packets uint64
+					Collect struct {
+						Exporters []struct {
+							Exporter string
+							Distinct uint64
+						}
 					}
 				}
+				if err := json.Unmarshal([]byte(line), &w); err != nil {
+					t.Fatal(err)
+				}
+				if w.Final != (i == len(s)-1) {
+					t.Errorf("summary %d of %d: final %v", i+1, len(s), w.Final)
+				}
+				packets += w.Packets
+				for _, e := range w.Collect.Exporters {
+					exporters[e.Exporter] = true
+					distinct += e.Distinct
+				}
 			}
-			if err := json.Unmarshal([]byte(s[len(s)-1]), &last); err != nil {
-				t.Fatal(err)
-			}
-			if !last.Final || last.Packets != 100 || len(last.Collect.Exporters) != 1 || last.Collect.Exporters[0].Distinct != uint64(len(want)) {
-				t.Errorf("last summary %s", s[len(s)-1])
+			if packets != 100 || len(exporters) != 1 || !exporters["127.0.0.1#7"] || distinct != uint64(len(want)) {
+				t.Errorf("summaries: %d packets, exporters %v with %d distinct; want 100, 127.0.0.1#7 with %d:\n%s", packets, exporters, distinct, len(want), strings.Join(s, "\n"))
 			}
 			if !strings.Contains(c.log(), "collect: datagrams 4, records 100, errors 0, exporters 1, kernel drops 0") {
 				t.Errorf("no collect totals line:\n%s", c.log())

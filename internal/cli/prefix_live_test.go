@@ -77,9 +77,9 @@ func TestCollectPrefix(t *testing.T) {
 			dir := t.TempDir()
 			out, sum := filepath.Join(dir, "networks.jsonl"), filepath.Join(dir, "summary.jsonl")
 			c := startCollect(t, "--key", "src", "--prefix", "24,64", "--filter", "exact", "--window", "1h", "--out", out, "--summary", sum)
-			now := time.Now()
-			e := &collecttest.Exporter{Version: version, Boot: now.Add(-time.Hour), Domain: 3}
-			flows := collecttest.Flows(500, 2, now.Truncate(time.Second))
+			end := midHour(time.Now())
+			e := &collecttest.Exporter{Version: version, Boot: end.Add(-time.Hour), Domain: 3}
+			flows := collecttest.Flows(500, 2, end)
 			want := map[string]bool{}
 			for _, f := range flows {
 				bits := 24
