@@ -71,12 +71,21 @@ func TestHashKeys(t *testing.T) {
 			}
 		}
 	}
-	// Kinds mixed within a batch: one key of another kind among IPv4
-	// sources, first, last and in the middle.
-	for _, at := range []int{0, 5, 8, 31} {
-		keys := randomKeys(r, 32, KeySrc, 0, 0)
-		keys[at] = randomKeys(r, 1, Key5Tuple, 0, 0)[0]
-		batches = append(batches, batch{fmt.Sprintf("src-with-5tuple-at-%d", at), keys})
+	// Kinds and families mixed within a batch: one key of another kind or
+	// family among IPv4 keys of one kind, first, in the middle, last, and
+	// past the first 64 keys (hashKeys9to16's first chunk). A pair among
+	// 5-tuples and a destination key among sources take the same kernel
+	// with another length or encoding.
+	for _, c := range []struct {
+		kind, other KeyKind
+		v6          float64
+	}{{KeySrc, Key5Tuple, 0}, {KeySrc, KeyDst, 0}, {KeySrc, KeySrc, 1}, {Key5Tuple, KeyPair, 0},
+		{Key5Tuple, KeySrc, 0}, {KeyPair, KeyPair, 1}, {KeyPair, Key5Tuple, 0}} {
+		for _, at := range []int{0, 5, 8, 64, 99} {
+			keys := randomKeys(r, 100, c.kind, 0, 0.5)
+			keys[at] = randomKeys(r, 1, c.other, c.v6, 0)[0]
+			batches = append(batches, batch{fmt.Sprintf("%v-with-%v-v6=%v-at-%d", c.kind, c.other, c.v6, at), keys})
+		}
 	}
 	was := simd.SetVector(true)
 	defer simd.SetVector(was)
@@ -131,8 +140,10 @@ func TestHashKeysDoesNotAllocate(t *testing.T) {
 // hashBatch is the pipeline's batch (pipeline.BatchSize).
 const hashBatch = 256
 
-// benchKeyCases are the key kinds of BenchmarkHashKeys: the IPv4 source
-// keys the vector path takes (host and network), and two it does not.
+// benchKeyCases are the key kinds of BenchmarkHashKeys: IPv4 keys of one
+// kind, which the vector path takes (sources as hosts and networks, pairs,
+// 5-tuples), and two batches it does not (IPv6, and sources with a fifth
+// of them IPv6).
 func benchKeyCases() []struct {
 	name string
 	keys []Key
@@ -144,7 +155,9 @@ func benchKeyCases() []struct {
 	}{
 		{"ipv4-src", randomKeys(r, 1<<16, KeySrc, 0, 0)},
 		{"ipv4-src-net", randomKeys(r, 1<<16, KeySrc, 0, 1)},
+		{"ipv4-pair", randomKeys(r, 1<<16, KeyPair, 0, 0)},
 		{"ipv4-5tuple", randomKeys(r, 1<<16, Key5Tuple, 0, 0)},
+		{"ipv6-5tuple", randomKeys(r, 1<<16, Key5Tuple, 1, 0)},
 		{"mixed-src", randomKeys(r, 1<<16, KeySrc, 0.2, 0)},
 	}
 }
