@@ -160,6 +160,11 @@ const hashChunk = 64
 // hashKeys9to16 is HashKeys for IPv4 keys of the kind of keys[0], a pair
 // or 5-tuple kind, through simd.Fold9to16. It returns false, having
 // written some of hashes, when a key is of another kind or family.
+//
+// The words are the keyed first and last 8 bytes of the encoding that
+// XXH3's 9-to-16-byte path folds, as hashFields and xxh3Len9to16 compute
+// them (written out here rather than called: a function of two results
+// is not inlined, and the call cost what the kernel saves).
 func hashKeys9to16(keys []Key, seed uint64, hashes []uint64) bool {
 	kind := keys[0].kind
 	n := uint64(9)
@@ -170,6 +175,7 @@ func hashKeys9to16(keys []Key, seed uint64, hashes []uint64) bool {
 	for start := 0; start < len(keys); start += hashChunk {
 		chunk := keys[start:min(start+hashChunk, len(keys))]
 		out := hashes[start : start+len(chunk)]
+		his := hi[:len(chunk)]
 		for i := range chunk {
 			k := &chunk[i]
 			if k.kind != kind || k.flags&flagV6 != 0 {
@@ -179,31 +185,22 @@ func hashKeys9to16(keys []Key, seed uint64, hashes []uint64) bool {
 			if k.flags&flagPrefix != 0 {
 				s += uint64(k.bits) * prefixSeedStep
 			}
-			out[i], hi[i] = len9to16Words(k, s)
+			head := uint64(byte(k.kind) | k.flags<<4)
+			src := uint64(binary.LittleEndian.Uint32(k.src[:4]))
+			dst := uint64(binary.LittleEndian.Uint32(k.dst[:4]))
+			first := head | src<<8 | dst<<40
+			// A pair's bytes 1-8: the addresses.
+			last := src | dst<<32
+			if kind == Key5Tuple {
+				// Bytes 6-13: the last 3 bytes of the destination,
+				// the protocol, the ports in network order.
+				tail := dst>>24 | uint64(k.proto)<<8 | uint64(bits.ReverseBytes16(k.sport))<<16 | uint64(bits.ReverseBytes16(k.dport))<<32
+				last = first>>48 | tail<<16
+			}
+			out[i] = first ^ (xxhSecret024 ^ xxhSecret032 + s)
+			his[i] = last ^ (xxhSecret040 ^ xxhSecret048 - s)
 		}
-		simd.Fold9to16(out, out, hi[:len(chunk)], n)
+		simd.Fold9to16(out, out, his, n)
 	}
 	return true
-}
-
-// len9to16Words are, for an IPv4 pair or 5-tuple key, the keyed first and
-// last 8 bytes of its encoding that XXH3's 9-to-16-byte path folds, as
-// hashFields and xxh3Len9to16 compute them, under seed (a network key's
-// already moved by its prefix length).
-func len9to16Words(k *Key, seed uint64) (lo, hi uint64) {
-	head := uint64(byte(k.kind) | k.flags<<4)
-	src := uint64(binary.LittleEndian.Uint32(k.src[:4]))
-	dst := uint64(binary.LittleEndian.Uint32(k.dst[:4]))
-	first := head | src<<8 | dst<<40
-	var last uint64
-	if k.kind == Key5Tuple {
-		// Bytes 6-13: the last 3 bytes of the destination, the
-		// protocol, the ports in network order.
-		tail := dst>>24 | uint64(k.proto)<<8 | uint64(bits.ReverseBytes16(k.sport))<<16 | uint64(bits.ReverseBytes16(k.dport))<<32
-		last = first>>48 | tail<<16
-	} else {
-		// Bytes 1-8: the addresses.
-		last = src | dst<<32
-	}
-	return first ^ (xxhSecret024 ^ xxhSecret032 + seed), last ^ (xxhSecret040 ^ xxhSecret048 - seed)
 }
