@@ -12,13 +12,16 @@ const benchBatch = 256
 // benchPair runs the scalar and the vector function of a kernel as
 // sub-benchmarks "scalar" and "vector", one batch of words an op; vector
 // skips on a build or CPU without the vector path.
-func benchPair(b *testing.B, scalar, vector func()) {
+func benchPair(b *testing.B, scalar, vector func()) { benchPairN(b, benchBatch, scalar, vector) }
+
+// benchPairN is benchPair for n words an op.
+func benchPairN(b *testing.B, n int, scalar, vector func()) {
 	run := func(b *testing.B, f func()) {
 		b.ReportAllocs()
 		for b.Loop() {
 			f()
 		}
-		b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/benchBatch, "ns/word")
+		b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(n), "ns/word")
 	}
 	b.Run("scalar", func(b *testing.B) { run(b, scalar) })
 	b.Run("vector", func(b *testing.B) {

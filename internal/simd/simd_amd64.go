@@ -70,3 +70,15 @@ func fold9to16Vector(dst, lo, hi []uint64, n uint64) {
 	}
 	fold9to16Scalar(dst[i:], lo[i:], hi[i:], n)
 }
+
+// decrementBytesVector is DecrementBytes 64 bytes at a time (VPSUBUSB),
+// the tail by the scalar twin.
+func decrementBytesVector(w []uint64) {
+	one := archsimd.BroadcastUint8x64(1)
+	i := 0
+	for ; i+8 <= len(w); i += 8 {
+		v := archsimd.LoadUint64x8Slice(w[i : i+8]).AsUint8x64()
+		v.SubSaturated(one).AsUint64x8().StoreSlice(w[i : i+8])
+	}
+	decrementBytesScalar(w[i:])
+}

@@ -12,3 +12,5 @@ const vectorBuild = false
 func rrmxmxVector(dst, x []uint64, n uint64) { rrmxmxScalar(dst, x, n) }
 
 func fold9to16Vector(dst, lo, hi []uint64, n uint64) { fold9to16Scalar(dst, lo, hi, n) }
+
+func decrementBytesVector(w []uint64) { decrementBytesScalar(w) }
