@@ -15,7 +15,7 @@ var _ BatchObserver = (*SBF)(nil)
 func (s *SBF) ObserveBatch(hashes []uint64, dup []bool) {
 	ahead := s.rng
 	var buf lineBuf // zeroed once a batch, not once a stretch
-	bytes := s.d == 8 && simd.Vector()
+	bytes := s.d == 8
 	for st := range stretches(hashes, dup, s.m*s.d) {
 		ahead = s.prefetchLines(st.ahead, ahead, &buf)
 		if bytes {
@@ -64,10 +64,9 @@ func (s *SBF) prefetchLines(hs []uint64, ahead mix.Wyrand, buf *lineBuf) mix.Wyr
 }
 
 // observeBytes is Observe for cells of 8 bits (Max=255) with the decrement
-// run's whole words decremented by internal/simd's DecrementBytes: the
-// batch path's, when the vector kernels are in use. Answers and state are
-// Observe's: the same cells decremented by one, saturating, then the same
-// cells set.
+// run's whole words decremented by internal/simd's DecrementBytes, for the
+// batch path. Answers and state are Observe's: the same cells decremented
+// by one, saturating, then the same cells set.
 func (s *SBF) observeBytes(h uint64) bool {
 	step := bloomStep(h)
 	dup := true
