@@ -43,7 +43,7 @@ binarch.i386 := 386
 DEBS := $(foreach a,$(DEB_ARCHES),$(DIST)/flowdedup_$(VERSION)_$(a).deb)
 ARCHIVES := $(foreach a,$(DIST_ARCHES),$(DIST)/flowdedup_$(VERSION)_linux_$(a).tar.gz)
 
-.PHONY: test-bins stress package dist cross test-32bit soak bench-replay all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
+.PHONY: test-simd test-bins stress package dist cross test-32bit soak bench-replay all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
@@ -125,6 +125,16 @@ stress:
 		$(GO) test $(STRESS_FLAGS) -timeout 4h -count=$(STRESS_COUNT) $$p || failed="$$failed $$p"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "make stress: failed:$$failed"; exit 1; fi
+
+# The vector kernels of internal/simd in the build that has them
+# (GOEXPERIMENT=simd; amd64 with AVX-512 takes the vector paths, other
+# machines their scalar twins) and the packages that call them: the tests
+# compare each kernel with its scalar twin bit for bit, and flow's
+# HashKeys with HashKey. make test runs the same tests in the default
+# build, the release build's, which has no vector path
+# (docs/decisions/no-simd.md). CI runs both.
+test-simd:
+	GOEXPERIMENT=simd $(GO) test -count=1 ./internal/simd/ ./flow/ ./filters/
 
 # The concurrent packages under the race detector (CI runs this too).
 test-race:

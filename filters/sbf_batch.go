@@ -1,6 +1,9 @@
 package filters
 
-import "github.com/flowdedup/flowdedup/mix"
+import (
+	"github.com/flowdedup/flowdedup/internal/simd"
+	"github.com/flowdedup/flowdedup/mix"
+)
 
 var _ BatchObserver = (*SBF)(nil)
 
@@ -12,8 +15,15 @@ var _ BatchObserver = (*SBF)(nil)
 func (s *SBF) ObserveBatch(hashes []uint64, dup []bool) {
 	ahead := s.rng
 	var buf lineBuf // zeroed once a batch, not once a stretch
+	bytes := s.d == 8
 	for st := range stretches(hashes, dup, s.m*s.d) {
 		ahead = s.prefetchLines(st.ahead, ahead, &buf)
+		if bytes {
+			for i, h := range st.hashes {
+				st.dup[i] = s.observeBytes(h)
+			}
+			continue
+		}
 		for i, h := range st.hashes {
 			st.dup[i] = s.Observe(h)
 		}
@@ -51,4 +61,51 @@ func (s *SBF) prefetchLines(hs []uint64, ahead mix.Wyrand, buf *lineBuf) mix.Wyr
 	}
 	buf.flush(n)
 	return ahead
+}
+
+// observeBytes is Observe for cells of 8 bits (Max=255) with the decrement
+// run's whole words decremented by internal/simd's DecrementBytes, for the
+// batch path. Answers and state are Observe's: the same cells decremented
+// by one, saturating, then the same cells set.
+func (s *SBF) observeBytes(h uint64) bool {
+	step := bloomStep(h)
+	dup := true
+	g := h
+	for range s.k {
+		if s.cells.get(mix.Reduce(g, s.m)) == 0 {
+			dup = false
+		}
+		g += step
+	}
+	if s.p > 0 {
+		start := s.rng.IntN(s.m)
+		end := start + s.p
+		if end > s.m {
+			s.decrementByteCells(0, end-s.m)
+			end = s.m
+		}
+		s.decrementByteCells(start, end)
+	}
+	g = h
+	for range s.k {
+		s.cells.set(mix.Reduce(g, s.m), s.max)
+		g += step
+	}
+	return dup
+}
+
+// decrementByteCells decrements 8-bit cells [lo, hi) by one, saturating:
+// the partial words at the ends as decrementBits does, the whole words
+// between with simd.DecrementBytes.
+func (s *SBF) decrementByteCells(lo, hi int) {
+	w := s.cells.words
+	loBit, hiBit := lo*8, hi*8
+	first, last := (loBit+63)>>6, hiBit>>6 // the whole words: [first, last)
+	if first >= last {
+		sbfDecrementBits(w, loBit, hiBit, 8, s.lanes)
+		return
+	}
+	sbfDecrementBits(w, loBit, first<<6, 8, s.lanes)
+	simd.DecrementBytes(w[first:last])
+	sbfDecrementBits(w, last<<6, hiBit, 8, s.lanes)
 }

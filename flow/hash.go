@@ -1,6 +1,10 @@
 package flow
 
 import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/flowdedup/flowdedup/internal/simd"
 	"github.com/flowdedup/flowdedup/mix"
 )
 
@@ -82,4 +86,127 @@ func ShardOf(h uint64, n int) int {
 		return 0
 	}
 	return mix.Reduce(mix.Mix64(h^shardSalt), n)
+}
+
+// HashKeys sets hashes[i] to HashKey(&keys[i], seed) for every key: the
+// hash of a batch. The answers are HashKey's, bit for bit; only the time
+// differs. In the GOEXPERIMENT=simd build on a CPU with AVX-512, a batch of
+// IPv4 keys all of one kind (host or network) has the words of XXH3's
+// input assembled a key at a time and the rest of XXH3 run over the batch
+// eight keys at a time: internal/simd's RRMXMX for source and destination
+// keys (5 bytes, XXH3's 4-to-8-byte path), Fold9to16 for pairs and
+// 5-tuples (9 and 14 bytes). Other batches (IPv6, kinds mixed), and every
+// other build, hash one key at a time. It panics if hashes is shorter than
+// keys, before it writes anything. It does not allocate.
+func HashKeys(keys []Key, seed uint64, hashes []uint64) {
+	if len(hashes) < len(keys) {
+		panic("flow: HashKeys: hashes is shorter than keys")
+	}
+	hashes = hashes[:len(keys)]
+	if len(keys) > 0 && simd.Vector() {
+		switch first := &keys[0]; {
+		case first.flags&flagV6 != 0:
+		case first.kind == KeySrc || first.kind == KeyDst:
+			if hashKeys4to8(keys, seed, hashes) {
+				return
+			}
+		case first.kind == KeyPair || first.kind == Key5Tuple:
+			if hashKeys9to16(keys, seed, hashes) {
+				return
+			}
+		}
+	}
+	for i := range keys {
+		hashes[i] = hashFields(&keys[i], seed)
+	}
+}
+
+// hashKeys4to8 is HashKeys for IPv4 keys of the kind of keys[0], a source
+// or destination kind, through simd.RRMXMX. It returns false, having
+// written some of hashes, when a key is of another kind or family.
+func hashKeys4to8(keys []Key, seed uint64, hashes []uint64) bool {
+	kind := keys[0].kind
+	for i := range keys {
+		k := &keys[i]
+		if k.kind != kind || k.flags&flagV6 != 0 {
+			return false
+		}
+		if k.flags&flagPrefix != 0 {
+			hashes[i] = len4to8Word(k, seed+uint64(k.bits)*prefixSeedStep)
+		} else {
+			hashes[i] = len4to8Word(k, seed)
+		}
+	}
+	simd.RRMXMX(hashes, hashes, 5)
+	return true
+}
+
+// len4to8Word is, for an IPv4 source or destination key, the keyed word
+// whose rrmxmx is its hash: what hashFields and xxh3Len4to8 compute before
+// their first rotation from the 5 bytes of the kind byte and the address,
+// under seed (a network key's already moved by its prefix length).
+func len4to8Word(k *Key, seed uint64) uint64 {
+	a := &k.src
+	if k.kind == KeyDst {
+		a = &k.dst
+	}
+	addr := uint64(binary.LittleEndian.Uint32(a[:4]))
+	head := uint64(byte(k.kind) | k.flags<<4)
+	seed ^= uint64(bits.ReverseBytes32(uint32(seed))) << 32
+	// first = bytes 0-3 (the head, then the address's first 3 bytes),
+	// last = bytes 1-4 (the address).
+	first := uint64(uint32(head | addr<<8))
+	return (addr | first<<32) ^ (xxhSecret008 ^ xxhSecret016 - seed)
+}
+
+// hashChunk is how many keys hashKeys9to16 keys at a time: the second
+// words of a chunk wait on its stack.
+const hashChunk = 64
+
+// hashKeys9to16 is HashKeys for IPv4 keys of the kind of keys[0], a pair
+// or 5-tuple kind, through simd.Fold9to16. It returns false, having
+// written some of hashes, when a key is of another kind or family.
+//
+// The words are the keyed first and last 8 bytes of the encoding that
+// XXH3's 9-to-16-byte path folds, as hashFields and xxh3Len9to16 compute
+// them (written out here rather than called: a function of two results
+// is not inlined, and the call cost what the kernel saves).
+func hashKeys9to16(keys []Key, seed uint64, hashes []uint64) bool {
+	kind := keys[0].kind
+	n := uint64(9)
+	if kind == Key5Tuple {
+		n = 14
+	}
+	var hi [hashChunk]uint64
+	for start := 0; start < len(keys); start += hashChunk {
+		chunk := keys[start:min(start+hashChunk, len(keys))]
+		out := hashes[start : start+len(chunk)]
+		his := hi[:len(chunk)]
+		for i := range chunk {
+			k := &chunk[i]
+			if k.kind != kind || k.flags&flagV6 != 0 {
+				return false
+			}
+			s := seed
+			if k.flags&flagPrefix != 0 {
+				s += uint64(k.bits) * prefixSeedStep
+			}
+			head := uint64(byte(k.kind) | k.flags<<4)
+			src := uint64(binary.LittleEndian.Uint32(k.src[:4]))
+			dst := uint64(binary.LittleEndian.Uint32(k.dst[:4]))
+			first := head | src<<8 | dst<<40
+			// A pair's bytes 1-8: the addresses.
+			last := src | dst<<32
+			if kind == Key5Tuple {
+				// Bytes 6-13: the last 3 bytes of the destination,
+				// the protocol, the ports in network order.
+				tail := dst>>24 | uint64(k.proto)<<8 | uint64(bits.ReverseBytes16(k.sport))<<16 | uint64(bits.ReverseBytes16(k.dport))<<32
+				last = first>>48 | tail<<16
+			}
+			out[i] = first ^ (xxhSecret024 ^ xxhSecret032 + s)
+			his[i] = last ^ (xxhSecret040 ^ xxhSecret048 - s)
+		}
+		simd.Fold9to16(out, out, his, n)
+	}
+	return true
 }
