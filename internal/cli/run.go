@@ -89,6 +89,7 @@ func (c *LiveConfig) BindFlags(fs *pflag.FlagSet) {
 	addGoFlags(fs, c.AFPacket.BindFlags, liveShort)
 	c.XDP.bind(fs)
 	c.AFXDP.bind(fs)
+	fs.TextVar(&c.Decap, "decap", c.Decap, decapUsage+"; with --mode xdp the XDP program decapsulates in the kernel")
 	fs.StringVar(&c.Mode, "mode", c.Mode, "capture path: "+strings.Join(liveModeNames(), " | ")+" (see Modes above)")
 }
 
@@ -351,6 +352,7 @@ func (l *liveSetup) openXDP() (*liveSources, error) {
 	x, err := xdp.Open(xdp.Config{
 		Iface: cfg.Live.iface, Key: cfg.Key, Prefix: cfg.Prefix, Seed: xdp.PrefilterSeed(cfg.Seed.v), Window: cfg.Window,
 		Attach: cfg.XDP.attach, PrefilterBytes: l.prefilter, RingBytes: l.ring, PollTimeout: cfg.Live.pollTimeout,
+		Decap: cfg.Decap,
 	})
 	if err != nil {
 		return nil, err
