@@ -361,7 +361,7 @@ func (e *Destination) Window(s *record.Summary) error {
 	if e.closed {
 		return ErrClosed
 	}
-	row, id, err := e.windowRow(s)
+	_, id, err := e.windowRow(s) // checks s and gives its id; encoded again below
 	if err != nil {
 		return err
 	}
@@ -401,7 +401,7 @@ func (e *Destination) Window(s *record.Summary) error {
 		}
 		e.stats.SpreadRows += uint64(len(s.Spread.Src) + len(s.Spread.Dst))
 	}
-	row, _, _ = e.windowRow(s) // spreadRows wrote into the same buffer
+	row, _, _ := e.windowRow(s) // spreadRows wrote into the same buffer
 	kept, err := e.c.insert(e.insertWindows, row)
 	if !kept {
 		e.wrow = nil
