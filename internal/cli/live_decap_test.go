@@ -1,3 +1,5 @@
+//go:build linux && !(mips || mips64 || ppc64 || s390x)
+
 package cli
 
 import (
