@@ -62,17 +62,19 @@ func newSpreadLine(sp *Spread) *spreadLine {
 	return &l
 }
 
-// orEmpty returns m, or an empty map for nil: {} reads better than null.
-func orEmpty(m map[string]uint64) map[string]uint64 {
+// OrEmpty returns m, or an empty map for nil: {} reads better than null in
+// a summary's and the run totals' by-reason maps.
+func OrEmpty(m map[string]uint64) map[string]uint64 {
 	if m == nil {
 		return map[string]uint64{}
 	}
 	return m
 }
 
-// keyName returns the --key spelling of k, followed by /V4LEN,V6LEN for
-// keys by network, or "" (the field left out) for an invalid kind.
-func keyName(k flow.KeyKind, m flow.Mask) string {
+// KeyName returns the --key spelling of k, followed by /V4LEN,V6LEN for
+// keys by network, or "" (the field left out) for an invalid kind: the key
+// field of a summary and of the run totals.
+func KeyName(k flow.KeyKind, m flow.Mask) string {
 	if !k.IsValid() {
 		return ""
 	}
@@ -96,15 +98,15 @@ func AppendSummary(b []byte, s *Summary) []byte {
 		Prefiltered:      s.Prefiltered,
 		Distinct:         s.Distinct,
 		Dropped:          s.Dropped,
-		MalformedBy:      orEmpty(s.MalformedBy),
-		SkippedBy:        orEmpty(s.SkippedBy),
-		DroppedBy:        orEmpty(s.DroppedBy),
+		MalformedBy:      OrEmpty(s.MalformedBy),
+		SkippedBy:        OrEmpty(s.SkippedBy),
+		DroppedBy:        OrEmpty(s.DroppedBy),
 		Final:            s.Final,
 		Observer:         s.Observer,
 		Filter:           s.Filter,
-		Key:              keyName(s.Key, s.Prefix),
+		Key:              KeyName(s.Key, s.Prefix),
 		Late:             s.Late,
-		LateBy:           orEmpty(s.LateBy),
+		LateBy:           OrEmpty(s.LateBy),
 		DistinctEstimate: s.DistinctEstimate,
 		Sketch:           s.Sketch,
 		ExportDropped:    dropped,

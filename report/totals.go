@@ -114,14 +114,14 @@ func AppendRunTotals(b []byte, t *RunTotals) []byte {
 		Prefiltered:  t.Prefiltered,
 		Distinct:     t.Distinct,
 		Dropped:      t.Dropped,
-		MalformedBy:  orEmpty(t.MalformedBy),
-		SkippedBy:    orEmpty(t.SkippedBy),
-		DroppedBy:    orEmpty(t.DroppedBy),
+		MalformedBy:  record.OrEmpty(t.MalformedBy),
+		SkippedBy:    record.OrEmpty(t.SkippedBy),
+		DroppedBy:    record.OrEmpty(t.DroppedBy),
 		Late:         t.Late,
-		LateBy:       orEmpty(t.LateBy),
+		LateBy:       record.OrEmpty(t.LateBy),
 		Observer:     t.Observer,
 		Filter:       t.Filter,
-		Key:          keyName(t.Key, t.Prefix),
+		Key:          record.KeyName(t.Key, t.Prefix),
 		DamagedFiles: t.DamagedFiles,
 		Exports:      make(map[string]exportTotalsJSON, len(t.Exports)),
 	}
@@ -166,22 +166,4 @@ func (r *Reporter) runTotals() *RunTotals {
 		t.Exports = append(t.Exports, q.Stats())
 	}
 	return t
-}
-
-// orEmpty returns m, or an empty map for nil: {} reads better than null.
-func orEmpty(m map[string]uint64) map[string]uint64 {
-	if m == nil {
-		return map[string]uint64{}
-	}
-	return m
-}
-
-// keyName returns the --key spelling of k, followed by /V4LEN,V6LEN for
-// keys by network, or "" (the field left out) for an invalid kind, as in
-// the summaries' key field.
-func keyName(k flow.KeyKind, m flow.Mask) string {
-	if !k.IsValid() {
-		return ""
-	}
-	return flow.KeySpec{Kind: k, Mask: m}.String()
 }
