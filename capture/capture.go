@@ -34,14 +34,14 @@ type Packet struct {
 	// per-packet path, or a type switch on it, to save one branch.
 	Key flow.Key
 
-	// Observer, when not 0, says which of several observation points a
+	// ObserverID, when not 0, says which of several observation points a
 	// source gathers the frame or key came from (collect's exporters: a
 	// router and its observation domain, numbered by the source). The
 	// pipeline deduplicates the keys of each observer apart, so that a
 	// key two observers saw is reported for each, and hands the number on
-	// in its records (record.Record.Observer). Sources of one
+	// in its records (record.Record.ObserverID). Sources of one
 	// observation point leave it 0.
-	Observer uint32
+	ObserverID uint32
 }
 
 // Source yields frames in capture order. A Source is used by one goroutine.

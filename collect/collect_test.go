@@ -81,7 +81,7 @@ func read(t *testing.T, c *Collector, sent int) []packet {
 		case err != nil:
 			t.Fatal(err)
 		}
-		out = append(out, packet{p.Key, string(p.Data), p.LinkType, p.TimeNs, p.Observer})
+		out = append(out, packet{p.Key, string(p.Data), p.LinkType, p.TimeNs, p.ObserverID})
 	}
 }
 

@@ -237,7 +237,7 @@ func (c *Collector) Drain() { c.src.drain() }
 // or counted. Safe to call more than once.
 func (c *Collector) Close() error { return c.src.Close() }
 
-// ObserverName returns the name of observer id (record.Record.Observer):
+// ObserverName returns the name of observer id (record.Record.ObserverID):
 // Name(address, domain) of an exporter, OtherName, or "" for 0.
 func (c *Collector) ObserverName(id uint32) string { return c.reg.name(id) }
 

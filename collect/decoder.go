@@ -209,7 +209,7 @@ func (d *decoder) record(p *capture.Packet) bool {
 		t = d.arrival
 		d.nahead++
 	}
-	*p = capture.Packet{Key: k, TimeNs: t, Observer: d.obs.id}
+	*p = capture.Packet{Key: k, TimeNs: t, ObserverID: d.obs.id}
 	return true
 }
 
@@ -234,14 +234,14 @@ func (d *decoder) sample(p *capture.Packet) bool {
 		case sflow.ProtoIPv6:
 			lt = flow.LinkIPv6
 		}
-		*p = capture.Packet{Data: s.Header, WireLen: max(int(s.FrameLength), len(s.Header)), TimeNs: d.arrival, LinkType: lt, Observer: d.obs.id}
+		*p = capture.Packet{Data: s.Header, WireLen: max(int(s.FrameLength), len(s.Header)), TimeNs: d.arrival, LinkType: lt, ObserverID: d.obs.id}
 		return true
 	}
 	k := flow.MakeKey(d.kind, s.Src, s.Dst, s.Proto, s.SrcPort, s.DstPort)
 	if !k.IsValid() {
 		return false
 	}
-	*p = capture.Packet{Key: k, TimeNs: d.arrival, Observer: d.obs.id}
+	*p = capture.Packet{Key: k, TimeNs: d.arrival, ObserverID: d.obs.id}
 	return true
 }
 

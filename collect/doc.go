@@ -27,7 +27,7 @@
 //
 // Each exporter's observation domain (its address and NetFlow v9 source
 // ID, IPFIX observation domain, v5 engine, or sFlow agent and sub-agent) is
-// an observer: Packet.Observer numbers it, so that the pipeline
+// an observer: Packet.ObserverID numbers it, so that the pipeline
 // deduplicates each router's keys apart, and ObserverName names it in the
 // records ("192.0.2.1#0"). What the collector counts — datagrams and
 // records per observer, loss in transit from sequence numbers, sampling

@@ -162,8 +162,8 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 				t.Fatalf("a key %v of kind %v with %d bytes of data", p.Key, p.Key.Kind(), len(p.Data))
 			case !p.Key.IsValid() && (len(p.Data) == 0 || len(p.Data) > len(msg) || p.WireLen < len(p.Data)):
 				t.Fatalf("a frame of %d bytes (wire %d) from a datagram of %d", len(p.Data), p.WireLen, len(msg))
-			case p.Observer == 0 || reg.name(p.Observer) == "":
-				t.Fatalf("observer %d", p.Observer)
+			case p.ObserverID == 0 || reg.name(p.ObserverID) == "":
+				t.Fatalf("observer %d", p.ObserverID)
 			case p.TimeNs < minSaneNs || p.TimeNs > arrival+d.ahead:
 				t.Fatalf("a packet of time %d, arrival %d", p.TimeNs, arrival)
 			}

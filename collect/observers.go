@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Observer numbers (capture.Packet.Observer, record.Record.Observer).
+// Observer numbers (capture.Packet.ObserverID, record.Record.ObserverID).
 const (
 	// OtherObserver numbers every exporter that came after the registry
 	// was full (Config.MaxObservers): their keys are deduplicated

@@ -250,7 +250,7 @@ func TestLumpedLookedUpAgain(t *testing.T) {
 		var p capture.Packet
 		name := ""
 		for d.next(&p) {
-			name = reg.name(p.Observer)
+			name = reg.name(p.ObserverID)
 		}
 		return name
 	}

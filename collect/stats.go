@@ -160,7 +160,7 @@ type Stats struct {
 // ObserverStats are the counters of one observer: an exporter's
 // observation domain.
 type ObserverStats struct {
-	ID     uint32 // its number, record.Record.Observer
+	ID     uint32 // its number, record.Record.ObserverID
 	Name   string // Name(Addr, Domain), or OtherName
 	Addr   netip.Addr
 	Domain uint32

@@ -61,7 +61,7 @@ func pump(t *testing.T, c *Collector, done func(Stats) bool) []packet {
 		case err != nil:
 			t.Fatal(err)
 		}
-		out = append(out, packet{p.Key, string(p.Data), p.LinkType, p.TimeNs, p.Observer})
+		out = append(out, packet{p.Key, string(p.Data), p.LinkType, p.TimeNs, p.ObserverID})
 	}
 }
 

@@ -33,7 +33,7 @@ func (s *observerSource) Next(p *capture.Packet) error {
 	}
 	k := s.pkts[s.i]
 	s.i++
-	*p = capture.Packet{Key: k.key, Observer: k.obs, TimeNs: k.t}
+	*p = capture.Packet{Key: k.key, ObserverID: k.obs, TimeNs: k.t}
 	return nil
 }
 
@@ -58,7 +58,7 @@ func TestObservers(t *testing.T) {
 		recs, wins := sink.snapshot()
 		seen := map[[2]int64]int{}
 		for _, r := range recs {
-			seen[[2]int64{int64(r.Observer), r.WindowNs}]++
+			seen[[2]int64{int64(r.ObserverID), r.WindowNs}]++
 		}
 		for obs := range int64(3) {
 			for win := range int64(2) {

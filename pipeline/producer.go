@@ -308,12 +308,12 @@ func (p *producer) packet(pkt *capture.Packet) {
 	}
 	p.mask.Apply(&key) // one branch when off; a kernel-masked key stays as it is
 	h := flow.HashKey(&key, p.seed)
-	if pkt.Observer != 0 {
-		h = observerHash(h, pkt.Observer)
+	if pkt.ObserverID != 0 {
+		h = observerHash(h, pkt.ObserverID)
 	}
 	s := flow.ShardOf(h, len(p.rings))
 	if w != p.hi {
-		p.sideKey(s, w, h, &key, t, pkt.Observer)
+		p.sideKey(s, w, h, &key, t, pkt.ObserverID)
 		return
 	}
 	b := p.cur[s]
@@ -327,7 +327,7 @@ func (p *producer) packet(pkt *capture.Packet) {
 	b.hashes[i] = h
 	b.keys[i] = key
 	b.times[i] = t
-	b.obs[i] = pkt.Observer
+	b.obs[i] = pkt.ObserverID
 	b.n = i + 1
 	if b.n == len(b.hashes) {
 		p.publish(s)

@@ -30,7 +30,7 @@ type batch struct {
 	hashes []uint64   // data: Key.Hash(Seed) of keys[i]
 	keys   []flow.Key // data
 	times  []int64    // data: packet time, Unix ns
-	obs    []uint32   // data: capture.Packet.Observer of keys[i]
+	obs    []uint32   // data: capture.Packet.ObserverID of keys[i]
 
 	// marker: the producer's counts for the window it closes, and its new
 	// low window: it sends nothing for windows before next (winDone: its

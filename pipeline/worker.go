@@ -274,7 +274,7 @@ func (w *worker) emit(sl *wslot, k *flow.Key, t int64, obs uint32) {
 	if len(w.ob.recs) == cap(w.ob.recs) {
 		w.send()
 	}
-	w.ob.recs = append(w.ob.recs, record.Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, Observer: obs, Windowed: w.win.d != 0})
+	w.ob.recs = append(w.ob.recs, record.Record{Key: *k, TimeNs: t, WindowNs: sl.startNs, WindowEndNs: sl.endNs, Worker: w.id, ObserverID: obs, Windowed: w.win.d != 0})
 	sl.distinct++
 	w.distinct++
 }

@@ -11,10 +11,10 @@ type Record struct {
 	WindowNs    int64 // start of its window, Unix ns (0 when windows are off)
 	WindowEndNs int64 // end of its window (0 when windows are off)
 	Worker      int   // the shard that reported it
-	// Observer is the capture.Packet.Observer of the first sighting: the
+	// ObserverID is the capture.Packet.ObserverID of the first sighting: the
 	// key is distinct among that observer's keys of the window. 0 for
 	// sources of one observation point.
-	Observer uint32
+	ObserverID uint32
 	// Windowed says the record has a window (Config.Window is not 0):
 	// WindowNs and WindowEndNs are its bounds. It, not a zero bound, is
 	// what tells a record of a run without windows: a window may start

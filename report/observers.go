@@ -11,12 +11,12 @@ import (
 
 // Records of several observation points in one run: flowdedup collect
 // gathers the records of many routers, and numbers each router's
-// observation domain in record.Record.Observer. This file holds what the
+// observation domain in record.Record.ObserverID. This file holds what the
 // Reporter and the record writers do with those numbers; a run of one
 // observation point (replay, run) never sets Config.Observers and none of
 // it happens.
 
-// ObserverNames names the observers of records (record.Record.Observer):
+// ObserverNames names the observers of records (record.Record.ObserverID):
 // collect.Collector implements it. A name is at most MaxObserverLen bytes
 // of characters that need no quoting in JSON or CSV.
 type ObserverNames interface {
@@ -67,16 +67,16 @@ func (o *observerStages) add(rec *record.Record) bool {
 		c = map[uint32]uint64{}
 		o.counts[rec.WindowNs] = c
 	}
-	c[rec.Observer]++
-	st := o.stages[rec.Observer]
+	c[rec.ObserverID]++
+	st := o.stages[rec.ObserverID]
 	if st == nil {
 		if n := len(o.free); n > 0 {
 			st, o.free = o.free[n-1], o.free[:n-1]
 		} else {
 			st = &observerStage{}
 		}
-		st.id = rec.Observer
-		o.stages[rec.Observer] = st
+		st.id = rec.ObserverID
+		o.stages[rec.ObserverID] = st
 	}
 	if o.staged == 0 {
 		o.oldest = time.Now()
@@ -169,8 +169,8 @@ func (rf *RecordFiles) SetObservers(n ObserverNames) { rf.names = n }
 // name in csv and nothing in jsonl and text.
 func appendObserver(b []byte, f format, names ObserverNames, r *record.Record) []byte {
 	name := ""
-	if r.Observer != 0 {
-		name = names.ObserverName(r.Observer)
+	if r.ObserverID != 0 {
+		name = names.ObserverName(r.ObserverID)
 	}
 	switch f {
 	case formatJSONL:

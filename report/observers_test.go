@@ -42,7 +42,7 @@ func TestObservers(t *testing.T) {
 	const w = int64(60e9)
 	rec := func(i int, obs uint32, win int64) record.Record {
 		k := flow.MakeKey(flow.KeySrc, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), netip.Addr{}, 0, 0, 0)
-		return record.Record{Key: k, TimeNs: win*w + int64(i), WindowNs: win * w, WindowEndNs: (win + 1) * w, Observer: obs}
+		return record.Record{Key: k, TimeNs: win*w + int64(i), WindowNs: win * w, WindowEndNs: (win + 1) * w, ObserverID: obs}
 	}
 	n := names{2: "192.0.2.1#0", 3: "192.0.2.2#7"}
 	for _, format := range Formats {
@@ -97,8 +97,8 @@ func TestObservers(t *testing.T) {
 		got := map[string]int{}
 		for _, b := range exp.batches {
 			for _, rr := range b.Records {
-				if n[rr.Observer] != b.Observer {
-					t.Fatalf("a record of observer %d in a batch of %q", rr.Observer, b.Observer)
+				if n[rr.ObserverID] != b.Observer {
+					t.Fatalf("a record of observer %d in a batch of %q", rr.ObserverID, b.Observer)
 				}
 			}
 			got[b.Observer] += len(b.Records)

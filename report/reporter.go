@@ -47,7 +47,7 @@ type Config struct {
 	DamagedFiles func() map[string]uint64
 
 	// Observers, when set, names the observers of records that carry one
-	// (record.Record.Observer: flowdedup collect's exporters). The
+	// (record.Record.ObserverID: flowdedup collect's exporters). The
 	// record file (Out) writes each record's observer; the exports get
 	// each observer's records in batches of their own, named by it
 	// (Batch.Observer), while summaries keep Observer (the collector).
