@@ -127,7 +127,9 @@ type Key struct {
 	seg   uint32 // VNI, at most MaxSegment, with flagSeg; 0 otherwise
 }
 
-// MakeKey returns the key of kind with the given fields, for tests and
+// MakeKey returns the key of kind with the given fields: the key of a
+// flow record that names its fields rather than carrying the packet
+// (collect's NetFlow, IPFIX and sFlow flow records), and of tests and
 // synthetic traffic. Fields the kind does not hold are ignored, so
 // MakeKey(KeySrc, a, b, 6, 1, 2) == MakeKey(KeySrc, a, netip.Addr{}, 0, 0, 0).
 // A 5-tuple key keeps the ports only when proto carries ports (TCP, UDP,

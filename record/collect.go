@@ -22,7 +22,7 @@ type CollectCounts struct {
 // ExporterCounts are one exporter's observation domain's counts in a
 // summary.
 type ExporterCounts struct {
-	ID       uint32 `json:"-"`        // its Record.Observer
+	ID       uint32 `json:"-"`        // its Record.ObserverID
 	Exporter string `json:"exporter"` // its name, e.g. 192.0.2.1#0
 	Protocol string `json:"protocol"` // netflow5, netflow9, ipfix or sflow
 	// Datagrams and Records it sent since the previous summary.

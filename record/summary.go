@@ -13,6 +13,61 @@ import (
 	"github.com/flowdedup/flowdedup/flow"
 )
 
+// Summary is a closed window's summary as the Reporter writes it: the
+// pipeline's counts and what the Reporter adds to them.
+type Summary struct {
+	WindowSummary
+
+	// Observer names this observation point (--observer; default the host
+	// name), so that summaries of many routers can be told apart.
+	Observer string
+	// Filter is the effective filter spec of every shard.
+	Filter string
+	// Key is the key kind the window counts (--key), so that summaries
+	// counting different things are not merged. Zero (not a valid kind)
+	// means unknown: a summary of a flowdedup that did not write it.
+	Key flow.KeyKind
+	// Prefix is the prefix lengths the keys' addresses are masked to
+	// (--prefix), the zero Mask for hosts: with Key, what the window
+	// counts.
+	Prefix flow.Mask
+	// ExportDropped counts, for this window, what each export destination
+	// could not deliver: by destination (its URL without credentials), then
+	// by reason (queue_full, spool_full, rejected, ...). Empty when nothing
+	// was lost.
+	ExportDropped map[string]map[string]uint64
+	// Collect holds what flowdedup collect counted since the previous
+	// summary (Config.Annotate fills it); nil for replay and run.
+	Collect *CollectCounts
+	// Spread is the window's top fan-out and fan-in hosts (--spread;
+	// docs/spread.md), nil when not asked for.
+	Spread *Spread
+}
+
+// Spread is a window's hosts that appear in the most distinct keys
+// (--spread, package spread): the sources in the most keys (with --key
+// pair, those that contacted the most distinct destinations; with
+// 5tuple, in the most distinct flows) and the destinations likewise. A
+// side is nil when not asked for, and an empty non-nil list when asked
+// for in a window without keys. Entries are largest Distinct first, equal
+// ones in address order.
+type Spread struct {
+	Src []SpreadEntry
+	Dst []SpreadEntry
+}
+
+// SpreadEntry is one host of a Spread: its address (or network, in CIDR
+// form, with --prefix), written as the records write it, and its count of
+// distinct keys in the window, Distinct, which never undercounts and
+// overcounts by at most Error (the Space-Saving guarantee): the true
+// count is between Distinct-Error and Distinct. Error is 0 when the
+// counters had room for every host of the window.
+type SpreadEntry struct {
+	Addr     string `json:"addr"`
+	Distinct uint64 `json:"distinct"`
+	Error    uint64 `json:"error"`
+}
+
 // summaryLine is the JSON form of a Summary. Field order is the order of
 // the line: new fields go at the end, but for key, which sits beside filter.
 type summaryLine struct {
