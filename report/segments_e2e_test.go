@@ -3,13 +3,19 @@ package report_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,3 +196,86 @@ func keysOf(m map[string]bool) []string {
 	slices.Sort(ks)
 	return ks
 }
+
+// TestReplayTenantsIPFIX runs flowdedup replay --decap vxlan --export
+// ipfix+tcp:// on the two tenants' capture into a TCP listener, and has
+// libfixbuf's ipfixDump read the stream: the pairs in VNIs 100 and 200
+// (tshark's vxlan.vni) carry layer2SegmentId 0x01 (VxLAN) << 56 | VNI, the
+// pair outside the tunnel none.
+func TestReplayTenantsIPFIX(t *testing.T) {
+	bin, err := exec.LookPath("ipfixDump")
+	if err != nil {
+		testutil.SkipOrFail(t, "ipfixDump is not installed (Debian package libfixbuf-tools): %v", err)
+	}
+	path := tenantsCapture(t)
+	want := map[string]bool{}
+	for k := range tsharkTenants(t, path) {
+		vni, addrs, _ := strings.Cut(k, " ")
+		if vni != "" {
+			n, err := strconv.ParseUint(vni, 10, 24)
+			if err != nil {
+				t.Fatalf("tshark's vni %q: %v", vni, err)
+			}
+			vni = strconv.FormatUint(1<<56|n, 10) // IANA: type 0x01 VxLAN in the top byte
+		}
+		want[vni+" "+addrs] = true
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stream := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			stream <- nil
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c) // until flowdedup closes the connection at its end
+		stream <- b
+	}()
+	replay(t, "--decap", "vxlan", "--export", "ipfix+tcp://"+ln.Addr().String(), path)
+	var b []byte
+	select {
+	case b = <-stream:
+	case <-time.After(time.Minute): // a bound for a broken exporter only: replay has returned and closed its connection
+		t.Fatal("no IPFIX stream")
+	}
+	file := filepath.Join(t.TempDir(), "export.ipfix")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "-i", file).Output()
+	if err != nil {
+		t.Fatalf("ipfixDump: %v", err)
+	}
+	got := map[string]bool{}
+	records := 0
+	for _, rec := range strings.Split(string(out), "--- data record")[1:] {
+		records++
+		f := map[string]string{}
+		for _, m := range dumpField.FindAllStringSubmatch(rec, -1) {
+			f[m[1]] = m[2]
+		}
+		src, dst := cmp.Or(f["sourceIPv4Address"], f["sourceIPv6Address"]), cmp.Or(f["destinationIPv4Address"], f["destinationIPv6Address"])
+		got[f["layer2SegmentId"]+" "+canon(t, src)+" "+canon(t, dst)] = true
+	}
+	if records != len(want) || !mapsEqual(got, want) {
+		t.Errorf("ipfixDump shows %d records %v, want %v", records, keysOf(got), keysOf(want))
+	}
+}
+
+// canon is the address s, as netip spells it (ipfixDump writes IPv6
+// addresses in full: 2001:0db8::0001).
+func canon(t *testing.T, s string) string {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		t.Fatalf("ipfixDump address %q: %v", s, err)
+	}
+	return a.String()
+}
+
+// dumpField is a field line of ipfixDump: "(351)   layer2SegmentId : 72057594037928036".
+var dumpField = regexp.MustCompile(`(?m)^\s*\(\d+\)\s+(\w+) : (.*)$`)
