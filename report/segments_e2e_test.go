@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,18 +49,43 @@ for i, p in enumerate(pkts):
 wrpcap(sys.argv[1], pkts)
 `
 
-// tenantsCapture makes the capture of tenantsScript.
-func tenantsCapture(t *testing.T) string {
+// tenants caches the capture tenantsScript makes, and tshark's reading of
+// it, for the test process (-count=50 would run scapy and tshark again
+// for the same bytes).
+var tenants struct {
+	sync.Mutex
+	pcap  []byte
+	keys  map[string]bool
+	ready bool
+}
+
+// tenantsCapture makes the capture of tenantsScript, in a directory of t,
+// and returns its path and tshark's reading of it (tsharkTenants).
+func tenantsCapture(t *testing.T) (string, map[string]bool) {
 	t.Helper()
+	tenants.Lock()
+	defer tenants.Unlock()
+	path := filepath.Join(t.TempDir(), "tenants.pcap")
+	if tenants.ready {
+		if err := os.WriteFile(path, tenants.pcap, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path, tenants.keys
+	}
 	py := "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import scapy.layers.vxlan").Run(); err != nil {
 		testutil.SkipOrFail(t, "scapy is not installed for %s (Debian package python3-scapy): %v", py, err)
 	}
-	path := filepath.Join(t.TempDir(), "tenants.pcap")
 	if out, err := exec.Command(py, "-c", tenantsScript, path).CombinedOutput(); err != nil {
 		t.Fatalf("scapy: %v\n%s", err, out)
 	}
-	return path
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := tsharkTenants(t, path)
+	tenants.pcap, tenants.keys, tenants.ready = b, keys, true
+	return path, keys
 }
 
 // tsharkTenants is tshark's reading of the capture: for each frame the
@@ -116,8 +142,7 @@ func replay(t *testing.T, args ...string) []byte {
 // outside the tunnel without one; csv has a vni column with the same; with
 // novni the tenants are one key and no record has a vni.
 func TestReplayTenantsVNI(t *testing.T) {
-	path := tenantsCapture(t)
-	want := tsharkTenants(t, path)
+	path, want := tenantsCapture(t)
 	if len(want) != 4 { // the capture's two VNIs of 10.0.0.1 > 10.0.0.2, its IPv6 tenant and the untunnelled pair
 		t.Fatalf("tshark reads %d keys in the capture, want 4: %v", len(want), want)
 	}
@@ -207,9 +232,9 @@ func TestReplayTenantsIPFIX(t *testing.T) {
 	if err != nil {
 		testutil.SkipOrFail(t, "ipfixDump is not installed (Debian package libfixbuf-tools): %v", err)
 	}
-	path := tenantsCapture(t)
+	path, keys := tenantsCapture(t)
 	want := map[string]bool{}
-	for k := range tsharkTenants(t, path) {
+	for k := range keys {
 		vni, addrs, _ := strings.Cut(k, " ")
 		if vni != "" {
 			n, err := strconv.ParseUint(vni, 10, 24)
