@@ -48,7 +48,7 @@ ARCHIVES := $(foreach a,$(DIST_ARCHES),$(DIST)/flowdedup_$(VERSION)_linux_$(a).t
 all: lint build test
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowdedup
+	scripts/progress.sh 'building $(BIN)' $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowdedup
 
 # The test command README gives and CI runs: every package's tests, a line
 # for each package as it finishes (scripts/test.sh: the test binaries are
@@ -80,7 +80,7 @@ test: test-bins
 
 test-bins:
 	@echo "make test: building flowdedup for the tests (from an empty build cache, about a minute on 2 cores; then the tests compile)"
-	$(GO) build -o $(TEST_BIN) ./cmd/flowdedup
+	scripts/progress.sh 'building $(TEST_BIN)' $(GO) build -o $(TEST_BIN) ./cmd/flowdedup
 
 test-release: test-bins
 	@echo "make test-release: building the release binaries for $(TEST_ARCHES) and the packaging tools (from an empty build cache, several minutes on 2 cores)"

@@ -65,7 +65,7 @@ start=$SECONDS
 echo "compiling the tests of ${#ordered[@]} packages (from an empty build cache, a few minutes on 2 cores)"
 paths=()
 for p in "${ordered[@]}"; do paths+=("${p%% *}"); done
-if ! $GO test -c -o "$OUT/bin/" "${build[@]}" "${paths[@]}"; then
+if ! scripts/progress.sh "compiling the tests" $GO test -c -o "$OUT/bin/" "${build[@]}" "${paths[@]}"; then
 	echo "FAIL: the tests do not compile ($((SECONDS - start)) s)"
 	exit 1
 fi
