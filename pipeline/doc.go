@@ -39,6 +39,14 @@
 // worker reads their rings in the same turn, so every filter takes its keys
 // in file order and the output is that of the producer keying alone.
 //
+// Replay on one goroutine: a replayed source (Config.Live false) that is
+// the only one and is keyed by its producer (no Parsers) has no worker
+// goroutines: the producer runs each worker itself right after it
+// publishes an item into that worker's ring, so a batch is filtered while
+// it is still in the core's cache, and nothing parks, spins or crosses
+// cores but the records on their way to the collator. The rings, batches
+// and markers are the same, and so is the output.
+//
 // # Lifecycle
 //
 // [New] checks the Config and builds the filters; [Pipeline.Run] runs the

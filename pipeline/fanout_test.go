@@ -182,14 +182,19 @@ func replayOnce(t *testing.T, cfg Config, paths []string) replayed {
 	var src capture.Source = r
 	sink, p := run(t, cfg, src)
 	recs, windows := sink.snapshot()
-	slices.SortFunc(recs, func(a, b record.Record) int {
-		return cmp.Or(cmp.Compare(a.WindowNs, b.WindowNs), bytes.Compare(keyBytes(a.Key), keyBytes(b.Key)), cmp.Compare(a.TimeNs, b.TimeNs), cmp.Compare(a.Worker, b.Worker))
-	})
+	sortRecords(recs)
 	st := p.Stats()
 	for i := range st.Workers {
 		st.Workers[i].RingLen, st.Workers[i].RingCap = 0, 0
 	}
 	return replayed{recs, windows, st}
+}
+
+// sortRecords sorts records by window, key, time and worker.
+func sortRecords(recs []record.Record) {
+	slices.SortFunc(recs, func(a, b record.Record) int {
+		return cmp.Or(cmp.Compare(a.WindowNs, b.WindowNs), bytes.Compare(keyBytes(a.Key), keyBytes(b.Key)), cmp.Compare(a.TimeNs, b.TimeNs), cmp.Compare(a.Worker, b.Worker))
+	})
 }
 
 func keyBytes(k flow.Key) []byte {

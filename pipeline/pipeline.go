@@ -165,6 +165,8 @@ type Pipeline struct {
 
 	finished  atomic.Bool // Run has returned: the filters are idle
 	finalFill sync.Once   // computes the fill ratios once after Run
+
+	ringed bool // tests: every worker on a goroutine of its own, even where it could run inline
 }
 
 // New checks cfg, fills in its defaults and builds the shards' filters.
@@ -289,6 +291,9 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 	srcErr := make([]error, len(sources))
 	wg.Go(func() { sinkErr = top.collator.run() })
 	for w, wk := range top.workers {
+		if top.inline {
+			break
+		}
 		wg.Go(func() {
 			pin.pin(w)
 			wk.run()
@@ -297,7 +302,13 @@ func (p *Pipeline) Run(ctx context.Context, sources ...capture.Source) error {
 	for i, pr := range top.producers {
 		wg.Go(func() {
 			pin.pin(len(top.workers) + i)
+			for _, w := range pr.inline {
+				w.startInline()
+			}
 			srcErr[i] = pr.run()
+			for _, w := range pr.inline {
+				w.endInline()
+			}
 		})
 	}
 	for i, q := range top.parsers {

@@ -67,6 +67,11 @@ type producer struct {
 	park     *parker    // this producer's, woken by its workers when they free a slot
 	ready    func() bool
 	fan      *fanout // parse goroutines key the frames (Config.Parsers); nil: the producer does
+	// inline, by shard: the workers, run on this goroutine, each after
+	// every item the producer publishes into its ring (replay of one
+	// source without parse goroutines: see newTopology); nil: the workers
+	// have goroutines of their own.
+	inline []*worker
 
 	// The open windows lo..hi (both winUnknown before the first packet of
 	// packet-time windows), and what the hot path compares packet times
@@ -413,7 +418,7 @@ func (p *producer) flushSide(s int) {
 	copy(b.obs, sk.obs[:sk.n])
 	sk.n = 0
 	r.publish()
-	p.wake[s].wake()
+	p.handoff(s)
 }
 
 func parseError(c *counts, err error) {
@@ -472,6 +477,9 @@ func (p *producer) idle() {
 		p.advance(now)
 	}
 	p.flush()
+	for _, w := range p.inline {
+		w.flushRecords() // what a worker's goroutine does when it finds nothing to do
+	}
 	p.pollDrops()
 	p.publishStats()
 }
@@ -543,6 +551,14 @@ func (p *producer) waitSlot(r *ring) *batch {
 	if b := r.reserve(); b != nil {
 		return b
 	}
+	if p.inline != nil {
+		for _, w := range p.inline {
+			w.drain() // empties the rings: the workers wait on nothing but this goroutine
+		}
+		if b := r.reserve(); b != nil {
+			return b
+		}
+	}
 	p.full = r
 	p.park.park(p.ready)
 	p.full = nil
@@ -556,6 +572,17 @@ func (p *producer) slotFree() bool { return p.full.reserve() != nil }
 func (p *producer) publish(s int) {
 	p.rings[s].publish()
 	p.cur[s] = nil
+	p.handoff(s)
+}
+
+// handoff tells shard s's worker that its ring has a new item: it wakes
+// the worker's goroutine or, with an inline worker, runs the worker on this
+// goroutine until it has taken everything in its ring.
+func (p *producer) handoff(s int) {
+	if p.inline != nil {
+		p.inline[s].drain()
+		return
+	}
 	p.wake[s].wake()
 }
 
@@ -685,7 +712,7 @@ func (p *producer) mark(window int64, c *counts, next int64) {
 			b.counts.reset()
 		}
 		r.publish()
-		p.wake[s].wake()
+		p.handoff(s)
 	}
 }
 

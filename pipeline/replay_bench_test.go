@@ -55,14 +55,23 @@ func cpuTime(b *testing.B) time.Duration {
 // flows, zipf 1.0, 20% IPv6; page cache) as `flowdedup replay --key src`
 // does with its default filter, through pcapfile.Reader and the whole
 // pipeline, into a Sink that counts, for 1 and 2 workers and several
-// numbers of parse goroutines. Besides wall ns/pkt it reports cpu-ns/pkt,
+// numbers of parse goroutines; without parse goroutines the workers run on
+// the reading goroutine (inline), or, as /ringed, on goroutines of their
+// own as they did before (the pair says what inline saves). Besides wall ns/pkt it reports cpu-ns/pkt,
 // the process's user+system CPU time per packet: on a machine shared with
 // other jobs the wall time says how long a run waited for a CPU, the CPU
 // time what it cost.
 func BenchmarkReplay(b *testing.B) {
 	path := replayCapture(b)
-	for _, c := range []struct{ workers, parsers int }{{1, 0}, {2, 0}, {2, 1}, {2, 2}} {
-		b.Run(fmt.Sprintf("workers=%d/parsers=%d", c.workers, c.parsers), func(b *testing.B) {
+	for _, c := range []struct {
+		workers, parsers int
+		ringed           bool
+	}{{1, 0, false}, {1, 0, true}, {2, 0, false}, {2, 0, true}, {2, 1, false}, {2, 2, false}} {
+		name := fmt.Sprintf("workers=%d/parsers=%d", c.workers, c.parsers)
+		if c.ringed {
+			name += "/ringed"
+		}
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			var cpu time.Duration
 			var packets uint64
@@ -75,6 +84,7 @@ func BenchmarkReplay(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				p.ringed = c.ringed
 				c0 := cpuTime(b)
 				if err := p.Run(b.Context(), r); err != nil {
 					b.Fatal(err)

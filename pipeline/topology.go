@@ -21,6 +21,7 @@ type topology struct {
 	parsers   []*parser // of every producer with a fanout
 	workers   []*worker
 	collator  *collator
+	inline    bool // the workers run on the one producer's goroutine (producer.inline)
 }
 
 // newTopology wires p's workers to one producer per source. lo..hi are the
@@ -85,6 +86,14 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 			free[w] <- &outBatch{worker: w, recs: make([]record.Record, 0, outBatchSize), sketch: p.sketch.Clone()}
 		}
 		t.workers[w] = newWorker(w, p.filters[w], p.sketch, cfg, lo, in[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
+	}
+	if np == 1 && len(t.parsers) == 0 && !cfg.Live && !p.ringed {
+		// Replay of one source keyed by its producer: the workers run on
+		// the producer's goroutine, each taking a batch as soon as it is
+		// written, while it is still in this core's cache; nothing waits
+		// on another goroutine or crosses cores but the records.
+		t.producers[0].inline = t.workers
+		t.inline = true
 	}
 	t.collator = newCollator(p.sink, windowing{d: int64(cfg.Window)}, out, free, stop, &p.windows, p.sketch, cfg.KeepSketch)
 	return t

@@ -147,45 +147,76 @@ func newWorker(id int, filt []filters.Filter, sk *sketch.HLL, cfg *Config, lo in
 func (w *worker) run() {
 	w.ob = <-w.free
 	for {
-		progressed := false
-		for p := range w.rings {
-			for range batchesPerTurn {
-				t := w.turn[p]
-				r := w.rings[p][t]
-				b := r.peek()
-				if b == nil || !w.holds(b.window) {
-					break
-				}
-				progressed = true
-				kind := b.kind
-				switch kind {
-				case slotMarker:
-					w.marker(p, b)
-				case slotCounts:
-					w.slot(b.window).counts.add(&b.counts)
-				case slotTurn:
-					w.turn[p] = (t + 1) % len(w.rings[p])
-				default:
-					w.observe(b)
-				}
-				r.release()
-				w.prodPark[p][t].wake()
-				if kind == slotMarker {
-					break // another producer's marker may be due first
-				}
-			}
-		}
+		progressed := w.step()
 		if w.low == winDone {
 			w.finish()
 			return
 		}
 		if !progressed {
-			if len(w.ob.recs) > 0 {
-				w.send() // idle: hand over what we have, for latency
-			}
+			w.flushRecords() // idle: hand over what we have, for latency
 			w.park.park(w.ready)
 		}
 	}
+}
+
+// step takes what the rings hold for the worker now, up to batchesPerTurn
+// items of each ring in turn, and reports whether it took anything.
+func (w *worker) step() (progressed bool) {
+	for p := range w.rings {
+		for range batchesPerTurn {
+			t := w.turn[p]
+			r := w.rings[p][t]
+			b := r.peek()
+			if b == nil || !w.holds(b.window) {
+				break
+			}
+			progressed = true
+			kind := b.kind
+			switch kind {
+			case slotMarker:
+				w.marker(p, b)
+			case slotCounts:
+				w.slot(b.window).counts.add(&b.counts)
+			case slotTurn:
+				w.turn[p] = (t + 1) % len(w.rings[p])
+			default:
+				w.observe(b)
+			}
+			r.release()
+			w.prodPark[p][t].wake()
+			if kind == slotMarker {
+				break // another producer's marker may be due first
+			}
+		}
+	}
+	return progressed
+}
+
+// flushRecords hands the records gathered so far to the collator.
+func (w *worker) flushRecords() {
+	if len(w.ob.recs) > 0 {
+		w.send()
+	}
+}
+
+// startInline readies a worker that runs on its producer's goroutine
+// (producer.inline) instead of its own: the producer calls drain after
+// each item it publishes, and endInline once it has returned.
+func (w *worker) startInline() { w.ob = <-w.free }
+
+// drain takes every item in the worker's rings. Inline only: with one
+// producer, every item it publishes is of a window the worker holds, so
+// drain leaves the rings empty.
+func (w *worker) drain() {
+	for w.low != winDone && w.step() {
+	}
+}
+
+// endInline ends an inline worker once its producer has returned (and so
+// has sent its last marker): it takes what is left and closes its windows.
+func (w *worker) endInline() {
+	w.drain()
+	w.finish()
 }
 
 // holds reports whether window i is one the worker can take items of now:

@@ -1,0 +1,172 @@
+package pipeline
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/record"
+)
+
+// replayRinged replays paths with cfg, the worker on a goroutine of its own
+// (ringed) or on the producer's (where the topology allows it), and returns
+// the records in the order the Sink got them, the summaries and the stats,
+// and whether the worker ran inline.
+func replayRinged(t *testing.T, cfg Config, ringed bool, paths []string) (recs []record.Record, windows []record.WindowSummary, st Stats, inline bool) {
+	t.Helper()
+	r, err := pcapfile.Open(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sink := &collectSink{}
+	p, err := New(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ringed = ringed
+	if err := p.Run(t.Context(), capture.Source(r)); err != nil {
+		t.Fatal(err)
+	}
+	if sink.closes != 1 {
+		t.Fatalf("Sink.Close called %d times", sink.closes)
+	}
+	recs, windows = sink.snapshot()
+	st = p.Stats()
+	for i := range st.Workers {
+		st.Workers[i].RingLen, st.Workers[i].RingCap = 0, 0
+	}
+	return recs, windows, st, p.run.Load().inline
+}
+
+// With one source and no parse goroutines, replay runs the workers on the
+// producer's goroutine. The output must be that of the workers on
+// goroutines of their own: record for record in the Sink's order (with one
+// worker; with several, the collator interleaves the workers' batches as
+// they come, so the records are compared sorted), summary for summary, and
+// the stats the same, on every testdata capture and on the messy generated
+// ones (jitter, lateness, time jumps, cut files, pcapng interfaces).
+func TestInlineWorkerSameOutput(t *testing.T) {
+	type setup struct {
+		name string
+		cfg  Config
+	}
+	base := Config{Workers: 1, Seed: 0x5eed, FilterSeed: 3, BatchSize: 64, RingBatches: 4}
+	var setups []setup
+	for _, filter := range []string{"exact", "qht:mem=64KiB", "sbf:mem=64KiB"} {
+		for _, w := range []struct {
+			name             string
+			window, lateness time.Duration
+		}{{"nowindow", 0, 0}, {"1m", time.Minute, 0}, {"10s+30s", 10 * time.Second, 30 * time.Second}} {
+			c := base
+			c.Filter, c.Window, c.Lateness = filter, w.window, w.lateness
+			setups = append(setups, setup{filter + "/" + w.name, c})
+		}
+	}
+	c := base
+	c.Filter, c.BatchSize, c.RingBatches = "qht:mem=64KiB", DefaultBatchSize, 0
+	setups = append(setups, setup{"qht/defaults", c})
+	for _, w := range []int{2, 3} {
+		c := base
+		c.Filter, c.Workers, c.Window, c.Lateness = "qht:mem=64KiB", w, 10*time.Second, 30*time.Second
+		setups = append(setups, setup{fmt.Sprintf("qht/%dworkers/10s+30s", w), c})
+	}
+	kinds := []string{"src", "5tuple"}
+	inputs := fanoutInputs(t)
+	if raceEnabled || testing.Short() {
+		setups = []setup{setups[0], setups[5], setups[len(setups)-1]}
+		kinds = kinds[1:]
+		for name := range inputs {
+			if name != "jitter" && name != "time-jump" && name != "cut-gzip" && name != "testdata" {
+				delete(inputs, name)
+			}
+		}
+	}
+	for name, paths := range inputs {
+		for _, s := range setups {
+			for _, kind := range kinds {
+				cfg := s.cfg
+				var err error
+				if cfg.Key, err = flow.ParseKeyKind(kind); err != nil {
+					t.Fatal(err)
+				}
+				what := name + " " + s.name + " " + kind
+				wantRecs, wantWindows, wantStats, inl := replayRinged(t, cfg, true, paths)
+				if inl {
+					t.Fatalf("%s: ringed run ran inline", what)
+				}
+				if len(wantRecs) == 0 || len(wantWindows) == 0 {
+					t.Fatalf("%s: %d records, %d summaries: the comparison would prove nothing", what, len(wantRecs), len(wantWindows))
+				}
+				gotRecs, gotWindows, gotStats, inl := replayRinged(t, cfg, false, paths)
+				if !inl {
+					t.Fatalf("%s: one source, no parse goroutines, replay: the workers did not run inline", what)
+				}
+				if cfg.Workers > 1 {
+					sortRecords(gotRecs)
+					sortRecords(wantRecs)
+				}
+				if !slices.Equal(gotRecs, wantRecs) {
+					for i := range min(len(gotRecs), len(wantRecs)) {
+						if gotRecs[i] != wantRecs[i] {
+							t.Logf("first difference, record %d: got %+v, want %+v", i, gotRecs[i], wantRecs[i])
+							break
+						}
+					}
+					t.Fatalf("%s: inline, %d records differ from the %d of the worker on its own goroutine", what, len(gotRecs), len(wantRecs))
+				}
+				if !reflect.DeepEqual(gotWindows, wantWindows) {
+					t.Fatalf("%s: summaries differ:\n got %+v\nwant %+v", what, gotWindows, wantWindows)
+				}
+				if !reflect.DeepEqual(gotStats, wantStats) {
+					t.Fatalf("%s: stats differ:\n got %+v\nwant %+v", what, gotStats, wantStats)
+				}
+			}
+		}
+	}
+}
+
+// Only replay of one source without parse goroutines runs its workers
+// inline: live capture keeps the workers' goroutines (a slow filter must
+// not stall the reading of the kernel's ring), and so do several sources
+// (a worker takes their rings in turn) and parse goroutines.
+func TestInlineOnlyWhereItApplies(t *testing.T) {
+	paths := []string{"../testdata/pcaps/small.pcap"}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		sources int
+		want    bool
+	}{
+		{"replay, 1 worker", Config{Workers: 1}, 1, true},
+		{"replay, 3 workers", Config{Workers: 3}, 1, true},
+		{"replay, 2 workers, 2 parsers", Config{Workers: 2, Parsers: 2}, 1, false},
+		{"replay, 1 worker, 1 parser", Config{Workers: 1, Parsers: 1}, 1, false},
+		{"replay, 2 sources", Config{Workers: 1}, 2, false},
+		{"live, 1 worker", Config{Workers: 1, Live: true}, 1, false},
+	} {
+		cfg := tc.cfg
+		cfg.Filter, cfg.Key = "exact", flow.KeySrc
+		var srcs []capture.Source
+		for range tc.sources {
+			r, err := pcapfile.Open(paths...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			srcs = append(srcs, r)
+		}
+		sink, p := run(t, cfg, srcs...)
+		if got := p.run.Load().inline; got != tc.want {
+			t.Errorf("%s: inline %v, want %v", tc.name, got, tc.want)
+		}
+		if recs, _ := sink.snapshot(); len(recs) == 0 {
+			t.Errorf("%s: no records", tc.name)
+		}
+	}
+}
