@@ -24,7 +24,7 @@ type parser struct {
 	in    <-chan *frames
 	done  chan<- *frames
 	rings []*ring    // by shard
-	cur   []*batch   // by shard: the reserved slot being filled, or nil
+	cur   []*slot    // by shard: the reserved slot being filled, or nil
 	side  []sideKeys // by shard: keys of a window older than cur's
 	wake  []*parker  // by shard: the worker's parker
 	park  *parker    // this parser's, woken by its workers when they free a slot
@@ -48,7 +48,7 @@ func newParser(id int, cfg *Config, f *fanout, rings []*ring, wake []*parker) *p
 		in:    f.in[id],
 		done:  f.free,
 		rings: rings,
-		cur:   make([]*batch, len(rings)),
+		cur:   make([]*slot, len(rings)),
 		side:  make([]sideKeys, len(rings)),
 		wake:  wake,
 		park:  newParker(),
@@ -279,7 +279,7 @@ func (q *parser) sendCounts(o *openCounts) {
 }
 
 // slot reserves the next slot of shard s's ring, waiting for one.
-func (q *parser) slot(s int) *batch {
+func (q *parser) slot(s int) *slot {
 	r := q.rings[s]
 	if b := r.reserve(); b != nil {
 		return b

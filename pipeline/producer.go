@@ -59,7 +59,7 @@ type producer struct {
 	win      windowing
 	stop     *atomic.Bool
 	rings    []*ring    // by shard
-	cur      []*batch   // by shard: the reserved slot being filled with keys of window hi, or nil
+	cur      []*slot    // by shard: the reserved slot being filled with keys of window hi, or nil
 	age      []int64    // by shard: time of the first key in cur (live flush)
 	side     []sideKeys // by shard: keys of the older open windows
 	old      int64      // live: a lower bound of the first-key times of the filled batches and side buffers; math.MaxInt64: none
@@ -159,7 +159,7 @@ func newProducer(id int, src capture.Source, cfg *Config, lo, hi int64, stop *at
 		win:      newWindowing(cfg),
 		stop:     stop,
 		rings:    rings,
-		cur:      make([]*batch, len(rings)),
+		cur:      make([]*slot, len(rings)),
 		age:      make([]int64, len(rings)),
 		side:     make([]sideKeys, len(rings)),
 		wake:     wake,
@@ -528,7 +528,7 @@ func (p *producer) flushStale(t int64) {
 // acquire reserves the next slot of shard s's ring for keys of window hi.
 // Replay waits for a free slot; live gives up at once and the caller drops
 // the key.
-func (p *producer) acquire(s int, t int64) *batch {
+func (p *producer) acquire(s int, t int64) *slot {
 	r := p.rings[s]
 	b := r.reserve()
 	if b == nil {
@@ -547,7 +547,7 @@ func (p *producer) acquire(s int, t int64) *batch {
 }
 
 // waitSlot blocks until r has a free slot and returns it.
-func (p *producer) waitSlot(r *ring) *batch {
+func (p *producer) waitSlot(r *ring) *slot {
 	if b := r.reserve(); b != nil {
 		return b
 	}

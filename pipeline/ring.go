@@ -16,14 +16,14 @@ const (
 	slotTurn                   // a parse goroutine is done with a run of frames: read the next one's ring
 )
 
-// batch is one ring slot. The producer fills it in place (the keys never
+// slot is one ring slot: a batch of keys or a marker. The producer fills it in place (the keys never
 // move between the parser and the worker's filter) and the worker reads it
 // in place; the ring's indexes say who owns it.
 //
 // The arrays are laid out by field (hashes together, keys together) because
 // the worker's inner loop reads only the hashes; keys and times are read
 // for the few unseen ones.
-type batch struct {
+type slot struct {
 	kind   slotKind
 	window int64      // data: the window of every key; marker: the window closed, or winNone
 	n      int        // data: keys in the batch
@@ -62,7 +62,7 @@ type ring struct {
 	head      atomic.Uint64 // written by the consumer: slots released so far
 	tailCache uint64        // consumer's last view of tail
 	_         cacheLinePad
-	slots     []batch // len is a power of two; read-only after newRing
+	slots     []slot // len is a power of two; read-only after newRing
 	mask      uint64
 }
 
@@ -73,14 +73,14 @@ func newRing(nbatches, batchSize int) *ring {
 	for n < nbatches {
 		n <<= 1
 	}
-	r := &ring{slots: make([]batch, n), mask: uint64(n - 1)}
+	r := &ring{slots: make([]slot, n), mask: uint64(n - 1)}
 	hashes := make([]uint64, n*batchSize)
 	keys := make([]flow.Key, n*batchSize)
 	times := make([]int64, n*batchSize)
 	obs := make([]uint32, n*batchSize)
 	for i := range r.slots {
 		lo, hi := i*batchSize, (i+1)*batchSize
-		r.slots[i] = batch{hashes: hashes[lo:hi:hi], keys: keys[lo:hi:hi], times: times[lo:hi:hi], obs: obs[lo:hi:hi]}
+		r.slots[i] = slot{hashes: hashes[lo:hi:hi], keys: keys[lo:hi:hi], times: times[lo:hi:hi], obs: obs[lo:hi:hi]}
 	}
 	return r
 }
@@ -88,7 +88,7 @@ func newRing(nbatches, batchSize int) *ring {
 // reserve returns the slot at tail for the producer to fill, or nil when
 // the ring is full. Repeated calls return the same slot until publish.
 // Producer only.
-func (r *ring) reserve() *batch {
+func (r *ring) reserve() *slot {
 	t := r.tail.Load() // our own index: a plain load on amd64 and arm64
 	if t-r.headCache > r.mask {
 		r.headCache = r.head.Load()
@@ -104,7 +104,7 @@ func (r *ring) publish() { r.tail.Store(r.tail.Load() + 1) }
 
 // peek returns the slot at head, or nil when the ring is empty. Consumer
 // only.
-func (r *ring) peek() *batch {
+func (r *ring) peek() *slot {
 	h := r.head.Load()
 	if h == r.tailCache {
 		r.tailCache = r.tail.Load()

@@ -16,7 +16,7 @@ func TestRingSPSC(t *testing.T) {
 	}
 	go func() {
 		for i := range uint64(batches) {
-			var b *batch
+			var b *slot
 			for b = r.reserve(); b == nil; b = r.reserve() {
 				runtime.Gosched()
 			}
@@ -26,7 +26,7 @@ func TestRingSPSC(t *testing.T) {
 		}
 	}()
 	for i := range uint64(batches) {
-		var b *batch
+		var b *slot
 		for b = r.peek(); b == nil; b = r.peek() {
 			runtime.Gosched()
 		}

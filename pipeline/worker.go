@@ -249,7 +249,7 @@ func (w *worker) slot(i int64) *wslot {
 
 // marker takes producer p's marker b: its counts of the window it closes,
 // and its new low window.
-func (w *worker) marker(p int, b *batch) {
+func (w *worker) marker(p int, b *slot) {
 	switch b.window {
 	case winNone:
 	case winUnknown:
@@ -276,7 +276,7 @@ func (w *worker) marker(p int, b *batch) {
 }
 
 // observe runs the batch's keys through its window's filter: the hot loop.
-func (w *worker) observe(b *batch) {
+func (w *worker) observe(b *slot) {
 	sl := w.slot(b.window)
 	w.hot = sl
 	hashes := b.hashes[:b.n]
