@@ -16,9 +16,10 @@ const (
 	slotTurn                   // a parse goroutine is done with a run of frames: read the next one's ring
 )
 
-// slot is one ring slot: a batch of keys or a marker. The producer fills it in place (the keys never
-// move between the parser and the worker's filter) and the worker reads it
-// in place; the ring's indexes say who owns it.
+// slot is one ring slot: a batch of keys or a marker. The producer fills
+// it in place (the keys never move between the parser and the worker's
+// filter) and the worker reads it in place; the ring's indexes say who
+// owns it.
 //
 // The arrays are laid out by field (hashes together, keys together) because
 // the worker's inner loop reads only the hashes; keys and times are read
