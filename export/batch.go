@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowdedup/flowdedup/export/internal/hugepage"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -73,21 +74,22 @@ func (q *Queue) getBuf() []record.Record {
 		q.free = q.free[:n-1]
 		return b
 	}
-	return make([]record.Record, 0, q.cfg.BatchSize)
+	return hugepage.Make[record.Record](q.cfg.BatchSize)
 }
 
 // seal ends the batch being filled: it gets its ID and waits for the
 // manager; q.mu is held. A batch that is not full (sealed for its age or
 // another observer) is copied into a slice of its size, and its buffer
 // goes back to the free list: a queue of many small batches holds their
-// records, not a BatchSize buffer each.
+// records, not a BatchSize buffer each. Not when the Queue is closing:
+// no batch follows that one, and the copy would only touch more memory.
 func (q *Queue) seal() {
 	if q.fill == nil {
 		return
 	}
 	it := q.newItem()
 	recs, pooled := q.fill, true
-	if len(recs) < cap(recs) {
+	if len(recs) < cap(recs) && !q.closing {
 		recs, pooled = slices.Clone(recs), false
 		q.free = append(q.free, q.fill[:0])
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowdedup/flowdedup/export/internal/hugepage"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -255,7 +256,13 @@ func (e *Destination) encode(b *record.Batch) error {
 	if len(e.ends) > 0 && len(e.buf) > 0 {
 		rowLen = len(e.buf)/len(e.ends) + 8
 	}
-	e.buf = slices.Grow(e.buf[:0], len(b.Records)*rowLen)
+	if need := len(b.Records) * rowLen; cap(e.buf) < need {
+		// A new buffer rather than slices.Grow, which would clear it: its
+		// pages are first touched by the rows, as huge pages where the
+		// kernel gives them (package hugepage).
+		e.buf = hugepage.Make[byte](need)
+	}
+	e.buf = e.buf[:0]
 	e.ends = slices.Grow(e.ends[:0], len(b.Records))
 	e.flows.setObserver(e.batchObserver(b))
 	for i := range b.Records {
@@ -532,6 +539,21 @@ func (e *Destination) ensure() error {
 	for _, t := range tables {
 		if have[t.name] == nil {
 			return fmt.Errorf("clickhouse: table %s.%s: %w: still missing after CREATE TABLE", db, t.name, ErrBadAnswer)
+		}
+		if alter := t.addSQL(db, have[t.name]); alter != "" {
+			// A table of an earlier release: add its new columns. Another
+			// writer adding them at the same moment makes this fail with
+			// "already exists" (code 44): the columns are listed again
+			// either way, and the check below says what still does not fit.
+			if _, err := e.c.exec(alter, maxErrorBody); err != nil {
+				var se *ServerError
+				if !errors.As(err, &se) || se.Code != codeColumnExists {
+					return fmt.Errorf("clickhouse: add the columns of this release to %s.%s: %w", db, t.name, err)
+				}
+			}
+			if have, err = e.columns(); err != nil {
+				return err
+			}
 		}
 		if err := t.check(db, have[t.name]); err != nil {
 			return err

@@ -72,7 +72,9 @@ func (f *flowRow) setObserver(name string) {
 // to be of the configured kind.
 //
 // The row is encoded straight from the key's binary form (flow.Key's
-// AppendBinary, whose layout flow documents as stable): each address is
+// AppendBinary, whose layout flow documents as stable): a key's segment
+// (flow.Key.Segment) goes into vni and has_vni, and its "vni N " before
+// the key's text as AppendText writes it; each address is
 // formatted once, in the key's text, and its bytes copied into src and
 // dst; IPv4 addresses take a table of decimal bytes. The text is
 // flow.Key.AppendText's and the addresses net/netip's, byte for byte
@@ -94,14 +96,23 @@ func (f *flowRow) appendRecord(b []byte, r *record.Record, batch uint64) ([]byte
 		net = prefixText[min(kb[keyBitsAt], 128)] // at most 128 in a valid key
 	}
 
+	seg := kb[keyFlagsAt]&keyFlagSeg != 0
+	vni := binary.BigEndian.Uint32(kb[keySegAt:])
+
 	b = append(b, f.observer...)
 	b = appendU32(b, win)
 	b = appendU32(b, ts)
 	b = appendU32(b, tsNs)
-	// key: at most 110 bytes (an SCTP 5-tuple of IPv6 networks), so its
-	// length is one byte, written when the text is done.
+	// key: at most 125 bytes (an SCTP 5-tuple of IPv6 networks in a
+	// segment: "vni 16777215 " and 110), so its length is one byte,
+	// written when the text is done.
 	at := len(b)
 	b = append(b, 0)
+	if seg { // flow.Key.AppendText's "vni N " before the key
+		b = append(b, "vni "...)
+		b = strconv.AppendUint(b, uint64(vni), 10)
+		b = append(b, ' ')
+	}
 	var src, dst [2]int // where the addresses are in b
 	switch kind {
 	case flow.KeySrc:
@@ -165,7 +176,13 @@ func (f *flowRow) appendRecord(b []byte, r *record.Record, batch uint64) ([]byte
 		b = append(b, 0, 0, 0, 0, 0)
 	}
 	b = append(b, f.kind...)
-	return appendU64(b, batch), nil
+	b = appendU64(b, batch)
+	// vni and has_vni: 0 and 0 for a key without a segment.
+	b = appendU32(b, vni)
+	if seg {
+		return append(b, 1), nil
+	}
+	return append(b, 0), nil
 }
 
 // Offsets in flow.Key's binary form (see flow.Key.AppendBinary).
@@ -175,9 +192,11 @@ const (
 	keyKindAt     = 37
 	keyFlagsAt    = 38
 	keyBitsAt     = 39 // a network's prefix length
+	keySegAt      = 40 // the segment (VNI), big-endian; zero without one
 	keyFlagV6     = 1 << 0
 	keyFlagPorts  = 1 << 1
 	keyFlagPrefix = 1 << 2 // a network key
+	keyFlagSeg    = 1 << 3 // a key taken inside a VXLAN or Geneve segment
 )
 
 // prefixText holds "/0" to "/128", the CIDR suffixes of networks.

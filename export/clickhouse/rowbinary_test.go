@@ -16,7 +16,8 @@ import (
 // TestAppendRecordMatchesText: the row of every kind of key, IPv4 and
 // IPv6 (IPv4-mapped too), with and without ports, named and numbered
 // protocols, edge addresses, of hosts and of networks (--prefix, every
-// length), is the row written the plain way: the key's text from
+// length), outside and inside segments (VNIs), is the row written the
+// plain way: the key's text from
 // flow.Key.AppendText and the addresses (or networks) from net/netip, each
 // as a RowBinary String.
 func TestAppendRecordMatchesText(t *testing.T) {
@@ -58,7 +59,10 @@ func TestAppendRecordMatchesText(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.Apply(&net)
-				for _, k := range []flow.Key{host, net} {
+				// In segments too (--decap's VXLAN and Geneve keys): VNI
+				// 0, the largest, and one between.
+				vni := []uint32{0, flow.MaxSegment, uint32(rng.IntN(flow.MaxSegment))}[rng.IntN(3)]
+				for _, k := range []flow.Key{host, net, host.WithSegment(vni), net.WithSegment(vni)} {
 					f.kind = appendString(nil, kind.String())
 					r := record.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
 					got, err := f.appendRecord(nil, &r, 9)
@@ -144,7 +148,13 @@ func plainRow(k flow.Key, ts, win int64) []byte {
 	b = appendU16(b, k.SrcPort())
 	b = appendU16(b, k.DstPort())
 	b = appendString(b, k.Kind().String())
-	return appendU64(b, 9)
+	b = appendU64(b, 9)
+	vni, seg := k.Segment()
+	b = appendU32(b, vni)
+	if seg {
+		return append(b, 1)
+	}
+	return append(b, 0)
 }
 
 // Rows split back exactly as they were encoded, whatever the key kind.
