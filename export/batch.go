@@ -67,14 +67,18 @@ func (q *Queue) put(recs []record.Record, obs string, dom record.Domain) {
 
 // getBuf returns an empty record buffer of BatchSize; q.mu is held. The
 // buffers in use are those of full batches and the one being filled, so
-// there are at most MaxQueued/BatchSize+1 of them.
+// there are at most MaxQueued/BatchSize+1 of them. They are off the heap
+// when large enough (package hugepage), and given back when the Queue is
+// closed (Close).
 func (q *Queue) getBuf() []record.Record {
 	if n := len(q.free); n > 0 {
 		b := q.free[n-1]
 		q.free = q.free[:n-1]
 		return b
 	}
-	return hugepage.Make[record.Record](q.cfg.BatchSize)
+	b := hugepage.Alloc[record.Record](q.cfg.BatchSize)[:0:q.cfg.BatchSize]
+	q.bufs = append(q.bufs, b)
+	return b
 }
 
 // seal ends the batch being filled: it gets its ID and waits for the

@@ -257,14 +257,22 @@ func (e *Destination) encode(b *record.Batch) error {
 		rowLen = len(e.buf)/len(e.ends) + 8
 	}
 	if need := len(b.Records) * rowLen; cap(e.buf) < need {
-		// A new buffer rather than slices.Grow, which would clear it: its
-		// pages are first touched by the rows, as huge pages where the
-		// kernel gives them (package hugepage).
-		e.buf = hugepage.Make[byte](need)
+		// Off the heap where it is large (package hugepage), rather than
+		// slices.Grow, which would clear it: its pages are first touched
+		// by the rows, as huge pages where the kernel gives them.
+		hugepage.Free(e.buf)
+		e.buf = hugepage.Alloc[byte](need)
 	}
 	e.buf = e.buf[:0]
 	e.ends = slices.Grow(e.ends[:0], len(b.Records))
 	e.flows.setObserver(e.batchObserver(b))
+	// Rows longer than the estimate may outgrow the buffer: append then
+	// moves them to the heap, and the buffer left behind goes back.
+	defer func(grown []byte) {
+		if cap(e.buf) != cap(grown) {
+			hugepage.Free(grown)
+		}
+	}(e.buf)
 	for i := range b.Records {
 		r := &b.Records[i]
 		if k := r.Key.Kind(); k != e.cfg.Kind {
@@ -506,6 +514,8 @@ func (e *Destination) Close() error {
 	}
 	e.closed = true
 	e.c.close()
+	hugepage.Free(e.buf) // unless given up while the transport read it (Records)
+	e.buf = nil
 	return nil
 }
 

@@ -10,21 +10,19 @@ import (
 // madvHugepage is MADV_HUGEPAGE, the same on every Linux architecture.
 const madvHugepage = 14
 
-// advise marks the whole huge pages of s's memory with MADV_HUGEPAGE. An
-// error (a kernel without transparent huge pages: EINVAL) changes nothing
-// and is ignored.
-func advise[T any](s []T) {
-	var zero T
-	n := uintptr(len(s)) * unsafe.Sizeof(zero)
-	if n < Size {
-		return
+// mapHuge maps private anonymous memory holding length bytes (a multiple
+// of Size) from a Size boundary, marked for transparent huge pages, and
+// returns the address of that boundary; nil when the kernel refuses. The
+// mapping is Size bytes longer, for the alignment: the bytes outside are
+// never touched, so they cost address space, not memory. The hint failing
+// (a kernel without transparent huge pages) leaves ordinary pages.
+func mapHuge(length int) unsafe.Pointer {
+	m, err := syscall.Mmap(-1, 0, length+Size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil
 	}
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-	lo := (start + Size - 1) &^ (Size - 1)
-	hi := (start + n) &^ (Size - 1)
-	if hi <= lo {
-		return
-	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), n)[lo-start : hi-start]
-	syscall.Madvise(b, madvHugepage)
+	off := int((Size - uintptr(unsafe.Pointer(unsafe.SliceData(m)))%Size) % Size)
+	m = m[off : off+length]
+	syscall.Madvise(m, madvHugepage)
+	return unsafe.Pointer(unsafe.SliceData(m))
 }
