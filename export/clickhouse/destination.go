@@ -103,6 +103,7 @@ type Destination struct {
 	// scratch for the rows a retry finds. All reused across calls.
 	buf   []byte
 	ends  []int
+	chunk []byte // rowStream's buffer, back from the last stream
 	retry []byte
 	rows  [][]byte
 	wrow  []byte
@@ -204,14 +205,21 @@ func (e *Destination) Records(b *record.Batch) error {
 	if len(b.Records) == 0 {
 		return nil
 	}
-	if err := e.encode(b); err != nil {
+	if err := e.check(b); err != nil {
 		return err
 	}
 	if err := e.ensure(); err != nil {
 		return err
 	}
+	_, unsure := e.unsure[b.ID]
+	if !unsure && !b.Retry && e.c.gz == nil {
+		return e.stream(b)
+	}
+	if err := e.encode(b); err != nil {
+		return err
+	}
 	body, rows := e.buf, len(e.ends)
-	if _, unsure := e.unsure[b.ID]; unsure || b.Retry {
+	if unsure || b.Retry {
 		var err error
 		if body, rows, err = e.missingRows(b); err != nil {
 			e.afterError(err)
@@ -241,6 +249,51 @@ func (e *Destination) Records(b *record.Batch) error {
 	delete(e.unsure, b.ID)
 	e.stats.Batches++
 	e.stats.Rows += uint64(rows)
+	return nil
+}
+
+// stream inserts the rows of b, checked already, encoding them as the
+// transport sends them (rowStream): a first attempt at a batch, without
+// compression, is never held whole in memory as RowBinary. A retry needs
+// the batch's rows to compare with what landed, and gzip its body whole:
+// they encode into e.buf first.
+func (e *Destination) stream(b *record.Batch) error {
+	e.flows.setObserver(e.batchObserver(b))
+	chunk := e.chunk
+	e.chunk = nil
+	kept, err := e.c.insertStream(e.insertFlows, func() stoppableReader {
+		s := &rowStream{f: &e.flows, recs: b.Records, id: b.ID, chunk: chunk[:0]}
+		chunk = nil // a reader made again (a new connection) has its own
+		return s
+	})
+	if kept {
+		e.chunk = e.c.lastChunk
+	}
+	if err != nil {
+		e.afterError(err)
+		if !sentNothing(err) {
+			e.markUnsure(b.ID)
+		}
+		return fmt.Errorf("clickhouse: insert batch %d (%d rows) into %s.%s: %w", b.ID, len(b.Records), e.cfg.Database, FlowsTable, err)
+	}
+	delete(e.unsure, b.ID)
+	e.stats.Batches++
+	e.stats.Rows += uint64(len(b.Records))
+	return nil
+}
+
+// check returns the error encode would return for the first record of b
+// no row can hold, without encoding anything.
+func (e *Destination) check(b *record.Batch) error {
+	for i := range b.Records {
+		r := &b.Records[i]
+		if k := r.Key.Kind(); k != e.cfg.Kind {
+			return fmt.Errorf("%w: batch %d, record %d: key %v is not a valid %v key: %w", ErrBadRecord, b.ID, i, r.Key, e.cfg.Kind, record.ErrRejected)
+		}
+		if _, _, _, err := rowTimes(r); err != nil {
+			return fmt.Errorf("%w: batch %d, record %d: %v: %w", ErrBadRecord, b.ID, i, err, record.ErrRejected)
+		}
+	}
 	return nil
 }
 
