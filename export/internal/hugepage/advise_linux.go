@@ -17,12 +17,23 @@ const madvHugepage = 14
 // never touched, so they cost address space, not memory. The hint failing
 // (a kernel without transparent huge pages) leaves ordinary pages.
 func mapHuge(length int) unsafe.Pointer {
-	m, err := syscall.Mmap(-1, 0, length+Size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
+	_, m := mapAligned(length)
+	if m == nil {
 		return nil
 	}
-	off := int((Size - uintptr(unsafe.Pointer(unsafe.SliceData(m)))%Size) % Size)
-	m = m[off : off+length]
-	syscall.Madvise(m, madvHugepage)
 	return unsafe.Pointer(unsafe.SliceData(m))
+}
+
+// mapAligned makes mapHuge's mapping and returns it whole, for
+// syscall.Munmap, and its part from the Size boundary; nils when the
+// kernel refuses.
+func mapAligned(length int) (mapping, aligned []byte) {
+	m, err := syscall.Mmap(-1, 0, length+Size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, nil
+	}
+	off := int((Size - uintptr(unsafe.Pointer(unsafe.SliceData(m)))%Size) % Size)
+	aligned = m[off : off+length]
+	syscall.Madvise(aligned, madvHugepage)
+	return m, aligned
 }

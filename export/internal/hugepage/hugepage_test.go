@@ -1,11 +1,8 @@
 package hugepage
 
 import (
-	"os"
 	"runtime"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"unsafe"
 )
@@ -103,34 +100,4 @@ func TestAllocFreeConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-// Touching an 8 MiB buffer from Alloc takes far fewer page faults than its
-// 2048 pages of 4 KiB when the kernel gives huge pages to memory that asks
-// for them. The bound, a quarter of the small-page count, leaves room for
-// a kernel that cannot find free 2 MiB pages for some of them (it then
-// falls back to small ones): with the hint working, 4 faults would do.
-func TestHugePagesTaken(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("transparent huge pages are Linux's")
-	}
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || strings.Contains(string(mode), "[never]") {
-		t.Skipf("transparent huge pages are off on this kernel (%q, %v)", strings.TrimSpace(string(mode)), err)
-	}
-	if os.Getpagesize() != 4096 {
-		t.Skipf("page size %d: the 2 MiB huge pages are of 4 KiB base pages", os.Getpagesize())
-	}
-	const n = 8 << 20
-	s := Alloc[byte](n)[:n]
-	defer Free(s)
-	var r0, r1 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_THREAD, &r0)
-	for i := 0; i < n; i += 4096 {
-		s[i] = 1
-	}
-	syscall.Getrusage(syscall.RUSAGE_THREAD, &r1)
-	if faults := r1.Minflt - r0.Minflt; faults > n/4096/4 {
-		t.Errorf("%d page faults touching %d bytes, want at most %d", faults, n, n/4096/4)
-	}
 }
