@@ -60,11 +60,23 @@ func decapFrames(tb testing.TB) (tunnels, plain [][]byte) {
 	return tunnels, plain
 }
 
-// TestParityDecap: every tunnel case and frame of the decap captures, for
-// each Decap of parityDecaps and each key kind; and the sample of plain
-// frames with every tunnel.
+// publicTunnelFrames are the Ethernet frames of testdata/tunnels: captures
+// of real tunnels made by other people (ERSPAN, GRE, GTP-U, Geneve, VXLAN;
+// its README says whose).
+func publicTunnelFrames(tb testing.TB) (frames [][]byte) {
+	caps, _ := loadCapturesOf(tb, "../testdata/tunnels/*.pcap")
+	for _, c := range caps {
+		frames = append(frames, c.frames...)
+	}
+	return frames
+}
+
+// TestParityDecap: every tunnel case, frame of the decap captures and
+// frame of the real tunnel captures, for each Decap of parityDecaps and
+// each key kind; and the sample of plain frames with every tunnel.
 func TestParityDecap(t *testing.T) {
 	tunnels, plain := decapFrames(t)
+	tunnels = append(tunnels, publicTunnelFrames(t)...)
 	for i, d := range parityDecaps() {
 		p := &parityRun{tb: t, hs: decapHarnessesOf(t, d, flow.Mask{})}
 		for _, f := range tunnels {
