@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowdedup/flowdedup/export/internal/hugepage"
 	"github.com/flowdedup/flowdedup/record"
 )
 
@@ -66,28 +67,33 @@ func (q *Queue) put(recs []record.Record, obs string, dom record.Domain) {
 
 // getBuf returns an empty record buffer of BatchSize; q.mu is held. The
 // buffers in use are those of full batches and the one being filled, so
-// there are at most MaxQueued/BatchSize+1 of them.
+// there are at most MaxQueued/BatchSize+1 of them. They are off the heap
+// when large enough (package hugepage), and given back when the Queue is
+// closed (Close).
 func (q *Queue) getBuf() []record.Record {
 	if n := len(q.free); n > 0 {
 		b := q.free[n-1]
 		q.free = q.free[:n-1]
 		return b
 	}
-	return make([]record.Record, 0, q.cfg.BatchSize)
+	b := hugepage.Alloc[record.Record](q.cfg.BatchSize)[:0:q.cfg.BatchSize]
+	q.bufs = append(q.bufs, b)
+	return b
 }
 
 // seal ends the batch being filled: it gets its ID and waits for the
 // manager; q.mu is held. A batch that is not full (sealed for its age or
 // another observer) is copied into a slice of its size, and its buffer
 // goes back to the free list: a queue of many small batches holds their
-// records, not a BatchSize buffer each.
+// records, not a BatchSize buffer each. Not when the Queue is closing:
+// no batch follows that one, and the copy would only touch more memory.
 func (q *Queue) seal() {
 	if q.fill == nil {
 		return
 	}
 	it := q.newItem()
 	recs, pooled := q.fill, true
-	if len(recs) < cap(recs) {
+	if len(recs) < cap(recs) && !q.closing {
 		recs, pooled = slices.Clone(recs), false
 		q.free = append(q.free, q.fill[:0])
 	}

@@ -3,6 +3,8 @@ package export
 import (
 	"fmt"
 	"time"
+
+	"github.com/flowdedup/flowdedup/export/internal/hugepage"
 )
 
 // Close stops the Queue: it goes on delivering what is queued, memory and
@@ -24,6 +26,17 @@ func (q *Queue) Close() error {
 	q.mu.Unlock()
 	close(q.closeCh)
 	<-q.done
+	// The batch buffers go back to package hugepage, unless a call stuck
+	// in the record.Destination may still read one (it stays mapped).
+	if !q.busy {
+		q.mu.Lock()
+		for i, b := range q.bufs {
+			hugepage.Free(b)
+			q.bufs[i] = nil
+		}
+		q.bufs, q.free = nil, nil
+		q.mu.Unlock()
+	}
 	return nil
 }
 

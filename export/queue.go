@@ -165,6 +165,7 @@ type Queue struct {
 	ready       []*item       // sealed, oldest first (ready[readyHead:])
 	readyHead   int
 	free        [][]record.Record // empty buffers of BatchSize
+	bufs        [][]record.Record // every buffer getBuf made, for hugepage.Free at Close
 	freeItems   []*item
 	queued      int // records in memory: fill, ready and in flight; at most cfg.MaxQueued
 	windows     int // summaries in ready

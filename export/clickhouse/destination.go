@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowdedup/flowdedup/export/internal/hugepage"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -102,6 +103,7 @@ type Destination struct {
 	// scratch for the rows a retry finds. All reused across calls.
 	buf   []byte
 	ends  []int
+	chunk []byte // rowStream's buffer, back from the last stream
 	retry []byte
 	rows  [][]byte
 	wrow  []byte
@@ -203,14 +205,21 @@ func (e *Destination) Records(b *record.Batch) error {
 	if len(b.Records) == 0 {
 		return nil
 	}
-	if err := e.encode(b); err != nil {
+	if err := e.check(b); err != nil {
 		return err
 	}
 	if err := e.ensure(); err != nil {
 		return err
 	}
+	_, unsure := e.unsure[b.ID]
+	if !unsure && !b.Retry && e.c.gz == nil {
+		return e.stream(b)
+	}
+	if err := e.encode(b); err != nil {
+		return err
+	}
 	body, rows := e.buf, len(e.ends)
-	if _, unsure := e.unsure[b.ID]; unsure || b.Retry {
+	if unsure || b.Retry {
 		var err error
 		if body, rows, err = e.missingRows(b); err != nil {
 			e.afterError(err)
@@ -243,6 +252,51 @@ func (e *Destination) Records(b *record.Batch) error {
 	return nil
 }
 
+// stream inserts the rows of b, checked already, encoding them as the
+// transport sends them (rowStream): a first attempt at a batch, without
+// compression, is never held whole in memory as RowBinary. A retry needs
+// the batch's rows to compare with what landed, and gzip its body whole:
+// they encode into e.buf first.
+func (e *Destination) stream(b *record.Batch) error {
+	e.flows.setObserver(e.batchObserver(b))
+	chunk := e.chunk
+	e.chunk = nil
+	kept, err := e.c.insertStream(e.insertFlows, func() stoppableReader {
+		s := &rowStream{f: &e.flows, recs: b.Records, id: b.ID, chunk: chunk[:0]}
+		chunk = nil // a reader made again (a new connection) has its own
+		return s
+	})
+	if kept {
+		e.chunk = e.c.lastChunk
+	}
+	if err != nil {
+		e.afterError(err)
+		if !sentNothing(err) {
+			e.markUnsure(b.ID)
+		}
+		return fmt.Errorf("clickhouse: insert batch %d (%d rows) into %s.%s: %w", b.ID, len(b.Records), e.cfg.Database, FlowsTable, err)
+	}
+	delete(e.unsure, b.ID)
+	e.stats.Batches++
+	e.stats.Rows += uint64(len(b.Records))
+	return nil
+}
+
+// check returns the error encode would return for the first record of b
+// no row can hold, without encoding anything.
+func (e *Destination) check(b *record.Batch) error {
+	for i := range b.Records {
+		r := &b.Records[i]
+		if k := r.Key.Kind(); k != e.cfg.Kind {
+			return fmt.Errorf("%w: batch %d, record %d: key %v is not a valid %v key: %w", ErrBadRecord, b.ID, i, r.Key, e.cfg.Kind, record.ErrRejected)
+		}
+		if _, _, _, err := rowTimes(r); err != nil {
+			return fmt.Errorf("%w: batch %d, record %d: %v: %w", ErrBadRecord, b.ID, i, err, record.ErrRejected)
+		}
+	}
+	return nil
+}
+
 // typicalRowLen is the length of a typical flows row beyond its observer:
 // a 5-tuple of IPv4 addresses is about 100 bytes, of IPv6 addresses 150.
 const typicalRowLen = 128
@@ -255,9 +309,23 @@ func (e *Destination) encode(b *record.Batch) error {
 	if len(e.ends) > 0 && len(e.buf) > 0 {
 		rowLen = len(e.buf)/len(e.ends) + 8
 	}
-	e.buf = slices.Grow(e.buf[:0], len(b.Records)*rowLen)
+	if need := len(b.Records) * rowLen; cap(e.buf) < need {
+		// Off the heap where it is large (package hugepage), rather than
+		// slices.Grow, which would clear it: its pages are first touched
+		// by the rows, as huge pages where the kernel gives them.
+		hugepage.Free(e.buf)
+		e.buf = hugepage.Alloc[byte](need)
+	}
+	e.buf = e.buf[:0]
 	e.ends = slices.Grow(e.ends[:0], len(b.Records))
 	e.flows.setObserver(e.batchObserver(b))
+	// Rows longer than the estimate may outgrow the buffer: append then
+	// moves them to the heap, and the buffer left behind goes back.
+	defer func(grown []byte) {
+		if cap(e.buf) != cap(grown) {
+			hugepage.Free(grown)
+		}
+	}(e.buf)
 	for i := range b.Records {
 		r := &b.Records[i]
 		if k := r.Key.Kind(); k != e.cfg.Kind {
@@ -499,6 +567,8 @@ func (e *Destination) Close() error {
 	}
 	e.closed = true
 	e.c.close()
+	hugepage.Free(e.buf) // unless given up while the transport read it (Records)
+	e.buf = nil
 	return nil
 }
 
@@ -532,6 +602,21 @@ func (e *Destination) ensure() error {
 	for _, t := range tables {
 		if have[t.name] == nil {
 			return fmt.Errorf("clickhouse: table %s.%s: %w: still missing after CREATE TABLE", db, t.name, ErrBadAnswer)
+		}
+		if alter := t.addSQL(db, have[t.name]); alter != "" {
+			// A table of an earlier release: add its new columns. Another
+			// writer adding them at the same moment makes this fail with
+			// "already exists" (code 44): the columns are listed again
+			// either way, and the check below says what still does not fit.
+			if _, err := e.c.exec(alter, maxErrorBody); err != nil {
+				var se *ServerError
+				if !errors.As(err, &se) || se.Code != codeColumnExists {
+					return fmt.Errorf("clickhouse: add the columns of this release to %s.%s: %w", db, t.name, err)
+				}
+			}
+			if have, err = e.columns(); err != nil {
+				return err
+			}
 		}
 		if err := t.check(db, have[t.name]); err != nil {
 			return err

@@ -14,9 +14,14 @@
 // The first write creates the database and its three tables, flows (one
 // row per record), windows (one row per window summary) and spread (one
 // row per host of a summary's spread lists, --spread), when they are
-// missing, and checks the columns of tables that exist. Inserts are one
-// request per record.Batch (INSERT ... FORMAT RowBinary), encoded into one
-// reused buffer without allocating. A batch given again after an unknown
+// missing, and checks the columns of tables that exist, adding to an
+// older flows table the columns that came later (vni and has_vni, a key's
+// VXLAN or Geneve segment). Inserts are one request per record.Batch
+// (INSERT ... FORMAT RowBinary), whose rows are encoded as the request's
+// body is sent, a chunk at a time, allocating nothing per row; a retry or
+// a gzipped insert encodes the batch into one reused buffer first. Large
+// buffers live outside Go's heap (package export/internal/hugepage). A
+// batch given again after an unknown
 // outcome (record.Batch.Retry, or a failure that may have left rows) is
 // read back first by its ID, so that a retry never writes a row twice. The
 // tables, their sort keys, the idempotent retries and their limits, and the

@@ -42,10 +42,13 @@ var (
 const (
 	codeNotFoundColumnInBlock = 10
 	codeNoSuchColumnInTable   = 16
-	codeUnknownIdentifier     = 47
-	codeUnknownTable          = 60
-	codeUnknownDatabase       = 81
-	codeSessionIsLocked       = 373
+	// codeColumnExists is ILLEGAL_COLUMN, which ALTER TABLE ... ADD
+	// COLUMN of a column the table has answers.
+	codeColumnExists      = 44
+	codeUnknownIdentifier = 47
+	codeUnknownTable      = 60
+	codeUnknownDatabase   = 81
+	codeSessionIsLocked   = 373
 )
 
 // permanentCodes are the error codes of requests that fail the same way

@@ -91,20 +91,22 @@ type row struct {
 	Sport, Dport uint16
 	Kind         string
 	Batch        uint64
+	VNI          uint32 // vni, and has_vni as Seg
+	Seg          bool
 }
 
 func (r row) String() string {
-	return fmt.Sprintf("%q w=%d ts=%d %q src=%q dst=%q p=%d %d>%d %s b=%d", r.Observer, r.Window, r.TS, r.Key, r.Src, r.Dst, r.Proto, r.Sport, r.Dport, r.Kind, r.Batch)
+	return fmt.Sprintf("%q w=%d ts=%d %q src=%q dst=%q p=%d %d>%d %s b=%d vni=%d/%v", r.Observer, r.Window, r.TS, r.Key, r.Src, r.Dst, r.Proto, r.Sport, r.Dport, r.Kind, r.Batch, r.VNI, r.Seg)
 }
 
 // readFlows returns every row of db.flows, sorted by their text.
 func readFlows(t testing.TB, ch *servers.ClickHouse, db string) []string {
 	t.Helper()
-	out := ch.Query(t, "SELECT observer, toUnixTimestamp(window), toUnixTimestamp(ts), ts_ns, key, src, dst, proto, sport, dport, kind, batch FROM "+db+".flows FORMAT TabSeparated")
+	out := ch.Query(t, "SELECT observer, toUnixTimestamp(window), toUnixTimestamp(ts), ts_ns, key, src, dst, proto, sport, dport, kind, batch, vni, has_vni FROM "+db+".flows FORMAT TabSeparated")
 	var rows []string
 	for line := range strings.Lines(out) {
 		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
-		if len(f) != 12 {
+		if len(f) != 14 {
 			t.Fatalf("flows row %q: %d fields", line, len(f))
 		}
 		for i := range f {
@@ -126,6 +128,10 @@ func readFlows(t testing.TB, ch *servers.ClickHouse, db string) []string {
 		parse(f[8], &sp)
 		parse(f[9], &dp)
 		parse(f[11], &r.Batch)
+		var vni, seg uint64
+		parse(f[12], &vni)
+		parse(f[13], &seg)
+		r.VNI, r.Seg = uint32(vni), seg == 1
 		if err != nil {
 			t.Fatalf("flows row %q: %v", line, err)
 		}
@@ -209,6 +215,7 @@ func wantRows(t testing.TB, kind flow.KeyKind, observer string, batch uint64, re
 		}
 		r := row{Observer: observer, Window: win, TS: ts.UnixNano(), Key: recs[i].Key.String(), Src: j.Src, Dst: j.Dst,
 			Proto: j.Proto, Sport: j.Sport, Dport: j.Dport, Kind: kind.String(), Batch: batch}
+		r.VNI, r.Seg = recs[i].Key.Segment()
 		rows = append(rows, r.String())
 		i++
 	}

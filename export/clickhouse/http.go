@@ -37,6 +37,8 @@ type client struct {
 	// gzip; nil otherwise. Both are reused.
 	gz   *gzip.Writer
 	zbuf bytes.Buffer
+	// lastChunk is the buffer of the last stream (insertStream).
+	lastChunk []byte
 	// requests and failures count requests and those that got no success,
 	// insertBytes the bytes of insert bodies sent.
 	requests, failures, insertBytes uint64
@@ -88,8 +90,58 @@ func newClient(cfg *Config) *client {
 // failure in the middle of a result is an error status and not a 200 with
 // the error text appended to part of the result.
 func (c *client) exec(sql string, limit int64) ([]byte, error) {
-	answer, _, err := c.post("&wait_end_of_query=1", []byte(sql), "", limit)
+	answer, _, err := c.post("&wait_end_of_query=1", bytesBody([]byte(sql)), "", limit)
 	return answer, err
+}
+
+// insertStream sends the INSERT statement sql in the URL and the rows
+// that open's readers make in the body, chunked (its length is not known
+// before the rows are encoded). Each reader is stopped before
+// insertStream returns: none reads its rows' source after that.
+// kept says whether the transport was done with every reader: then the
+// first one's buffer is in c.lastChunk, for the next stream.
+func (c *client) insertStream(sql string, open func() stoppableReader) (kept bool, err error) {
+	var (
+		mu   sync.Mutex // GetBody may run on the transport's goroutines
+		made []stoppableReader
+	)
+	_, kept, err = c.post("&query="+url.QueryEscape(sql), body{length: -1, open: func() io.Reader {
+		r := open()
+		mu.Lock()
+		made = append(made, r)
+		mu.Unlock()
+		return r
+	}}, "", maxErrorBody)
+	mu.Lock()
+	defer mu.Unlock()
+	c.lastChunk = nil
+	for i, r := range made {
+		n, chunk := r.stop()
+		c.insertBytes += uint64(n)
+		if i == 0 && kept {
+			c.lastChunk = chunk
+		}
+	}
+	return kept, err
+}
+
+// stoppableReader is a request body that stop makes fail from then on; it
+// returns the bytes given and its buffer.
+type stoppableReader interface {
+	io.Reader
+	stop() (int64, []byte)
+}
+
+// body is what post sends: open makes a reader of it (again when the
+// transport sends it again on a new connection), length is its length, or
+// -1 for unknown (sent chunked).
+type body struct {
+	length int64
+	open   func() io.Reader
+}
+
+func bytesBody(b []byte) body {
+	return body{length: int64(len(b)), open: func() io.Reader { return bytes.NewReader(b) }}
 }
 
 // insert sends the INSERT statement sql in the URL and data, the rows, in
@@ -98,7 +150,7 @@ func (c *client) exec(sql string, limit int64) ([]byte, error) {
 func (c *client) insert(sql string, data []byte) (kept bool, err error) {
 	if c.gz == nil {
 		c.insertBytes += uint64(len(data))
-		_, kept, err = c.post("&query="+url.QueryEscape(sql), data, "", maxErrorBody)
+		_, kept, err = c.post("&query="+url.QueryEscape(sql), bytesBody(data), "", maxErrorBody)
 		return kept, err
 	}
 	c.zbuf.Reset()
@@ -106,7 +158,7 @@ func (c *client) insert(sql string, data []byte) (kept bool, err error) {
 	c.gz.Write(data) // a bytes.Buffer does not fail
 	c.gz.Close()
 	c.insertBytes += uint64(c.zbuf.Len())
-	_, kept, err = c.post("&query="+url.QueryEscape(sql), c.zbuf.Bytes(), CompressionGzip, maxErrorBody)
+	_, kept, err = c.post("&query="+url.QueryEscape(sql), bytesBody(c.zbuf.Bytes()), CompressionGzip, maxErrorBody)
 	if !kept { // the transport still reads the compressed body: give it up
 		c.zbuf = bytes.Buffer{}
 	}
@@ -121,18 +173,18 @@ func (c *client) insert(sql string, data []byte) (kept bool, err error) {
 // came before the whole body was sent), so post waits for the transport to
 // close it. When it does not within a second, post returns kept false, and
 // the caller gives the buffer up rather than write into it.
-func (c *client) post(params string, body []byte, encoding string, limit int64) (answer []byte, kept bool, err error) {
+func (c *client) post(params string, b body, encoding string, limit int64) (answer []byte, kept bool, err error) {
 	c.requests++
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	g := &bodyGuard{}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+params, g.open(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+params, g.open(b.open()))
 	if err != nil {
 		c.failures++
 		return nil, true, err
 	}
-	req.ContentLength = int64(len(body))
-	req.GetBody = func() (io.ReadCloser, error) { return g.open(body), nil }
+	req.ContentLength = b.length
+	req.GetBody = func() (io.ReadCloser, error) { return g.open(b.open()), nil }
 	req.Header.Set("Content-Type", "application/octet-stream")
 	if encoding != "" {
 		req.Header.Set("Content-Encoding", encoding)
@@ -177,9 +229,9 @@ type bodyGuard struct {
 	done    chan struct{} // closed when pending drops to 0 while waited for
 }
 
-func (g *bodyGuard) open(b []byte) io.ReadCloser {
+func (g *bodyGuard) open(r io.Reader) io.ReadCloser {
 	g.pending.Add(1)
-	return &guardedBody{Reader: bytes.NewReader(b), g: g}
+	return &guardedBody{Reader: r, g: g}
 }
 
 func (g *bodyGuard) closed() {
@@ -213,7 +265,7 @@ func (g *bodyGuard) wait() bool {
 }
 
 type guardedBody struct {
-	*bytes.Reader
+	io.Reader
 	g    *bodyGuard
 	once sync.Once
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/record"
@@ -47,6 +49,81 @@ func seconds(ns int64) (sec, frac uint32, ok bool) {
 	return uint32(ns / 1e9), uint32(ns % 1e9), true
 }
 
+// rowTimes returns the DateTime seconds of r's time and window and the
+// nanoseconds within its time's second, or an error saying which is
+// outside 1970 to 2106.
+func rowTimes(r *record.Record) (ts, tsNs, win uint32, err error) {
+	ts, tsNs, ok := seconds(r.TimeNs)
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("time %d ns is outside the DateTime range, 1970 to 2106", r.TimeNs)
+	}
+	win, _, ok = seconds(r.WindowNs)
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("window start %d ns is outside the DateTime range, 1970 to 2106", r.WindowNs)
+	}
+	return ts, tsNs, win, nil
+}
+
+// rowStream is the body of a streamed insert (Destination.stream): it
+// encodes the flows rows of recs into chunk, about streamChunk bytes at a
+// time, as the transport reads them. The records have been checked: an
+// error of appendRecord cannot happen, and would fail the request. stop,
+// which insertStream calls before the Destination returns the records to
+// its caller, makes every later Read fail: the transport never reads
+// records that are no longer the batch's.
+type rowStream struct {
+	mu      sync.Mutex
+	f       *flowRow
+	recs    []record.Record
+	id      uint64
+	next    int    // the next record to encode
+	chunk   []byte // encoded rows, read up to off
+	off     int
+	n       int64 // bytes given
+	stopped bool
+}
+
+// streamChunk is how much a rowStream encodes at a time: a few hundred
+// rows, in the L2 cache, sent in one chunk of the HTTP body.
+const streamChunk = 64 << 10
+
+var errStreamStopped = errors.New("the insert's body was given up")
+
+func (s *rowStream) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, errStreamStopped
+	}
+	for s.off == len(s.chunk) {
+		if s.next == len(s.recs) {
+			return 0, io.EOF
+		}
+		s.chunk, s.off = s.chunk[:0], 0
+		for s.next < len(s.recs) && len(s.chunk) < streamChunk {
+			var err error
+			if s.chunk, err = s.f.appendRecord(s.chunk, &s.recs[s.next], s.id); err != nil {
+				return 0, fmt.Errorf("record %d: %v", s.next, err)
+			}
+			s.next++
+		}
+	}
+	n := copy(p, s.chunk[s.off:])
+	s.off += n
+	s.n += int64(n)
+	return n, nil
+}
+
+// stop ends the stream: later Reads fail. It returns the bytes given, and
+// the chunk buffer, for the next stream when the transport is done with
+// this one.
+func (s *rowStream) stop() (int64, []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	return s.n, s.chunk
+}
+
 // flowRow holds what every flows row of a batch shares: the observer and
 // the kind, already encoded as Strings.
 type flowRow struct {
@@ -72,19 +149,17 @@ func (f *flowRow) setObserver(name string) {
 // to be of the configured kind.
 //
 // The row is encoded straight from the key's binary form (flow.Key's
-// AppendBinary, whose layout flow documents as stable): each address is
+// AppendBinary, whose layout flow documents as stable): a key's segment
+// (flow.Key.Segment) goes into vni and has_vni, and its "vni N " before
+// the key's text as AppendText writes it; each address is
 // formatted once, in the key's text, and its bytes copied into src and
 // dst; IPv4 addresses take a table of decimal bytes. The text is
 // flow.Key.AppendText's and the addresses net/netip's, byte for byte
 // (TestAppendRecordMatchesText). Nothing is allocated.
 func (f *flowRow) appendRecord(b []byte, r *record.Record, batch uint64) ([]byte, error) {
-	ts, tsNs, ok := seconds(r.TimeNs)
-	if !ok {
-		return b, fmt.Errorf("time %d ns is outside the DateTime range, 1970 to 2106", r.TimeNs)
-	}
-	win, _, ok := seconds(r.WindowNs)
-	if !ok {
-		return b, fmt.Errorf("window start %d ns is outside the DateTime range, 1970 to 2106", r.WindowNs)
+	ts, tsNs, win, err := rowTimes(r)
+	if err != nil {
+		return b, err
 	}
 	var kb [flow.KeySize]byte
 	r.Key.AppendBinary(kb[:0]) // never fails
@@ -94,14 +169,23 @@ func (f *flowRow) appendRecord(b []byte, r *record.Record, batch uint64) ([]byte
 		net = prefixText[min(kb[keyBitsAt], 128)] // at most 128 in a valid key
 	}
 
+	seg := kb[keyFlagsAt]&keyFlagSeg != 0
+	vni := binary.BigEndian.Uint32(kb[keySegAt:])
+
 	b = append(b, f.observer...)
 	b = appendU32(b, win)
 	b = appendU32(b, ts)
 	b = appendU32(b, tsNs)
-	// key: at most 110 bytes (an SCTP 5-tuple of IPv6 networks), so its
-	// length is one byte, written when the text is done.
+	// key: at most 125 bytes (an SCTP 5-tuple of IPv6 networks in a
+	// segment: "vni 16777215 " and 110), so its length is one byte,
+	// written when the text is done.
 	at := len(b)
 	b = append(b, 0)
+	if seg { // flow.Key.AppendText's "vni N " before the key
+		b = append(b, "vni "...)
+		b = strconv.AppendUint(b, uint64(vni), 10)
+		b = append(b, ' ')
+	}
 	var src, dst [2]int // where the addresses are in b
 	switch kind {
 	case flow.KeySrc:
@@ -165,7 +249,13 @@ func (f *flowRow) appendRecord(b []byte, r *record.Record, batch uint64) ([]byte
 		b = append(b, 0, 0, 0, 0, 0)
 	}
 	b = append(b, f.kind...)
-	return appendU64(b, batch), nil
+	b = appendU64(b, batch)
+	// vni and has_vni: 0 and 0 for a key without a segment.
+	b = appendU32(b, vni)
+	if seg {
+		return append(b, 1), nil
+	}
+	return append(b, 0), nil
 }
 
 // Offsets in flow.Key's binary form (see flow.Key.AppendBinary).
@@ -175,9 +265,11 @@ const (
 	keyKindAt     = 37
 	keyFlagsAt    = 38
 	keyBitsAt     = 39 // a network's prefix length
+	keySegAt      = 40 // the segment (VNI), big-endian; zero without one
 	keyFlagV6     = 1 << 0
 	keyFlagPorts  = 1 << 1
 	keyFlagPrefix = 1 << 2 // a network key
+	keyFlagSeg    = 1 << 3 // a key taken inside a VXLAN or Geneve segment
 )
 
 // prefixText holds "/0" to "/128", the CIDR suffixes of networks.

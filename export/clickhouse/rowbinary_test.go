@@ -3,6 +3,8 @@ package clickhouse
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
@@ -16,7 +18,8 @@ import (
 // TestAppendRecordMatchesText: the row of every kind of key, IPv4 and
 // IPv6 (IPv4-mapped too), with and without ports, named and numbered
 // protocols, edge addresses, of hosts and of networks (--prefix, every
-// length), is the row written the plain way: the key's text from
+// length), outside and inside segments (VNIs), is the row written the
+// plain way: the key's text from
 // flow.Key.AppendText and the addresses (or networks) from net/netip, each
 // as a RowBinary String.
 func TestAppendRecordMatchesText(t *testing.T) {
@@ -58,7 +61,10 @@ func TestAppendRecordMatchesText(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.Apply(&net)
-				for _, k := range []flow.Key{host, net} {
+				// In segments too (--decap's VXLAN and Geneve keys): VNI
+				// 0, the largest, and one between.
+				vni := []uint32{0, flow.MaxSegment, uint32(rng.IntN(flow.MaxSegment))}[rng.IntN(3)]
+				for _, k := range []flow.Key{host, net, host.WithSegment(vni), net.WithSegment(vni)} {
 					f.kind = appendString(nil, kind.String())
 					r := record.Record{Key: k, TimeNs: 1.7e18 + int64(i), WindowNs: 1.7e18}
 					got, err := f.appendRecord(nil, &r, 9)
@@ -144,7 +150,13 @@ func plainRow(k flow.Key, ts, win int64) []byte {
 	b = appendU16(b, k.SrcPort())
 	b = appendU16(b, k.DstPort())
 	b = appendString(b, k.Kind().String())
-	return appendU64(b, 9)
+	b = appendU64(b, 9)
+	vni, seg := k.Segment()
+	b = appendU32(b, vni)
+	if seg {
+		return append(b, 1)
+	}
+	return append(b, 0)
 }
 
 // Rows split back exactly as they were encoded, whatever the key kind.
@@ -253,4 +265,94 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(batch.Records))/b.Elapsed().Seconds(), "rows/s")
+}
+
+// streamBatch returns a batch of n 5-tuple records, IPv4 and IPv6, a
+// third of them in segments.
+func streamBatch(n int) *record.Batch {
+	b := &record.Batch{ID: 77}
+	v4, v6 := netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("2001:db8::1:2:3")
+	for i := range n {
+		src := v4
+		if i%2 == 0 {
+			src = v6
+		}
+		k := flow.MakeKey(flow.Key5Tuple, src, src, 6, uint16(i), 443)
+		if i%3 == 0 {
+			k = k.WithSegment(uint32(i))
+		}
+		b.Records = append(b.Records, record.Record{Key: k, TimeNs: 1.7e18 + int64(i)*1e6, WindowNs: 1.7e18, WindowEndNs: 1.7e18 + 60e9})
+	}
+	return b
+}
+
+// A rowStream gives the bytes encode writes, whatever the sizes of the
+// reads, and fails every read after stop.
+func TestRowStreamMatchesEncode(t *testing.T) {
+	e, err := New(Config{Address: "127.0.0.1:1", Database: "d", Kind: flow.Key5Tuple, Observer: "router-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := streamBatch(5000) // about 600 KB: several chunks
+	if err := e.encode(b); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(e.buf)
+	for _, size := range []int{1, 7, 4096, streamChunk + 1, 1 << 20} {
+		s := &rowStream{f: &e.flows, recs: b.Records, id: b.ID}
+		var got []byte
+		p := make([]byte, size)
+		for range len(want) + 2 { // at most a byte a read, and the EOF
+			n, err := s.Read(p)
+			got = append(got, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("reads of %d bytes: %d bytes, want the %d of encode", size, len(got), len(want))
+		}
+		if n, _ := s.stop(); n != int64(len(want)) {
+			t.Errorf("stop says %d bytes given, want %d", n, len(want))
+		}
+		if n, err := s.Read(p); n != 0 || !errors.Is(err, errStreamStopped) {
+			t.Errorf("a read after stop: %d, %v", n, err)
+		}
+	}
+	// Stopped in the middle: the next read fails too.
+	s := &rowStream{f: &e.flows, recs: b.Records, id: b.ID}
+	if _, err := s.Read(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	if _, err := s.Read(make([]byte, 100)); !errors.Is(err, errStreamStopped) {
+		t.Errorf("a read after stop in the middle: %v", err)
+	}
+}
+
+// Streaming a batch allocates nothing per row: with a chunk buffer that
+// has grown, reading a whole stream allocates nothing.
+func TestRowStreamAllocs(t *testing.T) {
+	e, err := New(Config{Address: "127.0.0.1:1", Database: "d", Kind: flow.Key5Tuple, Observer: "router-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := streamBatch(3000)
+	s := &rowStream{f: &e.flows, recs: b.Records, id: b.ID}
+	p := make([]byte, 32<<10)
+	read := func() {
+		s.next, s.off, s.chunk = 0, 0, s.chunk[:0]
+		for range 1 << 20 {
+			if _, err := s.Read(p); err != nil {
+				break
+			}
+		}
+	}
+	read() // grows the chunk
+	if allocs := testing.AllocsPerRun(10, read); allocs != 0 {
+		t.Errorf("%v allocations per stream of %d rows", allocs, len(b.Records))
+	}
 }

@@ -30,6 +30,30 @@ type table struct {
 	cols    []column
 	engine  string // the rest of CREATE TABLE after the column list
 	columns string // the column list, quoted: `a`, `b`, ...
+	// added holds the columns a table of an earlier release may lack,
+	// which ALTER TABLE ... ADD COLUMN adds (addSQL).
+	added map[string]bool
+}
+
+// addSQL returns the ALTER TABLE statement that adds to t in db those of
+// its added columns have lacks, in t's order, or "" when none is missing.
+// 18.16 has no ADD COLUMN IF NOT EXISTS: a column another writer added
+// meanwhile makes it fail (code 44, column already exists), and the caller
+// lists the columns again.
+func (t *table) addSQL(db string, have tableColumns) string {
+	var b strings.Builder
+	for _, c := range t.cols {
+		if _, there := have[c.name]; !t.added[c.name] || there {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("ALTER TABLE " + qualified(db, t.name))
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(" ADD COLUMN " + quoteIdent(c.name) + " " + c.typ)
+	}
+	return b.String()
 }
 
 // flowsColumns are the columns of flows: those of the first release, then
@@ -52,7 +76,23 @@ var flowsColumns = []column{
 	// batch is record.Batch.ID: a retried insert looks for it (see
 	// Destination.Records).
 	{"batch", "UInt64"},
+	// vni is the VXLAN or Geneve VNI of a key taken inside such a tunnel
+	// (flow.Key.Segment, --decap), has_vni 1 for those keys: VNI 0 is a
+	// valid segment, so vni alone cannot tell "no segment". Keys without
+	// one have 0 and 0. Tables of earlier releases get both columns at
+	// the first write (flowsAdded).
+	{"vni", "UInt32"},
+	{"has_vni", "UInt8"},
 }
+
+// flowsAdded are the columns of flows that came after tables existed:
+// a flows table without them gets them (ALTER TABLE ... ADD COLUMN),
+// rather than waiting for an operator; the rows already there read as the
+// type's default, 0. Other missing columns are a *SchemaError. The columns
+// are added without a DEFAULT clause: 18.16 fails to read the old parts
+// of a table given two columns of DEFAULT 0 ("Column '0' already
+// exists"), and the types' own default is 0 anyway.
+var flowsAdded = map[string]bool{"vni": true, "has_vni": true}
 
 // windowsColumns are the columns of windows: those of the first release,
 // then the other counts of a summary, its filter, kind and final flag, and id.
@@ -125,6 +165,8 @@ var (
 
 // tables are the tables Exporter makes and writes.
 var tables = []*table{flowsTable, windowsTable, spreadTable}
+
+func init() { flowsTable.added = flowsAdded }
 
 func newTable(name string, cols []column, engine string) *table {
 	var b strings.Builder
