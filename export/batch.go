@@ -155,7 +155,9 @@ func (q *Queue) Window(s *record.Summary) error {
 		return ErrQueueClosed
 	}
 	if q.windows >= maxQueuedWindows {
-		q.drop(q.fullReason(), 1)
+		if q.summaries {
+			q.drop(q.fullReason(), 1)
+		}
 		return nil
 	}
 	it := q.newItem()

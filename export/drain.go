@@ -79,7 +79,7 @@ func (q *Queue) abandon(why string, stuck bool) {
 	// with record.Batch.Retry set. Its memory stays with the stuck call.
 	if q.inflight != nil && !q.inflight.onDisk {
 		if q.spool == nil || !q.spillItem(q.inflight, true, q.inflight.attempted || stuck) {
-			lost += q.inflight.weight()
+			lost += q.weight(q.inflight)
 		}
 	}
 	q.mu.Lock()
@@ -94,7 +94,7 @@ func (q *Queue) abandon(why string, stuck bool) {
 	// memory is lost now.
 	for _, it := range left {
 		if q.spool == nil || !q.spillItem(it, false, false) {
-			lost += it.weight()
+			lost += q.weight(it)
 		}
 		q.release(it)
 	}

@@ -152,6 +152,7 @@ type QueueConfig struct {
 type Queue struct {
 	dest        string
 	destination record.Destination
+	summaries   bool // the destination carries summaries (record.SummaryCarrier)
 	cfg         QueueConfig
 	base        uint64
 
@@ -230,8 +231,13 @@ type item struct {
 	marked    bool            // onDisk, and its file says attempted (Queue.mark)
 }
 
-func (it *item) weight() int {
+// weight is what it counts for when it is lost: its records, or 1 for a
+// summary the destination carries (0 for one it does not: IPFIX).
+func (q *Queue) weight(it *item) int {
 	if it.sum != nil {
+		if !q.summaries {
+			return 0
+		}
 		return 1
 	}
 	return len(it.batch.Records)
@@ -289,6 +295,10 @@ func NewQueue(dest string, to record.Destination, cfg QueueConfig) (*Queue, erro
 	}
 	q.room.L = &q.mu
 	q.up.Store(true)
+	q.summaries = true
+	if c, ok := to.(record.SummaryCarrier); ok {
+		q.summaries = c.CarriesSummaries()
+	}
 	if cfg.Spool != nil {
 		var err error
 		if q.spool, err = cfg.Spool.claim(dest); err != nil {

@@ -518,3 +518,63 @@ func TestQueueBatchPerDomain(t *testing.T) {
 		t.Errorf("without QueueConfig.Domain: batches %+v, want one without a domain, then one of domain 0", batches)
 	}
 }
+
+// summaryless is a destination whose Window sends no summary, as IPFIX's
+// (record.SummaryCarrier).
+type summaryless struct{ *fakeSink }
+
+func (summaryless) CarriesSummaries() bool { return false }
+
+// TestQueueSummaryless: for a destination that carries no summaries
+// (IPFIX), the queue still calls its Window at the end of each window (it
+// flushes there), but counts no summary sent or lost: its totals count
+// records alone. The same runs with a destination that carries them count
+// the summaries, so that the difference is the one tested.
+func TestQueueSummaryless(t *testing.T) {
+	run := func(sink record.Destination, fail bool) record.ExportStats {
+		t.Helper()
+		cfg := QueueConfig{BatchSize: 100, BatchAge: time.Hour}
+		if fail {
+			// Down for good: Close waits DrainTimeout, then drops all.
+			cfg.DrainTimeout = 10 * time.Millisecond
+			cfg.RetryMin, cfg.RetryMax = time.Millisecond, time.Millisecond
+		}
+		q := newTestQueue(t, sink, cfg)
+		all := genRecords(0, 300)
+		put(t, q, all[:150])
+		q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 1}})
+		put(t, q, all[150:])
+		q.Window(&record.Summary{WindowSummary: record.WindowSummary{StartNs: 2, Final: true}})
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return q.Stats()
+	}
+	down := func(string, *record.Batch) error { return errDown }
+	for _, c := range []struct {
+		name           string
+		sink           func() (record.Destination, *fakeSink)
+		sentWindows    uint64
+		droppedWhenOff uint64
+	}{
+		{"summaries", func() (record.Destination, *fakeSink) { s := &fakeSink{}; return s, s }, 2, 302},
+		{"summaryless", func() (record.Destination, *fakeSink) { s := &fakeSink{}; return summaryless{s}, s }, 0, 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, s := c.sink()
+			st := run(d, false)
+			if _, windows, _ := s.snapshot(); len(windows) != 2 {
+				t.Errorf("Window called %d times, want 2 (it ends each window)", len(windows))
+			}
+			if st.Sent != 300 || st.SentWindows != c.sentWindows || dropped(st) != 0 {
+				t.Errorf("up: sent %d, sent windows %d, dropped %v; want 300, %d, none", st.Sent, st.SentWindows, st.Dropped, c.sentWindows)
+			}
+			d, s = c.sink()
+			s.fail = down
+			st = run(d, true)
+			if st.Sent != 0 || st.SentWindows != 0 || dropped(st) != c.droppedWhenOff {
+				t.Errorf("down: sent %d, sent windows %d, dropped %v; want 0, 0 and %d in all", st.Sent, st.SentWindows, st.Dropped, c.droppedWhenOff)
+			}
+		})
+	}
+}

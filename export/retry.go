@@ -220,14 +220,16 @@ func (q *Queue) handle(c *call) {
 	case c.err == nil:
 		q.markUp()
 		if it.sum != nil {
-			q.sentWindows.Add(1)
+			if q.summaries {
+				q.sentWindows.Add(1)
+			}
 		} else {
 			q.sent.Add(uint64(len(it.batch.Records)))
 		}
 		q.finish(it)
 	case errors.Is(c.err, record.ErrRejected):
 		q.markUp() // it answered
-		q.drop(reasonRejected, it.weight())
+		q.drop(reasonRejected, q.weight(it))
 		q.reject(it, c.err)
 		q.finish(it)
 	default:

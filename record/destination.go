@@ -74,6 +74,15 @@ type Destination interface {
 	Close() error
 }
 
+// A SummaryCarrier is a Destination that says whether its Window sends
+// the summary anywhere; a Destination that is not one does. IPFIX's
+// Window only flushes the window's records (IPFIX has no Information
+// Elements for a window's counts): an Export counts no summary as sent or
+// lost for it, so that its totals count records alone.
+type SummaryCarrier interface {
+	CarriesSummaries() bool
+}
+
 // An Export is a Destination that delivers from goroutines of its own and
 // counts what it could not deliver rather than fail the run: an --export
 // destination in its queue (export.Queue). The Reporter never waits for

@@ -373,6 +373,12 @@ func (e *Destination) ready(d *domain, m *message) error {
 // Elements for a window's counts, and --summary and ClickHouse carry them.
 func (e *Destination) Window(s *record.Summary) error { return e.Flush() }
 
+// CarriesSummaries is false: Window sends no summary
+// (record.SummaryCarrier), so the export's totals count records alone.
+func (e *Destination) CarriesSummaries() bool { return false }
+
+var _ record.SummaryCarrier = (*Destination)(nil)
+
 // Flush sends every message that holds records, of every domain. On TCP
 // it then waits, up to Config.Timeout, until the collector's host has
 // acknowledged every byte written (Linux; see acked.go), so that what a
