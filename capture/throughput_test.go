@@ -115,6 +115,7 @@ type tputRig struct {
 	mode  string             // the mode, with the capture's own description
 	pipe  *pipeline.Pipeline // nil in the baseline
 	sink  *tputSink
+	srcs  []capture.Source
 }
 
 // newTputGen loads the generator, sends one frame to check that the kernel runs
@@ -219,7 +220,7 @@ func newTputRig(tb testing.TB, mode string) *tputRig {
 	gen, genIf := newTputGen(tb, ns)
 	// One AF_PACKET socket per worker, as flowdedup run does.
 	srcs, desc := openTputMode(tb, ns, gen, mode, runtime.NumCPU())
-	r := &tputRig{ns: ns, gen: gen, genIf: genIf, frame: tputFrame(), mode: desc, sink: new(tputSink)}
+	r := &tputRig{ns: ns, gen: gen, genIf: genIf, frame: tputFrame(), mode: desc, sink: new(tputSink), srcs: srcs}
 	if mode == tputBaseline {
 		return r
 	}
@@ -258,6 +259,11 @@ type tputCPU struct {
 	busy    time.Duration // all CPUs, from /proc/stat: neither idle nor iowait
 	softirq time.Duration // all CPUs, the part of busy sampled in softirqs
 	proc    time.Duration // this process, user + system (getrusage)
+	// runDelay is the time this process's threads spent runnable but
+	// waiting for a CPU (the second field of /proc/self/task/*/schedstat,
+	// summed over the threads alive at the sample): the CPU that others
+	// took from the pipeline's goroutines and from the generator.
+	runDelay time.Duration
 }
 
 func sampleTputCPU(tb testing.TB) tputCPU {
@@ -292,7 +298,34 @@ func sampleTputCPU(tb testing.TB) tputCPU {
 		tb.Fatal(err)
 	}
 	s.proc = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	s.runDelay = tputRunDelay()
 	return s
+}
+
+// tputRunDelay sums the run-queue delay of the process's threads (0 where
+// the kernel has no schedstat). Threads that ended in between are missing
+// from the later sample, so a difference can only understate the delay; a
+// Go process keeps its threads.
+func tputRunDelay() time.Duration {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			sum += time.Duration(n)
+		}
+	}
+	return sum
 }
 
 // tputResult is what one run measured.
@@ -400,7 +433,7 @@ func (r *tputRig) run(tb testing.TB, n int) tputResult {
 	}
 	c1 := sampleTputCPU(tb)
 	res.elapsed = lastAt.Sub(start)
-	res.cpu = tputCPU{c1.busy - c0.busy, c1.softirq - c0.softirq, c1.proc - c0.proc}
+	res.cpu = tputCPU{c1.busy - c0.busy, c1.softirq - c0.softirq, c1.proc - c0.proc, max(0, c1.runDelay-c0.runDelay)}
 	if r.pipe == nil {
 		res.lost = res.sent - min(res.sent, got-base)
 		return res
@@ -414,6 +447,27 @@ func (r *tputRig) run(tb testing.TB, n int) tputResult {
 		res.lost = res.sent - a
 	}
 	return res
+}
+
+// xskStats returns the XDP_STATISTICS of the rig's AF_XDP sockets: which
+// of the kernel's reasons its drops had ("" for the other modes).
+func (r *tputRig) xskStats() string {
+	var parts []string
+	for _, src := range r.srcs {
+		if s, ok := src.(*afxdp.Source); ok {
+			st, err := s.Stats()
+			if err != nil {
+				parts = append(parts, fmt.Sprintf("queue %d: %v", s.Queue(), err))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("queue %d: rx_dropped %d rx_ring_full %d rx_fill_ring_empty_descs %d",
+				s.Queue(), st.Rx_dropped, st.Rx_ring_full, st.Rx_fill_ring_empty_descs))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; XDP_STATISTICS " + strings.Join(parts, ", ")
 }
 
 // vethDrops returns the drop counters of the pair's ends.
@@ -464,13 +518,14 @@ func benchmarkThroughputMode(b *testing.B, mode string) {
 	b.ReportMetric(float64(res.cpu.busy.Nanoseconds())/n, "sys-ns/pkt")
 	b.ReportMetric(float64(res.cpu.softirq.Nanoseconds())/n, "softirq-ns/pkt")
 	b.ReportMetric(float64(res.cpu.proc.Nanoseconds())/n, "proc-ns/pkt")
+	b.ReportMetric(float64(res.cpu.runDelay.Nanoseconds())/n, "runq-ns/pkt")
 	if mode == tputXDP && res.packets > 0 {
 		b.ReportMetric(float64(res.events)/float64(res.packets), "events/pkt")
 	}
 	if b.N > 1 {
-		b.Logf("%s: sent %d in %v (generator %v), pipeline packets %d, dropped %v, lost %d, %d records; %s",
+		b.Logf("%s: sent %d in %v (generator %v), pipeline packets %d, dropped %v, lost %d, %d records, run-queue delay %v; %s%s",
 			r.mode, res.sent, res.elapsed.Round(time.Millisecond), res.sendTime.Round(time.Millisecond),
-			res.packets, res.st.DroppedBy, res.lost, r.sink.records.Load(), r.vethDrops(b))
+			res.packets, res.st.DroppedBy, res.lost, r.sink.records.Load(), res.cpu.runDelay.Round(time.Millisecond), r.vethDrops(b), r.xskStats())
 	}
 }
 
