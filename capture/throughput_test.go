@@ -259,6 +259,7 @@ type tputCPU struct {
 	busy    time.Duration // all CPUs, from /proc/stat: neither idle nor iowait
 	softirq time.Duration // all CPUs, the part of busy sampled in softirqs
 	proc    time.Duration // this process, user + system (getrusage)
+	user    time.Duration // the user part of proc
 	// runDelay is the time this process's threads spent runnable but
 	// waiting for a CPU (the second field of /proc/self/task/*/schedstat,
 	// summed over the threads alive at the sample): the CPU that others
@@ -298,6 +299,7 @@ func sampleTputCPU(tb testing.TB) tputCPU {
 		tb.Fatal(err)
 	}
 	s.proc = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	s.user = time.Duration(ru.Utime.Nano())
 	s.runDelay = tputRunDelay()
 	return s
 }
@@ -433,7 +435,7 @@ func (r *tputRig) run(tb testing.TB, n int) tputResult {
 	}
 	c1 := sampleTputCPU(tb)
 	res.elapsed = lastAt.Sub(start)
-	res.cpu = tputCPU{c1.busy - c0.busy, c1.softirq - c0.softirq, c1.proc - c0.proc, max(0, c1.runDelay-c0.runDelay)}
+	res.cpu = tputCPU{c1.busy - c0.busy, c1.softirq - c0.softirq, c1.proc - c0.proc, c1.user - c0.user, max(0, c1.runDelay-c0.runDelay)}
 	if r.pipe == nil {
 		res.lost = res.sent - min(res.sent, got-base)
 		return res
@@ -519,6 +521,12 @@ func benchmarkThroughputMode(b *testing.B, mode string) {
 	b.ReportMetric(float64(res.cpu.softirq.Nanoseconds())/n, "softirq-ns/pkt")
 	b.ReportMetric(float64(res.cpu.proc.Nanoseconds())/n, "proc-ns/pkt")
 	b.ReportMetric(float64(res.cpu.runDelay.Nanoseconds())/n, "runq-ns/pkt")
+	if p := res.processed(); p > 0 {
+		// The pipeline's cost per frame it processed, in user mode
+		// only (the generator runs in the kernel): what one frame
+		// costs the readers and workers, whatever the drops.
+		b.ReportMetric(float64(res.cpu.user.Nanoseconds())/float64(p), "user-ns/processed")
+	}
 	if mode == tputXDP && res.packets > 0 {
 		b.ReportMetric(float64(res.events)/float64(res.packets), "events/pkt")
 	}
