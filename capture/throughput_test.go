@@ -85,11 +85,15 @@ const (
 	// tputBaseline captures nothing: the pass-through program on the
 	// receiving end, which counts the frames, and the stack. What the
 	// generator, veth and the stack cost without a capture.
-	tputBaseline    = "baseline"
-	tputXDP         = "xdp"
-	tputAFXDP       = "afxdp"
-	tputAFPacket    = "afpacket"     // with the pass-through XDP program on the capture end
-	tputAFPacketGRO = "afpacket-gro" // with GRO on the capture end instead
+	tputBaseline = "baseline"
+	tputXDP      = "xdp"
+	tputAFXDP    = "afxdp"
+	// tputAFXDPPrefilter is afxdp with the in-kernel prefilter
+	// (afxdp.Config.Prefilter): only frames of keys its reader has not
+	// handed on yet cross to user space.
+	tputAFXDPPrefilter = "afxdp-prefilter"
+	tputAFPacket       = "afpacket"     // with the pass-through XDP program on the capture end
+	tputAFPacketGRO    = "afpacket-gro" // with GRO on the capture end instead
 )
 
 // tputFrame is the generator's template: Ethernet, IPv4 (its source and
@@ -157,13 +161,17 @@ func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode 
 			}
 			tb.Cleanup(func() { x.Close() })
 			srcs, desc = x.Sources(), fmt.Sprintf("xdp (%s, %d ring sources)", x.Mode(), len(x.Sources()))
-		case tputAFXDP:
-			a, err := afxdp.Open(afxdp.Config{Iface: iface, PollTimeout: tputPoll})
+		case tputAFXDP, tputAFXDPPrefilter:
+			cfg := afxdp.Config{Iface: iface, PollTimeout: tputPoll}
+			if mode == tputAFXDPPrefilter {
+				cfg.Prefilter = &afxdp.Prefilter{Kind: flow.KeySrc, Seed: xdp.PrefilterSeed(1)}
+			}
+			a, err := afxdp.Open(cfg)
 			if err != nil {
 				return err
 			}
 			tb.Cleanup(func() { a.Close() })
-			srcs, desc = a.Sources(), fmt.Sprintf("afxdp (%s, %d sockets)", a.Mode(), len(a.Sources()))
+			srcs, desc = a.Sources(), fmt.Sprintf("%s (%s, %d sockets)", mode, a.Mode(), len(a.Sources()))
 		case tputBaseline, tputAFPacket, tputAFPacketGRO:
 			how := "pass-through XDP program"
 			if mode != tputAFPacketGRO {
@@ -456,7 +464,10 @@ func (r *tputRig) run(tb testing.TB, n int) tputResult {
 func (r *tputRig) xskStats() string {
 	var parts []string
 	for _, src := range r.srcs {
-		if s, ok := src.(*afxdp.Source); ok {
+		if s, ok := src.(interface {
+			Stats() (unix.XDPStatistics, error)
+			Queue() int
+		}); ok {
 			st, err := s.Stats()
 			if err != nil {
 				parts = append(parts, fmt.Sprintf("queue %d: %v", s.Queue(), err))
@@ -486,7 +497,7 @@ func (r *tputRig) vethDrops(tb testing.TB) string {
 }
 
 func BenchmarkThroughput(b *testing.B) {
-	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFPacket, tputAFPacketGRO} {
+	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFXDPPrefilter, tputAFPacket, tputAFPacketGRO} {
 		b.Run(mode, func(b *testing.B) { benchmarkThroughputMode(b, mode) })
 	}
 }
@@ -527,7 +538,7 @@ func benchmarkThroughputMode(b *testing.B, mode string) {
 		// costs the readers and workers, whatever the drops.
 		b.ReportMetric(float64(res.cpu.user.Nanoseconds())/float64(p), "user-ns/processed")
 	}
-	if mode == tputXDP && res.packets > 0 {
+	if (mode == tputXDP || mode == tputAFXDPPrefilter) && res.packets > 0 {
 		b.ReportMetric(float64(res.events)/float64(res.packets), "events/pkt")
 	}
 	if b.N > 1 {
