@@ -17,9 +17,9 @@ import (
 // --afxdp-prefilter end to end: the same tcpreplay'd capture through
 // --mode xdp and through --mode afxdp --afxdp-prefilter gives the records
 // of an exact replay and the same summary counts in both (packets, keys,
-// distinct, none dropped), and the kernel keeps some frames of repeated
-// pairs from user space, counted as prefiltered (how many depends on when
-// the reader learns a pair, so the two modes' prefiltered counts differ).
+// distinct, none dropped); frames the kernel keeps from user space are
+// counted as prefiltered (how many depends on when the reader learns a
+// pair, so the two modes' prefiltered counts differ).
 func TestRunLiveAFXDPPrefilter(t *testing.T) {
 	ns := liveNamespace(t)
 	bin := buildBinary(t)
@@ -50,11 +50,16 @@ func TestRunLiveAFXDPPrefilter(t *testing.T) {
 				}
 				s := lr.lastSummary(t)
 				if !s.Final || s.Packets != 2000 || s.Distinct != uint64(len(want)) || s.Dropped != 0 ||
-					s.Packets != s.Malformed+s.Skipped+s.Keys+s.Dropped || s.Prefiltered == 0 || s.Prefiltered+s.Distinct > s.Keys {
+					s.Packets != s.Malformed+s.Skipped+s.Keys+s.Dropped || s.Prefiltered+s.Distinct > s.Keys {
 					// A key crosses at least once; more often while the
 					// reader has not learnt it yet (afxdp) or once per
-					// CPU (xdp): prefiltered + distinct <= keys.
-					t.Errorf("%v: last summary %+v: want final, 2000 packets, %d distinct, 0 dropped, some prefiltered, prefiltered + distinct <= keys\n%s",
+					// CPU (xdp): prefiltered + distinct <= keys. How many
+					// are prefiltered depends on the scheduler: tcpreplay
+					// sends the file in a few milliseconds, and a reader
+					// descheduled that long lets every frame cross (seen
+					// in 2 of 150 runs). TestAFXDPPrefilter (capture/afxdp)
+					// checks that learnt keys stay in the kernel.
+					t.Errorf("%v: last summary %+v: want final, 2000 packets, %d distinct, 0 dropped, prefiltered + distinct <= keys\n%s",
 						mode, s, len(want), lr.Log())
 				}
 				sums[mode[1]] = s
