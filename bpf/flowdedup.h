@@ -160,4 +160,17 @@ struct fd_row {
 	__u32 fp[FD_ROW_BUCKETS];
 };
 
+/*
+ * The AF_XDP prefilter (xsk.c, fd_xsk_prefilter): the buckets of a row of
+ * fd_xsk_seen, and the metadata the program puts in front of a frame whose
+ * key it did not find: the key's row (an index of fd_xsk_seen, in the
+ * frame's queue's rows) and its fingerprint, never 0. A reader that finds
+ * fp 0 there has a frame without a key, or without metadata.
+ */
+#define FD_XSK_ROW_BUCKETS 8
+struct fd_xsk_meta {
+	__u32 row;
+	__u32 fp;
+};
+
 #endif

@@ -8,16 +8,94 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type xskFdConfig struct {
+	_             structs.HostLayout
+	ClockOffsetNs int64
+}
+
+type xskFdCpu struct {
+	_       structs.HostLayout
+	Window  uint64
+	StartNs uint64
+	EndNs   uint64
+	Total   struct {
+		_             structs.HostLayout
+		Packets       uint64
+		Keyed         uint64
+		PrefilterHits uint64
+		Emitted       uint64
+		RingFull      uint64
+		Errors        [9]uint64
+	}
+}
+
+type xskFdRow struct {
+	_     structs.HostLayout
+	Epoch uint32
+	Fp    [7]uint32
+}
+
+type xskFdWindow struct {
+	_      structs.HostLayout
+	Window uint64
+	Counts struct {
+		_             structs.HostLayout
+		Packets       uint64
+		Keyed         uint64
+		PrefilterHits uint64
+		Emitted       uint64
+		RingFull      uint64
+		Errors        [9]uint64
+	}
+}
+
+type xskFdXskQueue struct {
+	_    structs.HostLayout
+	Hits uint64
+	Pad  [7]uint64
+}
+
+type xskFdXskRow struct {
+	_  structs.HostLayout
+	Fp [8]uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xskMapFdXsks = "fd_xsks"
-	xskProgFdXsk = "fd_xsk"
+	xskMapFdConfig        = "fd_config"
+	xskMapFdCpu           = "fd_cpu"
+	xskMapFdPrefilter     = "fd_prefilter"
+	xskMapFdRings         = "fd_rings"
+	xskMapFdWindows       = "fd_windows"
+	xskMapFdXskHits       = "fd_xsk_hits"
+	xskMapFdXskSeen       = "fd_xsk_seen"
+	xskMapFdXsks          = "fd_xsks"
+	xskProgFdXdp          = "fd_xdp"
+	xskProgFdXsk          = "fd_xsk"
+	xskProgFdXskPrefilter = "fd_xsk_prefilter"
+	xskVarFdDecap         = "fd_decap"
+	xskVarFdFloorNs       = "fd_floor_ns"
+	xskVarFdGenevePort    = "fd_geneve_port"
+	xskVarFdGtpuPort      = "fd_gtpu_port"
+	xskVarFdHashSeed      = "fd_hash_seed"
+	xskVarFdKeyKind       = "fd_key_kind"
+	xskVarFdMask4         = "fd_mask4"
+	xskVarFdMask6         = "fd_mask6"
+	xskVarFdPrefilterRows = "fd_prefilter_rows"
+	xskVarFdPrefix        = "fd_prefix"
+	xskVarFdPrefixV4      = "fd_prefix_v4"
+	xskVarFdPrefixV6      = "fd_prefix_v6"
+	xskVarFdSegment       = "fd_segment"
+	xskVarFdVxlanPorts    = "fd_vxlan_ports"
+	xskVarFdWindowNs      = "fd_window_ns"
+	xskVarFdXskRows       = "fd_xsk_rows"
 )
 
 // loadXsk returns the embedded CollectionSpec for xsk.
@@ -62,20 +140,45 @@ type xskSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xskProgramSpecs struct {
-	FdXsk *ebpf.ProgramSpec `ebpf:"fd_xsk"`
+	FdXdp          *ebpf.ProgramSpec `ebpf:"fd_xdp"`
+	FdXsk          *ebpf.ProgramSpec `ebpf:"fd_xsk"`
+	FdXskPrefilter *ebpf.ProgramSpec `ebpf:"fd_xsk_prefilter"`
 }
 
 // xskMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xskMapSpecs struct {
-	FdXsks *ebpf.MapSpec `ebpf:"fd_xsks"`
+	FdConfig    *ebpf.MapSpec `ebpf:"fd_config"`
+	FdCpu       *ebpf.MapSpec `ebpf:"fd_cpu"`
+	FdPrefilter *ebpf.MapSpec `ebpf:"fd_prefilter"`
+	FdRings     *ebpf.MapSpec `ebpf:"fd_rings"`
+	FdWindows   *ebpf.MapSpec `ebpf:"fd_windows"`
+	FdXskHits   *ebpf.MapSpec `ebpf:"fd_xsk_hits"`
+	FdXskSeen   *ebpf.MapSpec `ebpf:"fd_xsk_seen"`
+	FdXsks      *ebpf.MapSpec `ebpf:"fd_xsks"`
 }
 
 // xskVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xskVariableSpecs struct {
+	FdDecap         *ebpf.VariableSpec `ebpf:"fd_decap"`
+	FdFloorNs       *ebpf.VariableSpec `ebpf:"fd_floor_ns"`
+	FdGenevePort    *ebpf.VariableSpec `ebpf:"fd_geneve_port"`
+	FdGtpuPort      *ebpf.VariableSpec `ebpf:"fd_gtpu_port"`
+	FdHashSeed      *ebpf.VariableSpec `ebpf:"fd_hash_seed"`
+	FdKeyKind       *ebpf.VariableSpec `ebpf:"fd_key_kind"`
+	FdMask4         *ebpf.VariableSpec `ebpf:"fd_mask4"`
+	FdMask6         *ebpf.VariableSpec `ebpf:"fd_mask6"`
+	FdPrefilterRows *ebpf.VariableSpec `ebpf:"fd_prefilter_rows"`
+	FdPrefix        *ebpf.VariableSpec `ebpf:"fd_prefix"`
+	FdPrefixV4      *ebpf.VariableSpec `ebpf:"fd_prefix_v4"`
+	FdPrefixV6      *ebpf.VariableSpec `ebpf:"fd_prefix_v6"`
+	FdSegment       *ebpf.VariableSpec `ebpf:"fd_segment"`
+	FdVxlanPorts    *ebpf.VariableSpec `ebpf:"fd_vxlan_ports"`
+	FdWindowNs      *ebpf.VariableSpec `ebpf:"fd_window_ns"`
+	FdXskRows       *ebpf.VariableSpec `ebpf:"fd_xsk_rows"`
 }
 
 // xskObjects contains all objects after they have been loaded into the kernel.
@@ -98,11 +201,25 @@ func (o *xskObjects) Close() error {
 //
 // It can be passed to loadXskObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xskMaps struct {
-	FdXsks *ebpf.Map `ebpf:"fd_xsks"`
+	FdConfig    *ebpf.Map `ebpf:"fd_config"`
+	FdCpu       *ebpf.Map `ebpf:"fd_cpu"`
+	FdPrefilter *ebpf.Map `ebpf:"fd_prefilter"`
+	FdRings     *ebpf.Map `ebpf:"fd_rings"`
+	FdWindows   *ebpf.Map `ebpf:"fd_windows"`
+	FdXskHits   *ebpf.Map `ebpf:"fd_xsk_hits"`
+	FdXskSeen   *ebpf.Map `ebpf:"fd_xsk_seen"`
+	FdXsks      *ebpf.Map `ebpf:"fd_xsks"`
 }
 
 func (m *xskMaps) Close() error {
 	return _XskClose(
+		m.FdConfig,
+		m.FdCpu,
+		m.FdPrefilter,
+		m.FdRings,
+		m.FdWindows,
+		m.FdXskHits,
+		m.FdXskSeen,
 		m.FdXsks,
 	)
 }
@@ -111,18 +228,38 @@ func (m *xskMaps) Close() error {
 //
 // It can be passed to loadXskObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xskVariables struct {
+	FdDecap         *ebpf.Variable `ebpf:"fd_decap"`
+	FdFloorNs       *ebpf.Variable `ebpf:"fd_floor_ns"`
+	FdGenevePort    *ebpf.Variable `ebpf:"fd_geneve_port"`
+	FdGtpuPort      *ebpf.Variable `ebpf:"fd_gtpu_port"`
+	FdHashSeed      *ebpf.Variable `ebpf:"fd_hash_seed"`
+	FdKeyKind       *ebpf.Variable `ebpf:"fd_key_kind"`
+	FdMask4         *ebpf.Variable `ebpf:"fd_mask4"`
+	FdMask6         *ebpf.Variable `ebpf:"fd_mask6"`
+	FdPrefilterRows *ebpf.Variable `ebpf:"fd_prefilter_rows"`
+	FdPrefix        *ebpf.Variable `ebpf:"fd_prefix"`
+	FdPrefixV4      *ebpf.Variable `ebpf:"fd_prefix_v4"`
+	FdPrefixV6      *ebpf.Variable `ebpf:"fd_prefix_v6"`
+	FdSegment       *ebpf.Variable `ebpf:"fd_segment"`
+	FdVxlanPorts    *ebpf.Variable `ebpf:"fd_vxlan_ports"`
+	FdWindowNs      *ebpf.Variable `ebpf:"fd_window_ns"`
+	FdXskRows       *ebpf.Variable `ebpf:"fd_xsk_rows"`
 }
 
 // xskPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadXskObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xskPrograms struct {
-	FdXsk *ebpf.Program `ebpf:"fd_xsk"`
+	FdXdp          *ebpf.Program `ebpf:"fd_xdp"`
+	FdXsk          *ebpf.Program `ebpf:"fd_xsk"`
+	FdXskPrefilter *ebpf.Program `ebpf:"fd_xsk_prefilter"`
 }
 
 func (p *xskPrograms) Close() error {
 	return _XskClose(
+		p.FdXdp,
 		p.FdXsk,
+		p.FdXskPrefilter,
 	)
 }
 

@@ -134,6 +134,10 @@ type Config struct {
 	// capture.ErrTimeout (default DefaultPollTimeout; negative:
 	// forever).
 	PollTimeout time.Duration
+	// Prefilter, when not nil, keys the frames in the kernel and drops
+	// those whose key the queue's reader has already handed on, counting
+	// them (see Prefilter and Open); nil hands every frame to user space.
+	Prefilter *Prefilter
 }
 
 // withDefaults fills in zero fields and checks the rest.
@@ -168,6 +172,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("afxdp: afxdp: frame size %d: want a power of two from 2048 to the page size %d", c.FrameSize, page)
 	case !isPow2(c.NumFrames) || c.NumFrames < afxdpMinNumFrames || c.NumFrames > MaxNumFrames:
 		return c, fmt.Errorf("afxdp: afxdp: %d frames: want a power of two from %d to %d", c.NumFrames, afxdpMinNumFrames, MaxNumFrames)
+	}
+	if c.Prefilter != nil {
+		if _, err := c.Prefilter.rows(); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }
@@ -243,11 +252,24 @@ func Open(cfg Config) (*Capture, error) {
 	}
 	queues = slices.Clone(queues)
 
-	objs, err := bpf.LoadXSK(nq)
+	var objs *bpf.XSKObjects
+	if cfg.Prefilter != nil {
+		rows, _ := cfg.Prefilter.rows() // checked by withDefaults
+		objs, err = bpf.LoadXSKPrefilter(nq, bpf.XSKPrefilter{Kind: cfg.Prefilter.Kind, Seed: cfg.Prefilter.Seed, Rows: rows})
+	} else {
+		objs, err = bpf.LoadXSK(nq)
+	}
 	if err != nil {
 		return nil, xdp.LoadError(err)
 	}
 	a := &Capture{iface: cfg.Iface, objs: objs}
+	var pf *prefilterMem
+	if cfg.Prefilter != nil {
+		if pf, err = mapPrefilter(objs, nq); err != nil {
+			objs.Close()
+			return nil, err
+		}
+	}
 	fail := func(err error) (*Capture, error) {
 		a.Close()
 		return nil, err
@@ -270,7 +292,7 @@ func Open(cfg Config) (*Capture, error) {
 		bind = BindCopy // the generic hook copies anyway
 	}
 	for _, q := range queues {
-		s, err := openXSK(cfg, ifindex, q, bind)
+		s, err := openXSK(cfg, ifindex, q, bind, pf)
 		if err != nil {
 			return fail(err)
 		}
@@ -313,7 +335,11 @@ func (a *Capture) deleteSocket(queue int) {
 func (a *Capture) Sources() []capture.Source {
 	srcs := make([]capture.Source, len(a.srcs))
 	for i, s := range a.srcs {
-		srcs[i] = s
+		if s.pf != nil {
+			srcs[i] = prefilteredSource{s}
+		} else {
+			srcs[i] = s
+		}
 	}
 	return srcs
 }

@@ -95,8 +95,10 @@ type Source struct {
 	free      []uint64 // frames user space owns and has not given back
 	cur       uint64   // the frame of the last packet returned
 	hasCur    bool
-	batchTime int64 // TimeNs of the current batch's packets
-	held      bool  // the reader may use the UMEM without mu; guarded by mu
+	batchTime int64         // TimeNs of the current batch's packets
+	held      bool          // the reader may use the UMEM without mu; guarded by mu
+	pf        *prefilterMem // the in-kernel prefilter, nil without one
+	rnd       uint64        // xorshift state of learn
 
 	closed  atomic.Bool
 	mu      sync.Mutex // serialises Next's slow path with Close
@@ -134,7 +136,7 @@ func (r *xskResources) release() {
 
 // openXSK makes the socket of one queue, with its UMEM and rings, every
 // frame in the fill ring, and binds it to the queue.
-func openXSK(cfg Config, ifindex, queue int, bind BindMode) (*Source, error) {
+func openXSK(cfg Config, ifindex, queue int, bind BindMode, pf *prefilterMem) (*Source, error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		switch {
@@ -159,6 +161,8 @@ func openXSK(cfg Config, ifindex, queue int, bind BindMode) (*Source, error) {
 		res:         res,
 		ringMask:    uint32(n - 1),
 		free:        make([]uint64, 0, n),
+		pf:          pf,
+		rnd:         uint64(queue)*0x9e3779b97f4a7c15 | 1,
 	}
 
 	// The UMEM.
@@ -321,6 +325,9 @@ func (s *Source) Next(p *capture.Packet) error {
 			addr, n := d.Addr, uint64(d.Len)
 			s.batchNext++
 			s.cur, s.hasCur = addr&s.frameMask, true
+			if s.pf != nil {
+				s.learn(addr)
+			}
 			p.Data = s.umem[addr : addr+n : addr+n]
 			p.WireLen = int(n)
 			p.TimeNs = s.batchTime

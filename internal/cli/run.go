@@ -100,7 +100,7 @@ var (
 	afpacketFlags  = flagGroup{"bpf", "afpacket-sockets", "afpacket-fanout-group", "afpacket-block-size", "afpacket-blocks", "afpacket-block-timeout", "snaplen"}
 	xdpFlagsGroup  = flagGroup{"xdp-prefilter", "xdp-ring"}
 	xdpAttachFlags = flagGroup{"xdp-attach"}
-	afxdpFlagGroup = flagGroup{"afxdp-queues", "afxdp-bind", "afxdp-frames"}
+	afxdpFlagGroup = flagGroup{"afxdp-queues", "afxdp-bind", "afxdp-frames", "afxdp-prefilter"}
 )
 
 // A liveMode is one --mode of run: what it is, the mode-specific flags it
@@ -369,7 +369,7 @@ func (l *liveSetup) openXDP() (*liveSources, error) {
 }
 
 func (l *liveSetup) openAFXDP() (*liveSources, error) {
-	a, err := openAFXDP(l.cfg.Live, l.cfg.XDP, l.cfg.AFXDP)
+	a, err := openAFXDP(&l.cfg.CaptureConfig, l.cfg.Live, l.cfg.XDP, l.cfg.AFXDP)
 	if err != nil {
 		return nil, err
 	}

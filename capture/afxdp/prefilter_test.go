@@ -1,0 +1,237 @@
+//go:build linux && !(mips || mips64 || ppc64 || s390x)
+
+package afxdp
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/capturetest"
+	"github.com/flowdedup/flowdedup/capture/xdp"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/netns"
+)
+
+// afxNotIP returns a frame without a flow key: EtherType 0x88b5 (IEEE
+// local experimental), i in its payload.
+func afxNotIP(i int) []byte {
+	f := make([]byte, 60)
+	copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x88, 0xb5})
+	f[14], f[15] = byte(i>>8), byte(i)
+	return f
+}
+
+// afxHits returns the prefiltered source's kernel counts.
+func afxHits(t *testing.T, src capture.Source) capture.KernelCounts {
+	t.Helper()
+	kc, ok := src.(capture.KernelCounter)
+	if !ok {
+		t.Fatalf("a prefiltered source (%T) is not a capture.KernelCounter", src)
+	}
+	var c capture.KernelCounts
+	if err := kc.KernelCounts(&c); err != nil {
+		t.Fatalf("KernelCounts: %v", err)
+	}
+	return c
+}
+
+// The in-kernel prefilter: a frame whose key the reader has handed on does
+// not cross again, and is counted instead; frames of new keys and frames
+// without a key cross, unchanged.
+func TestAFXDPPrefilter(t *testing.T) {
+	for _, mode := range []xdp.AttachMode{xdp.AttachNative, xdp.AttachGeneric} {
+		t.Run(string(mode), func(t *testing.T) {
+			ns := netns.NetNS(t)
+			a := afxOpen(t, ns, Config{Iface: ns.Veth[0], Attach: mode, Prefilter: &Prefilter{Kind: flow.KeySrc, Seed: 7}})
+			srcs := a.Sources()
+			if len(srcs) != 1 {
+				t.Fatalf("%d sources, want 1", len(srcs))
+			}
+			src := srcs[0]
+			snd := afxNewSender(t, ns, ns.Veth[1])
+			// Each round sends frames and reads until the source has been
+			// idle for a second: what crossed. The frames fit in the
+			// UMEM (4096 frames) whatever the reader's pace, so none is
+			// dropped.
+			round := func(frames [][]byte) [][]byte {
+				t.Helper()
+				for _, f := range frames {
+					snd.send(t, f)
+				}
+				return afxRead(t, src, len(frames)+1, time.Second)
+			}
+			check := func(name string, got, want [][]byte) {
+				t.Helper()
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d frames crossed, want %d", name, len(got), len(want))
+				}
+				for i := range got {
+					if !bytes.Equal(got[i], want[i]) {
+						t.Fatalf("%s: frame %d:\n got %x\nwant %x", name, i, got[i], want[i])
+					}
+				}
+			}
+			const flows, notIP = 300, 5
+			var first, again, newer, others [][]byte
+			for i := range flows {
+				first = append(first, afxFrame(i))
+				again = append(again, afxFrame(i), afxFrame(i)) // the same sources
+				newer = append(newer, afxFrame(flows+i))
+			}
+			for i := range notIP {
+				others = append(others, afxNotIP(i))
+			}
+
+			// Round 1: every key is new, every frame crosses.
+			check("new keys", round(append(append([][]byte(nil), first...), others...)), append(append([][]byte(nil), first...), others...))
+			if c := afxHits(t, src); c.Packets != 0 || c.Prefiltered != 0 {
+				t.Errorf("after new keys: kernel counts %+v, want none", c)
+			}
+			// Round 2: the keys of round 1 again, twice each, and frames
+			// without a key: only these cross.
+			check("seen keys", round(append(append([][]byte(nil), again...), others...)), others)
+			want := uint64(len(again))
+			testutil.WaitFor(t, fmt.Sprintf("%d frames counted as prefiltered", want), time.Minute, func() bool { return afxHits(t, src).Prefiltered >= want })
+			if c := afxHits(t, src); c.Packets != want || c.Keyed != want || c.Prefiltered != want || c.RingFull != 0 || len(c.Errors) != 0 {
+				t.Errorf("after seen keys: kernel counts %+v, want %d packets, keyed and prefiltered", c, want)
+			}
+			// Round 3: new keys cross again.
+			check("newer keys", round(newer), newer)
+			if c := afxHits(t, src); c.Prefiltered != want {
+				t.Errorf("after newer keys: %d prefiltered, want %d", c.Prefiltered, want)
+			}
+			if drops, err := src.(capture.DropCounter).KernelDrops(); err != nil || drops != 0 {
+				t.Errorf("KernelDrops() = %d, %v; want 0", drops, err)
+			}
+		})
+	}
+}
+
+// A source without the prefilter is no KernelCounter: the pipeline counts
+// its frames one by one, as before.
+func TestAFXDPNoPrefilterNoKernelCounts(t *testing.T) {
+	ns := netns.NetNS(t)
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0]})
+	for _, src := range a.Sources() {
+		if _, ok := src.(capture.KernelCounter); ok {
+			t.Errorf("source %T without a prefilter is a KernelCounter", src)
+		}
+	}
+}
+
+func TestPrefilterConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Prefilter
+	}{
+		{"no key kind", Prefilter{}},
+		{"bytes not a multiple of a row", Prefilter{Kind: flow.KeySrc, Bytes: 100}},
+		{"fewer bytes than a row", Prefilter{Kind: flow.KeySrc, Bytes: -32}},
+		{"over 1 GiB", Prefilter{Kind: flow.KeySrc, Bytes: 1<<30 + 32}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			if _, err := (Config{Iface: "lo", Prefilter: &p}).withDefaults(); err == nil {
+				t.Errorf("Prefilter %+v accepted", tc.p)
+			}
+		})
+	}
+	p := Prefilter{Kind: flow.KeySrc}
+	if rows, err := p.rows(); err != nil || rows != 8192 { // 256 KiB of 32-byte rows
+		t.Errorf("default prefilter: %d rows, %v; want 8192", rows, err)
+	}
+}
+
+// learn, on memory that stands for the maps and the UMEM: a key goes to
+// the first free bucket of its row, once; a full row has a bucket
+// replaced; metadata of another queue's row, or none, is ignored; the
+// metadata is cleared once read.
+func TestPrefilterLearn(t *testing.T) {
+	const rows, queue = 4, 1
+	pf := &prefilterMem{seen: make([]uint32, 2*rows*8), hits: make([]uint64, 2*8), rows: rows}
+	s := &Source{queue: queue, pf: pf, rnd: 1, umem: make([]byte, 4096)}
+	const addr = 256 // a frame's data, after the headroom
+	put := func(row, fp uint32) {
+		m := s.umem[addr-8 : addr]
+		m[0], m[1], m[2], m[3] = byte(row), byte(row>>8), byte(row>>16), byte(row>>24)
+		m[4], m[5], m[6], m[7] = byte(fp), byte(fp>>8), byte(fp>>16), byte(fp>>24)
+		s.learn(addr)
+		if !bytes.Equal(s.umem[addr-8:addr], make([]byte, 8)) && fp != 0 {
+			t.Errorf("metadata (row %d, fp %#x) not cleared: % x", row, fp, s.umem[addr-8:addr])
+		}
+	}
+	row := func(r int) []uint32 { return pf.seen[r*8 : r*8+8] }
+	put(rows+2, 0xa) // queue 1's third row
+	put(rows+2, 0xa) // again: no second bucket
+	put(rows+2, 0xb)
+	if got, want := row(rows+2), []uint32{0xa, 0xb, 0, 0, 0, 0, 0, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("row after a, a, b: %x, want %x", got, want)
+	}
+	put(2, 0xc)      // queue 0's row: not this reader's
+	put(2*rows, 0xd) // beyond the map
+	put(rows+1, 0)   // no key
+	for r := range 2 * rows {
+		if r != rows+2 && fmt.Sprint(row(r)) != fmt.Sprint(make([]uint32, 8)) {
+			t.Errorf("row %d written: %x", r, row(r))
+		}
+	}
+	// A full row: the ninth key takes one bucket, the others stay.
+	for fp := uint32(0x10); fp < 0x18; fp++ {
+		put(rows, fp)
+	}
+	put(rows, 0x99)
+	kept, found := 0, false
+	for _, v := range row(rows) {
+		if v >= 0x10 && v < 0x18 {
+			kept++
+		}
+		found = found || v == 0x99
+	}
+	if kept != 7 || !found {
+		t.Errorf("full row after a ninth key: %x, want 7 of the 8 keys and the ninth", row(rows))
+	}
+	if n := testing.AllocsPerRun(100, func() { put(rows+3, 0x42) }); n != 0 {
+		t.Errorf("learn allocates %v times", n)
+	}
+}
+
+// TestSourcePrefiltered checks a prefiltered socket against the contract
+// of capture.Source (capturetest), as TestSource does the plain one: its
+// frames all have new keys, so all of them cross, in order.
+func TestSourcePrefiltered(t *testing.T) {
+	var (
+		ns     *netns.Namespace
+		a      *Capture
+		sender *afxSender
+	)
+	frames := make([][]byte, 10)
+	for i := range frames {
+		frames[i] = afxFrame(i)
+	}
+	capturetest.Run(t, capturetest.Backend{
+		Open: func(t *testing.T) capture.Source {
+			ns = netns.NetNS(t)
+			a = afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1, Prefilter: &Prefilter{Kind: flow.KeySrc}})
+			sender = afxNewSender(t, ns, ns.Veth[1])
+			return a.Sources()[0]
+		},
+		Send: func(t *testing.T, frames [][]byte) {
+			for _, f := range frames {
+				sender.send(t, f)
+			}
+		},
+		Frames: frames,
+		Live:   true,
+		Close: func(t *testing.T, s capture.Source) error {
+			err := a.Close()
+			if afxAttached(t, ns, ns.Veth[0]) {
+				t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
+			}
+			return err
+		},
+	})
+}
