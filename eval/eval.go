@@ -20,10 +20,10 @@ type Config struct {
 	// through these tunnels (replay's --decap), unless its spec has
 	// decap=; the zero Decap keys the outermost header. A stream of
 	// another kind with tunnels here is an error (ErrStreamSpec).
-	Decap flow.Decap
-	Runs    int      // independent runs averaged (different seeds); >= 1
-	Warmup  int      // leading elements observed but not counted
-	Seed    uint64   // base seed; run r uses a seed derived from Seed and r
+	Decap  flow.Decap
+	Runs   int    // independent runs averaged (different seeds); >= 1
+	Warmup int    // leading elements observed but not counted
+	Seed   uint64 // base seed; run r uses a seed derived from Seed and r
 }
 
 // Result is one filter's figures on one stream, averaged over runs.
