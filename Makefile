@@ -43,43 +43,54 @@ binarch.i386 := 386
 DEBS := $(foreach a,$(DEB_ARCHES),$(DIST)/flowdedup_$(VERSION)_$(a).deb)
 ARCHIVES := $(foreach a,$(DIST_ARCHES),$(DIST)/flowdedup_$(VERSION)_linux_$(a).tar.gz)
 
-.PHONY: test-simd test-bins stress package dist cross test-32bit soak bench-replay all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
+.PHONY: test-simd test-bins test-release stress package dist cross test-32bit soak bench-replay all build test test-race bench bench-tune fuzz lint generate check-generate demo eval-demo clean
 
 all: lint build test
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowdedup
+	scripts/progress.sh 'building $(BIN)' $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowdedup
 
 # The test command README gives and CI runs: every package's tests, a line
 # for each package as it finishes (scripts/test.sh: the test binaries are
 # compiled in one go command, then run; go test ./... would print in
-# package order, silent behind the slowest).
+# package order, silent behind the slowest). flowdedup itself, which the
+# tests of e2e, internal/cli, deploy and soak run as a process, is built
+# once first (test-bins) for all of them to share.
 #
-# What the tests run as processes is built first, once, for every package
-# to share (test-bins): flowdedup for this machine, the release binaries
-# of TEST_ARCHES (the routers' ARMv7 and big-endian MIPS, which e2e and
-# packaging run under qemu-user, and amd64, the reference) and the
-# packaging tools. packaging's tests make the packages and archives of
-# TEST_ARCHES only; TEST_ARCHES=all (CI) makes and checks all of
-# DIST_ARCHES, a compilation of the whole tree per architecture.
+# The release artifacts are tested apart, by make test-release (CI runs
+# both): the release binaries of TEST_ARCHES (amd64, and the routers'
+# ARMv7 and big-endian MIPS, run under qemu-user and compared with this
+# machine's answers), the Debian packages and archives made of them, and
+# lintian, dpkg -i and reproducibility on those. They compile the whole
+# tree once per architecture and the packaging tools (nfpm): most of the
+# time of a first make test from an empty build cache, for tests of the
+# packaging rather than of flowdedup's answers. Those tests are behind
+# the build tag "release" (packaging/*_test.go), so that go test ./...
+# and make test leave them out by build, not by a skip.
+# TEST_ARCHES=all (CI) makes and checks all of DIST_ARCHES.
 TEST_ARCHES ?= amd64 armv7 mips
 ifeq ($(TEST_ARCHES),all)
 override TEST_ARCHES := $(DIST_ARCHES)
 endif
 TEST_BIN := bin/test/flowdedup
+TEST_ENV = FLOWDEDUP_TEST_BIN=$(abspath $(TEST_BIN)) FLOWDEDUP_TEST_PKGBUILD=$(abspath $(PKGBUILD)) \
+	FLOWDEDUP_TEST_ARCHES='$(TEST_ARCHES)' GO=$(GO)
 test: test-bins
-	FLOWDEDUP_TEST_BIN=$(abspath $(TEST_BIN)) FLOWDEDUP_TEST_PKGBUILD=$(abspath $(PKGBUILD)) \
-	FLOWDEDUP_TEST_ARCHES='$(TEST_ARCHES)' GO=$(GO) scripts/test.sh $(PKGS)
+	$(TEST_ENV) scripts/test.sh $(PKGS)
 
 test-bins:
-	@echo "make test: building flowdedup, its release builds for $(TEST_ARCHES) and the packaging tools (from an empty build cache this takes a few minutes on 2 cores)"
-	$(GO) build -o $(TEST_BIN) ./cmd/flowdedup
+	@echo "make test: building flowdedup for the tests (from an empty build cache, about a minute on 2 cores; then the tests compile)"
+	scripts/progress.sh 'building $(TEST_BIN)' $(GO) build -o $(TEST_BIN) ./cmd/flowdedup
+
+test-release: test-bins
+	@echo "make test-release: building the release binaries for $(TEST_ARCHES) and the packaging tools (from an empty build cache, several minutes on 2 cores)"
 	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) $(foreach a,$(TEST_ARCHES),$(PKGBUILD)/linux_$(a)/flowdedup) $(PKGBUILD)/mkpkg $(PKGBUILD)/nfpm
+	$(TEST_ENV) scripts/test.sh -tags=release ./packaging/
 
 # Routers run 32-bit ARM, MIPS (big-endian too) and arm64; users replay
 # captures on macOS and FreeBSD. flowdedup must build for all of them, and
 # vet clean, tests included, for a 32-bit and a big-endian Linux (CI runs
-# this; e2e's TestRouterPlatformsGiveTheSameAnswers runs the mips and arm
+# this; make test-release's TestRouterPlatformsGiveTheSameAnswers runs the mips and arm
 # builds under qemu-user and compares their output with this machine's).
 # The Linux builds are the release binaries of make dist (below), so that
 # CI compiles each platform once for cross and the package tests.
@@ -181,8 +192,10 @@ fuzz:
 # it comes through the module proxy at the version the tree was checked with.
 lint:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags release ./packaging/
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) tool staticcheck $(PKGS)
+	$(GO) tool staticcheck -tags release ./packaging/
 
 # Rebuilds the BPF objects and their Go bindings (bpf2go, pinned as a tool in
 # go.mod) from bpf/*.c; needs clang, llvm and libbpf-dev. The output is

@@ -18,7 +18,13 @@
 // its files; the archives verify against SHA256SUMS, and a package and
 // an archive come out the same bytes when built again from a copy of the
 // tree elsewhere; and each archive's binary, run under qemu-user, names
-// its version and replays a capture to the same output as the amd64 build.
-// make builds the release once per test binary, and the tests run side by
-// side.
+// its version and replays a capture to the same output as the amd64 build,
+// and the routers' builds (ARMv7, big-endian MIPS) give the amd64 build's
+// records and summaries byte for byte on every test capture.
+//
+// The tests are behind the build tag "release": make test-release builds
+// the release binaries and packaging tools once and runs them (go test
+// -tags release ./packaging/ builds what it needs itself); make test and
+// go test ./... leave them out, since their builds of the whole tree per
+// architecture were most of a first make test. CI runs both.
 package packaging

@@ -10,6 +10,14 @@ import (
 // AppendJSON appends r's JSON line, newline included: the line of --out's
 // jsonl format (docs/architecture.md#records-and-summaries), which the
 // spool's rejected files hold too.
+//
+// A key with a segment (flow.Key.Segment: taken inside VXLAN or Geneve)
+// has its VNI in a "vni" number after the key's fields, before "window":
+//
+//	{"ts":"2026-01-01T00:00:01.5Z","src":"10.0.0.1","vni":100,"window":"2026-01-01T00:00:00Z"}
+//
+// A key without one has no "vni", and its line is the line written before
+// segments existed, byte for byte.
 func AppendJSON(b []byte, r *Record) []byte {
 	k := &r.Key
 	b = append(b, `{"ts":"`...)
@@ -39,6 +47,10 @@ func AppendJSON(b []byte, r *Record) []byte {
 			b = append(b, `,"dport":`...)
 			b = strconv.AppendUint(b, uint64(k.DstPort()), 10)
 		}
+	}
+	if vni, ok := k.Segment(); ok {
+		b = append(b, `,"vni":`...)
+		b = strconv.AppendUint(b, uint64(vni), 10)
 	}
 	if r.Windowed {
 		b = append(b, `,"window":"`...)

@@ -153,8 +153,7 @@ func (rw *RecordWriter) SetObservers(n ObserverNames) error {
 	}
 	rw.names = n
 	if rw.format == formatCSV {
-		h := csvHeaders[rw.kind]
-		rw.buf = append(append(rw.buf[:0], h[:len(h)-1]...), ",exporter\n"...)
+		rw.buf = rw.appendHeader(rw.buf[:0])
 	}
 	return nil
 }

@@ -68,6 +68,7 @@ type RecordWriter struct {
 	buf     []byte        // whole records not yet written
 	pending int           // records in buf
 	started bool          // a record was given
+	segs    bool          // SetSegments: csv has a vni column
 	names   ObserverNames // SetObservers: the records' observers are written
 }
 
@@ -93,16 +94,32 @@ var _ record.Destination = (*RecordWriter)(nil)
 // (record.Record.Windowed false), and written for every window a record
 // can have: before 1970, at the epoch, or as late as Unix ns reach.
 //
+// A key with a segment (flow.Key.Segment, taken inside VXLAN or Geneve)
+// adds "vni", its VNI, after the key's fields and before window
+// (record.AppendJSON); a key without one has no vni.
+//
 // csv writes a header line naming the kind's columns, then one row per
 // record; absent fields are empty:
 //
 //	ts,src,dst,proto,proto_name,sport,dport,window
 //	2026-01-01T00:00:01.5Z,10.0.0.1,10.0.0.2,6,tcp,1234,80,2026-01-01T00:00:00Z
 //
+// A csv writer told that its run keys segments (SetSegments: --decap with
+// vxlan or geneve, without novni) has a vni column before window, empty for
+// a key without a segment:
+//
+//	ts,src,dst,proto,proto_name,sport,dport,vni,window
+//	2026-01-01T00:00:01.5Z,10.0.0.1,10.0.0.2,6,tcp,1234,80,100,2026-01-01T00:00:00Z
+//	2026-01-01T00:00:01.6Z,10.0.0.1,10.0.0.2,6,tcp,1234,80,,2026-01-01T00:00:00Z
+//
+// Other csv writers have no vni column, and refuse a key with a segment
+// (ErrSegment) rather than drop its VNI.
+//
 // text writes the time, two spaces and the key's text form
-// (flow.Key.AppendText):
+// (flow.Key.AppendText), which starts "vni N " for a key with a segment:
 //
 //	2026-01-01T00:00:01.5Z  tcp 10.0.0.1:1234 > 10.0.0.2:80
+//	2026-01-01T00:00:01.5Z  vni 100 tcp 10.0.0.1:1234 > 10.0.0.2:80
 func NewRecordWriter(w io.Writer, format string, kind flow.KeyKind) (*RecordWriter, error) {
 	f, err := parseFormat(format)
 	if err != nil {
@@ -118,9 +135,47 @@ func NewRecordWriter(w io.Writer, format string, kind flow.KeyKind) (*RecordWrit
 		buf:    make([]byte, 0, bufSize+maxRecordLen),
 	}
 	if f == formatCSV {
-		rw.buf = append(rw.buf, csvHeaders[kind]...)
+		rw.buf = rw.appendHeader(rw.buf)
 	}
 	return rw, nil
+}
+
+// ErrSegment is returned, wrapped, for a key with a segment (VNI) given to
+// a csv writer without a vni column (SetSegments).
+var ErrSegment = errors.New("report: records: a key with a segment (VNI) given to a csv writer without a vni column")
+
+// errSetSegments: SetSegments on a writer that has written records.
+var errSetSegments = errors.New("report: SetSegments after the first record")
+
+// SetSegments tells the writer that its run keys segments (a --decap with
+// vxlan or geneve and without novni): csv gets a vni column, before window
+// (see NewRecordWriter). jsonl and text carry a key's segment whether or
+// not it is set. Call it before the first record.
+func (rw *RecordWriter) SetSegments() error {
+	if rw.started {
+		return errSetSegments
+	}
+	rw.segs = true
+	if rw.format == formatCSV {
+		rw.buf = rw.appendHeader(rw.buf[:0])
+	}
+	return nil
+}
+
+// appendHeader appends the csv header of the writer's kind, with the vni
+// column of SetSegments and the exporter column of SetObservers.
+func (rw *RecordWriter) appendHeader(b []byte) []byte {
+	h := csvHeaders[rw.kind]
+	h = h[:len(h)-len("window\n")]
+	b = append(b, h...)
+	if rw.segs {
+		b = append(b, "vni,"...)
+	}
+	b = append(b, "window"...)
+	if rw.names != nil {
+		b = append(b, ",exporter"...)
+	}
+	return append(b, '\n')
 }
 
 var csvHeaders = [...]string{
@@ -140,11 +195,16 @@ func (rw *RecordWriter) Record(r *record.Record) error {
 	if k := r.Key.Kind(); k != rw.kind {
 		return fmt.Errorf("report: records: %w: a %v key given to a %v writer", flow.ErrBadKind, k, rw.kind)
 	}
+	if rw.format == formatCSV && !rw.segs {
+		if vni, ok := r.Key.Segment(); ok {
+			return fmt.Errorf("%w: vni %d (the run's --decap has vxlan or geneve, but the writer was not told: SetSegments)", ErrSegment, vni)
+		}
+	}
 	switch rw.format {
 	case formatJSONL:
 		rw.buf = record.AppendJSON(rw.buf, r)
 	case formatCSV:
-		rw.buf = appendCSV(rw.buf, r)
+		rw.buf = appendCSV(rw.buf, r, rw.segs)
 	case formatText:
 		rw.buf = appendText(rw.buf, r)
 	}
@@ -201,9 +261,10 @@ func (rw *RecordWriter) Flush() error {
 	return err
 }
 
-// appendCSV appends a row of the columns in csvHeaders. No field can hold
-// a comma, quote or newline, so none is quoted.
-func appendCSV(b []byte, r *record.Record) []byte {
+// appendCSV appends a row of the columns in csvHeaders, with a vni column
+// before window when segs. No field can hold a comma, quote or newline, so
+// none is quoted.
+func appendCSV(b []byte, r *record.Record, segs bool) []byte {
 	k := &r.Key
 	b = appendTime(b, r.TimeNs)
 	if k.Kind() != flow.KeyDst {
@@ -226,6 +287,12 @@ func appendCSV(b []byte, r *record.Record) []byte {
 			b = strconv.AppendUint(b, uint64(k.DstPort()), 10)
 		} else {
 			b = append(b, ',')
+		}
+	}
+	if segs {
+		b = append(b, ',')
+		if vni, ok := k.Segment(); ok {
+			b = strconv.AppendUint(b, uint64(vni), 10)
 		}
 	}
 	b = append(b, ',')

@@ -52,6 +52,10 @@ type Config struct {
 	// each observer's records in batches of their own, named by it
 	// (Batch.Observer), while summaries keep Observer (the collector).
 	Observers ObserverNames
+	// Segments says that the run keys segments (a --decap with vxlan or
+	// geneve, without novni): a csv record file (Out) has a vni column
+	// (RecordWriter.SetSegments).
+	Segments bool
 	// Annotate, when set, is called with each summary before it is handed
 	// on (flowdedup collect adds Summary.Collect); the Reporter then
 	// counts each exporter's records of the window in
@@ -137,6 +141,9 @@ func New(cfg Config) (*Reporter, error) {
 		}
 		if cfg.Observers != nil {
 			records.SetObservers(cfg.Observers) // a new writer: cannot fail
+		}
+		if cfg.Segments {
+			records.SetSegments() // a new writer: cannot fail
 		}
 		r.sinks = append(r.sinks, records)
 	}

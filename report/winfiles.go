@@ -36,6 +36,7 @@ type RecordFiles struct {
 	byWin  map[int64]*fileRecords // by window start: the file its records go to
 	byName map[string]*fileRecords
 	names  ObserverNames // SetObservers
+	segs   bool          // SetSegments
 	err    error
 }
 
@@ -57,6 +58,10 @@ func NewRecordFiles(files *outfile.Files, format string, kind flow.KeyKind) (*Re
 	return &RecordFiles{files: files, format: format, kind: kind, byWin: map[int64]*fileRecords{}, byName: map[string]*fileRecords{}}, nil
 }
 
+// SetSegments gives every file's csv a vni column
+// (RecordWriter.SetSegments). Call it before the first record.
+func (rf *RecordFiles) SetSegments() { rf.segs = true }
+
 // file returns the open file of the window starting at startNs, opening it
 // when it is the first of its period.
 func (rf *RecordFiles) file(startNs int64) (*fileRecords, error) {
@@ -77,6 +82,9 @@ func (rf *RecordFiles) file(startNs int64) (*fileRecords, error) {
 		}
 		if rf.names != nil {
 			rw.SetObservers(rf.names) // a new writer: cannot fail
+		}
+		if rf.segs {
+			rw.SetSegments() // a new writer: cannot fail
 		}
 		fr = &fileRecords{f: f, rw: rw}
 		rf.byName[name] = fr

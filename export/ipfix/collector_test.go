@@ -33,6 +33,7 @@ type wireFlow struct {
 	SrcPort, DstPort uint16
 	Ms               uint64 // flowStartMilliseconds
 	EndMs            uint64 // flowEndMilliseconds
+	Seg              uint64 // layer2SegmentId; 0 when not sent (a segment's is never 0: its type byte is 0x01)
 }
 
 // want is what the wire must carry for r: the fields of its key kind, and
@@ -45,6 +46,11 @@ func want(r *record.Record) wireFlow {
 		Ports: k.HasPorts(), SrcPort: k.SrcPort(), DstPort: k.DstPort(),
 		Ms:    uint64(r.TimeNs / int64(time.Millisecond)),
 		EndMs: uint64(r.TimeNs / int64(time.Millisecond)), // a record ends where it starts
+	}
+	if vni, ok := k.Segment(); ok {
+		// IANA's layer2SegmentId: the top byte the encapsulation type,
+		// 0x01 VxLAN; the VNI in the three lowest bytes.
+		f.Seg = 0x01<<56 | uint64(vni)
 	}
 	if bits := k.Bits(); bits >= 0 { // a network key: each address with its length
 		if f.Src.IsValid() {
@@ -83,6 +89,12 @@ func sortFlows(fs []wireFlow) {
 				return 1
 			}
 			return -1
+		}
+		if a.Seg != b.Seg {
+			if a.Seg < b.Seg {
+				return -1
+			}
+			return 1
 		}
 		return int(a.Ms) - int(b.Ms)
 	})
@@ -124,7 +136,8 @@ type ieSpec struct{ id, length uint16 }
 // sourceIPv4PrefixLength 9, destinationIPv4PrefixLength 13,
 // sourceIPv6PrefixLength 29, destinationIPv6PrefixLength 30), in a canonical
 // order (sorted by ID) since the order of a template's fields is the
-// exporter's choice.
+// exporter's choice. A key with a segment has layer2SegmentId (351, 8
+// bytes) too.
 func wantFields(f wireFlow) []ieSpec {
 	var fs []ieSpec
 	v6 := f.Src.Is6() || f.Dst.Is6()
@@ -147,6 +160,9 @@ func wantFields(f wireFlow) []ieSpec {
 		fs = append(fs, ieSpec{7, 2}, ieSpec{11, 2})
 	}
 	fs = append(fs, ieSpec{152, 8}, ieSpec{153, 8})
+	if f.Seg != 0 {
+		fs = append(fs, ieSpec{351, 8})
+	}
 	slices.SortFunc(fs, func(a, b ieSpec) int { return int(a.id) - int(b.id) })
 	return fs
 }
@@ -243,6 +259,10 @@ func flowOf(t *testing.T, rec netflow.DataRecord) wireFlow {
 		case 153:
 			for _, c := range b {
 				f.EndMs = f.EndMs<<8 | uint64(c)
+			}
+		case 351:
+			for _, c := range b {
+				f.Seg = f.Seg<<8 | uint64(c)
 			}
 		default:
 			t.Fatalf("unexpected field %d", v.Type)

@@ -10,7 +10,11 @@
 // length (sourceIPv4PrefixLength 9, destinationIPv4PrefixLength 13,
 // sourceIPv6PrefixLength 29, destinationIPv6PrefixLength 30). Template IDs
 // are fixed: 256 to 265, one per key kind and address family, plus one per
-// family for 5-tuples without ports; 266 to 275 the same for networks. Records are
+// family for 5-tuples without ports; 266 to 275 the same for networks;
+// 276 to 295 all of those for keys with a segment (flow.Key.Segment: inside
+// VXLAN or Geneve), which send layer2SegmentId (351, unsigned64: 0x01, IANA's
+// VxLAN type, in the top byte and the VNI in the low three, for Geneve's VNI
+// too) after the key's fields. Records are
 // gathered into one message per template, sized to the path MTU on UDP
 // (Config.MessageSize overrides it). A template goes out with the first
 // records that use it on a session, again on UDP every

@@ -177,6 +177,8 @@ func setDumpField(f *wireFlow, id int, v string) error {
 		} else {
 			f.DstPort = uint16(n)
 		}
+	case 351:
+		f.Seg, err = strconv.ParseUint(v, 10, 64)
 	case 152, 153:
 		var ts time.Time
 		ts, err = time.ParseInLocation("2006-01-02 15:04:05.000", v, time.UTC)

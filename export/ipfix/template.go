@@ -22,7 +22,17 @@ const (
 	ieDestinationIPv6PrefixLength = 30  // unsigned8
 	ieFlowStartMilliseconds       = 152 // dateTimeMilliseconds
 	ieFlowEndMilliseconds         = 153 // dateTimeMilliseconds
+	ieLayer2SegmentID             = 351 // unsigned64
 )
+
+// segmentVXLAN is the type of a layer2SegmentId (IE 351), its most
+// significant byte, for a VXLAN VNI: IANA's description of the element
+// gives 0x00 reserved, 0x01 VxLAN, 0x02 NVGRE, the segment identifier (a
+// 24-bit VNI) in the three least significant bytes. Geneve has no type of
+// its own there, and a key does not say which of VXLAN and Geneve its
+// segment came through (flow.Key.Segment: the same VNI in either is the
+// same segment), so every segment goes out as a VxLAN one.
+const segmentVXLAN = 0x01 << 56
 
 // Set IDs of RFC 7011 section 3.3.2; data sets use their template's ID.
 const (
@@ -47,6 +57,7 @@ const (
 	hasPorts                    // sourceTransportPort and destinationTransportPort
 	isV6                        // addresses are IPv6
 	isNet                       // addresses are networks: each followed by its prefix length
+	hasSeg                      // layer2SegmentId: the key's segment (VNI)
 )
 
 // A template is one of the fixed templates of the exporter: one per key
@@ -54,7 +65,9 @@ const (
 // without ports (ICMP, other portless protocols, non-first fragments), so
 // that a collector can tell "no port" from port 0; and all of them again
 // for keys by network (--prefix), whose addresses are each followed by
-// their prefix length (sourceIPv4PrefixLength and the like).
+// their prefix length (sourceIPv4PrefixLength and the like); and all of
+// those again for keys with a segment (flow.Key.Segment, inside VXLAN or
+// Geneve), with layer2SegmentId after the key's fields.
 type template struct {
 	id     uint16
 	layout layout
@@ -63,9 +76,9 @@ type template struct {
 }
 
 // templateIndex returns the index in templates of the template for keys of
-// kind with the given family, ports and networks, or -1 for an invalid
-// kind.
-func templateIndex(kind flow.KeyKind, v6, ports, net bool) int {
+// kind with the given family, ports, networks and segment, or -1 for an
+// invalid kind.
+func templateIndex(kind flow.KeyKind, v6, ports, net, seg bool) int {
 	if !kind.IsValid() {
 		return -1
 	}
@@ -77,7 +90,10 @@ func templateIndex(kind flow.KeyKind, v6, ports, net bool) int {
 		i++
 	}
 	if net {
-		i += numTemplates / 2 // 10-19: the same, by network
+		i += numTemplates / 4 // 10-19: the same, by network
+	}
+	if seg {
+		i += numTemplates / 2 // 20-39: the same, with a segment
 	}
 	return i
 }
@@ -85,26 +101,30 @@ func templateIndex(kind flow.KeyKind, v6, ports, net bool) int {
 // keyTemplate returns the index in templates of the template of k, which
 // must be valid.
 func keyTemplate(k *flow.Key) int {
-	return templateIndex(k.Kind(), k.Is6(), k.HasPorts(), k.Bits() >= 0)
+	_, seg := k.Segment()
+	return templateIndex(k.Kind(), k.Is6(), k.HasPorts(), k.Bits() >= 0, seg)
 }
 
 // numTemplates is the number of fixed templates: src, dst, pair, 5-tuple
 // and portless 5-tuple, each for IPv4 and IPv6, each of hosts and of
-// networks.
-const numTemplates = 20
+// networks, each without and with a segment.
+const numTemplates = 40
 
 // templates holds the fixed templates, indexed by templateIndex. Their IDs
 // are 256 + index, the same in every run, so a collector's view of an
 // exporter does not change across restarts (and the host templates kept
-// theirs, 256-265, when the network ones came).
+// theirs, 256-265, when the network ones came, and those without a
+// segment theirs, 256-275, when the segment ones came: 276-295).
 var templates = func() [numTemplates]template {
 	var ts [numTemplates]template
 	for kind := flow.KeySrc; kind <= flow.Key5Tuple; kind++ {
 		for _, v6 := range []bool{false, true} {
 			for _, ports := range []bool{true, false} {
 				for _, net := range []bool{false, true} {
-					i := templateIndex(kind, v6, ports, net)
-					ts[i] = makeTemplate(uint16(firstTemplateID+i), layoutOf(kind, v6, ports, net))
+					for _, seg := range []bool{false, true} {
+						i := templateIndex(kind, v6, ports, net, seg)
+						ts[i] = makeTemplate(uint16(firstTemplateID+i), layoutOf(kind, v6, ports, net, seg))
+					}
 				}
 			}
 		}
@@ -113,8 +133,8 @@ var templates = func() [numTemplates]template {
 }()
 
 // layoutOf returns the layout of the records of keys of kind with the
-// given family, ports and networks.
-func layoutOf(kind flow.KeyKind, v6, ports, net bool) layout {
+// given family, ports, networks and segment.
+func layoutOf(kind flow.KeyKind, v6, ports, net, seg bool) layout {
 	var l layout
 	switch kind {
 	case flow.KeySrc:
@@ -134,6 +154,9 @@ func layoutOf(kind flow.KeyKind, v6, ports, net bool) layout {
 	}
 	if net {
 		l |= isNet
+	}
+	if seg {
+		l |= hasSeg
 	}
 	return l
 }
@@ -169,6 +192,9 @@ func (l layout) fields() []fieldSpec {
 	if l&hasPorts != 0 {
 		fs = append(fs, fieldSpec{ieSourceTransportPort, 2}, fieldSpec{ieDestinationTransportPort, 2})
 	}
+	if l&hasSeg != 0 {
+		fs = append(fs, fieldSpec{ieLayer2SegmentID, 8})
+	}
 	// A record says when a flow was first seen; it has no end of its
 	// own, and collectors that find none show an invalid date (nfdump:
 	// 1970-01-01 and a huge duration). The end is the start: a flow of
@@ -203,7 +229,8 @@ func makeTemplate(id uint16, l layout) template {
 // whose layout flow documents as stable: addresses at 0 and 16 (IPv4 in
 // their first 4 bytes; networks with their host bits zero), the ports at 32
 // in network byte order, the protocol at 36, a network's prefix length at
-// 39. That is what IPFIX sends, so a record is a few copies.
+// 39. That is what IPFIX sends, so a record is a few copies. A key's
+// segment goes out as a VxLAN layer2SegmentId (segmentVXLAN | VNI).
 func (l layout) appendRecord(b []byte, k *flow.Key, ms uint64) []byte {
 	var kb [flow.KeySize]byte
 	k.AppendBinary(kb[:0])
@@ -228,6 +255,10 @@ func (l layout) appendRecord(b []byte, k *flow.Key, ms uint64) []byte {
 	}
 	if l&hasPorts != 0 {
 		b = append(b, kb[32:36]...)
+	}
+	if l&hasSeg != 0 {
+		vni, _ := k.Segment()
+		b = binary.BigEndian.AppendUint64(b, segmentVXLAN|uint64(vni))
 	}
 	b = binary.BigEndian.AppendUint64(b, ms)
 	return binary.BigEndian.AppendUint64(b, ms) // flowEndMilliseconds

@@ -43,7 +43,7 @@ func startNfcapdIn(t *testing.T, ns *netns.Namespace, port int) *nsNfcapd {
 	n := &nsNfcapd{ns: ns, port: port, dir: t.TempDir()}
 	// ip netns exec execs nfcapd: signals to the process reach nfcapd.
 	n.Process = testutil.StartProcess(t, exec.Command("ip", "netns", "exec", ns.Name, "nfcapd", "-b", "127.0.0.1", "-p", strconv.Itoa(port), "-w", n.dir, "-t", "3600"), "", 0)
-	n.WaitFor(t, fmt.Sprintf("nfcapd in %s binding 127.0.0.1:%d", ns.Name, port), 10*time.Second, func() bool {
+	n.WaitFor(t, fmt.Sprintf("nfcapd in %s binding 127.0.0.1:%d", ns.Name, port), time.Minute, func() bool {
 		_, ok := n.queue(t)
 		return ok
 	})
@@ -77,11 +77,11 @@ func (n *nsNfcapd) queue(t *testing.T) (uint64, bool) {
 // call, so nfcapd has read them all when its socket's queue is empty.
 func (n *nsNfcapd) flows(t *testing.T) []servers.NfdumpFlow {
 	t.Helper()
-	n.WaitFor(t, "nfcapd reading its socket", 10*time.Second, func() bool {
+	n.WaitFor(t, "nfcapd reading its socket", time.Minute, func() bool {
 		q, _ := n.queue(t)
 		return q == 0
 	})
-	n.Stop(t, syscall.SIGTERM, 10*time.Second) // its exit status is nfcapd's business; its files are the test's
+	n.Stop(t, syscall.SIGTERM, time.Minute) // its exit status is nfcapd's business; its files are the test's
 	return servers.ReadNfdump(t, n.dir)
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/record"
 	"github.com/flowdedup/flowdedup/report"
 	"github.com/flowdedup/flowdedup/report/outfile"
@@ -138,6 +139,9 @@ func (s *session) outputs(stdout, stderr io.Writer, observers report.ObserverNam
 		if observers != nil {
 			rf.SetObservers(observers)
 		}
+		if keysSegments(cfg.Decap) {
+			rf.SetSegments()
+		}
 		sinks = append(sinks, rf)
 	} else {
 		w, err := s.create(cfg.out.path, stdout, stderr)
@@ -150,6 +154,9 @@ func (s *session) outputs(stdout, stderr io.Writer, observers report.ObserverNam
 		}
 		if observers != nil {
 			rw.SetObservers(observers) // a new writer: cannot fail
+		}
+		if keysSegments(cfg.Decap) {
+			rw.SetSegments() // a new writer: cannot fail
 		}
 		sinks = append(sinks, rw)
 	}
@@ -168,6 +175,13 @@ func (s *session) outputs(stdout, stderr io.Writer, observers report.ObserverNam
 		sinks = append(sinks, report.NewSummaryWriter(w))
 	}
 	return sinks, nil
+}
+
+// keysSegments reports whether keys of a run decapsulating as d can have a
+// segment (flow.Key.Segment): inside VXLAN or Geneve, without novni. The
+// csv records then have a vni column.
+func keysSegments(d flow.Decap) bool {
+	return d.Tunnels&(flow.TunnelVXLAN|flow.TunnelGeneve) != 0 && !d.NoSegment
 }
 
 // files makes the directory of a pattern output, so that one that cannot

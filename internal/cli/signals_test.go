@@ -70,7 +70,7 @@ func (f *fedReplay) send(t *testing.T, frames []timedFrame) {
 // waitLog waits until stderr holds s at least n times.
 func (f *fedReplay) waitLog(t *testing.T, s string, n int) {
 	t.Helper()
-	f.WaitFor(t, fmt.Sprintf("%q %d times on stderr", s, n), 10*time.Second, func() bool { return strings.Count(f.log(), s) >= n })
+	f.WaitFor(t, fmt.Sprintf("%q %d times on stderr", s, n), time.Minute, func() bool { return strings.Count(f.log(), s) >= n })
 }
 
 // signal sends sig to the process.
@@ -84,7 +84,7 @@ func (f *fedReplay) signal(t *testing.T, sig syscall.Signal) {
 // wait waits for the process to exit and returns its error.
 func (f *fedReplay) wait(t *testing.T) error {
 	t.Helper()
-	return f.Wait(t, 10*time.Second)
+	return f.Wait(t, time.Minute)
 }
 
 // sources returns frames of n sources 10.a.b.1... at times from at, one a
@@ -130,7 +130,7 @@ func TestReplayKilledMidWindow(t *testing.T) {
 	final0 := filepath.Join(dir, "src-20260301T00.jsonl")
 	final1 := filepath.Join(dir, "src-20260301T01.jsonl")
 	tmp1 := final1 + ".tmp"
-	f.WaitFor(t, "hour 0's file and 50 records of hour 1", 10*time.Second, func() bool { return exists(final0) && lineCount(tmp1) == 50 })
+	f.WaitFor(t, "hour 0's file and 50 records of hour 1", time.Minute, func() bool { return exists(final0) && lineCount(tmp1) == 50 })
 
 	f.signal(t, syscall.SIGHUP)
 	hour1b, more := sources(1, 1, 50, t0.Add(80*time.Minute))
@@ -138,7 +138,7 @@ func TestReplayKilledMidWindow(t *testing.T) {
 		want1[k] = true
 	}
 	f.send(t, hour1b)
-	f.WaitFor(t, "100 records of hour 1 after SIGHUP", 10*time.Second, func() bool { return lineCount(tmp1) == 100 })
+	f.WaitFor(t, "100 records of hour 1 after SIGHUP", time.Minute, func() bool { return lineCount(tmp1) == 100 })
 	if strings.Contains(f.log(), "SIGHUP") {
 		t.Errorf("SIGHUP reopened something though every output is a pattern:\n%s", f.log())
 	}
@@ -206,7 +206,7 @@ func TestReplaySIGHUPReopens(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	before, wantBefore := sources(0, 0, 100, t0)
 	f.send(t, before)
-	f.WaitFor(t, "100 records in "+out, 10*time.Second, func() bool { return lineCount(out) == 100 })
+	f.WaitFor(t, "100 records in "+out, time.Minute, func() bool { return lineCount(out) == 100 })
 	rotated := out + ".1"
 	if err := os.Rename(out, rotated); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestReplaySIGHUPReopens(t *testing.T) {
 	f.waitLog(t, "SIGHUP: reopening "+out, n+1)
 	after, wantAfter := sources(0, 1, 100, t0.Add(5*time.Minute))
 	f.send(t, after)
-	f.WaitFor(t, "100 records in the new "+out, 10*time.Second, func() bool { return lineCount(out) == 100 })
+	f.WaitFor(t, "100 records in the new "+out, time.Minute, func() bool { return lineCount(out) == 100 })
 	if err := f.stdin.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -278,15 +278,15 @@ func TestRunOutputs(t *testing.T) {
 		// reports a pair again.
 		lr := startLive(t, ns, bin, "--mode", "afpacket", "--key", "pair", "--filter", "exact", "--workers", "2")
 		sendInto(t, ns, pcapPath("small.pcap"))
-		testutil.WaitFor(t, "the first capture's pairs", 10*time.Second, func() bool { return lineCount(lr.out) == len(first) })
+		testutil.WaitFor(t, "the first capture's pairs", time.Minute, func() bool { return lineCount(lr.out) == len(first) })
 		rotated := lr.out + ".1"
 		if err := os.Rename(lr.out, rotated); err != nil {
 			t.Fatal(err)
 		}
 		lr.Cmd.Process.Signal(syscall.SIGHUP)
-		testutil.WaitFor(t, "the SIGHUP notice", 10*time.Second, func() bool { return strings.Contains(lr.Log(), "SIGHUP: reopening "+lr.out) })
+		testutil.WaitFor(t, "the SIGHUP notice", time.Minute, func() bool { return strings.Contains(lr.Log(), "SIGHUP: reopening "+lr.out) })
 		sendInto(t, ns, pcapPath("ipv6.pcap"))
-		testutil.WaitFor(t, "the second capture's pairs", 10*time.Second, func() bool { return lineCount(lr.out) == len(second) })
+		testutil.WaitFor(t, "the second capture's pairs", time.Minute, func() bool { return lineCount(lr.out) == len(second) })
 		lr.stop(t, syscall.SIGINT)
 		if d := keyDiff(pairsIn(t, rotated), first); d != "" {
 			t.Errorf("the file moved away:\n%s", d)
@@ -321,7 +321,7 @@ func TestRunOutputs(t *testing.T) {
 			}
 			return n
 		}
-		testutil.WaitFor(t, "the sources in the hour's temporary file", 10*time.Second, func() bool { return open() >= len(want) })
+		testutil.WaitFor(t, "the sources in the hour's temporary file", time.Minute, func() bool { return open() >= len(want) })
 		lr.stop(t, syscall.SIGINT)
 		got := map[string]bool{}
 		var summaries int

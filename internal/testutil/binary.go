@@ -11,10 +11,10 @@ import (
 	"testing"
 )
 
-// The binaries that make test builds once, before any package's tests run,
-// for every package to share (see the Makefile's test-bins): each test
-// binary building its own, several at once from an empty build cache,
-// was most of a newcomer's first make test.
+// The binaries that make builds once, before any package's tests run, for
+// every package to share (see the Makefile's test-bins and test-release):
+// each test binary building its own, several at once from an empty build
+// cache, was most of a newcomer's first make test.
 const (
 	// BinEnv names the flowdedup command built from this checkout for this
 	// machine, as go build builds it.
@@ -74,7 +74,7 @@ var ReleaseArches = map[string][]string{
 }
 
 // Release returns the path of flowdedup built for Linux on arch, one of
-// ReleaseArches, as the release archives hold it: make test's build
+// ReleaseArches, as the release archives hold it: make test-release's build
 // ($FLOWDEDUP_TEST_PKGBUILD/linux_ARCH/flowdedup) when it made one, or else
 // one built here once per test binary.
 func Release(tb testing.TB, arch string) string {

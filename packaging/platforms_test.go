@@ -1,4 +1,6 @@
-package e2e
+//go:build linux && release
+
+package packaging
 
 import (
 	"bytes"
@@ -40,7 +42,7 @@ func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
 		{"armv7", "qemu-arm", false}, // 32-bit ARMv7 (most other routers)
 	}
 	captures := []string{"small.pcap", "small.pcapng", "ipv6.pcap", "vlan.pcap", "fragments.pcap", "malformed.pcap", "windows.pcap", "zipf.pcap.gz"}
-	native := flowdedup(t)
+	native := testutil.Flowdedup(t)
 	for _, p := range platforms {
 		t.Run(p.arch, func(t *testing.T) {
 			qemu, err := exec.LookPath(p.qemu)
@@ -53,7 +55,7 @@ func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
 					// One worker: with more, records of different workers
 					// interleave in no fixed order.
 					args := []string{"replay", "--workers", "1", "--key", key, "--window", "1m", "--filter", "qht:mem=64KiB",
-						"--seed", "3", "--observer", "r1", "--summary-sketch", pcap(c)}
+						"--seed", "3", "--observer", "r1", "--summary-sketch", filepath.Join("..", "testdata", "pcaps", c)}
 					want := replayOn(t, []string{native}, args)
 					got := replayOn(t, []string{qemu, bin}, args)
 					if want.records != got.records || want.summaries != got.summaries {
@@ -66,7 +68,7 @@ func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
 				}
 			}
 			if p.bigEndian {
-				r := runOn(t, []string{qemu, bin}, []string{"run", "-i", "lo"})
+				r := runUnder(t, []string{qemu, bin}, []string{"run", "-i", "lo"})
 				if r.code != 1 || !strings.Contains(r.stderr, "not built for big-endian mips") {
 					t.Errorf("run on big-endian mips: exit %d, %q; want 1 and the reason", r.code, r.stderr)
 				}
@@ -75,8 +77,8 @@ func TestRouterPlatformsGiveTheSameAnswers(t *testing.T) {
 	}
 }
 
-// output is what one process wrote.
-type output struct {
+// platformOutput is what one process wrote.
+type platformOutput struct {
 	code                       int
 	records, summaries, stderr string
 }
@@ -84,11 +86,11 @@ type output struct {
 // replayOn runs flowdedup replay with args under the command prefix (the
 // binary, or qemu and the binary), with --out and --summary files in a
 // temporary directory, and returns what it wrote; a failing replay fails t.
-func replayOn(t *testing.T, prefix []string, args []string) output {
+func replayOn(t *testing.T, prefix []string, args []string) platformOutput {
 	t.Helper()
 	dir := t.TempDir()
 	out, sum := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "summary.jsonl")
-	o := runOn(t, prefix, append(append([]string{}, args...), "--out", out, "--summary", sum))
+	o := runUnder(t, prefix, append(append([]string{}, args...), "--out", out, "--summary", sum))
 	if o.code != 0 {
 		t.Fatalf("%q %q: exit %d:\n%s", prefix, args, o.code, o.stderr)
 	}
@@ -104,9 +106,9 @@ func replayOn(t *testing.T, prefix []string, args []string) output {
 	return o
 }
 
-// runOn runs flowdedup with args under the command prefix, with a time
+// runUnder runs flowdedup with args under the command prefix, with a time
 // limit, and returns its exit code and standard error.
-func runOn(t *testing.T, prefix []string, args []string) output {
+func runUnder(t *testing.T, prefix []string, args []string) platformOutput {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -115,7 +117,7 @@ func runOn(t *testing.T, prefix []string, args []string) output {
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	err := cmd.Run()
-	o := output{stderr: errb.String()}
+	o := platformOutput{stderr: errb.String()}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
