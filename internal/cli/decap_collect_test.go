@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,9 +105,9 @@ func agentOf(i int) *collecttest.SFlow {
 
 // collectSources runs collect with args on the sFlow samples of every
 // capture of decapCaptures and returns the sources of its records by
-// capture. Each address is keyed once unless segments: the keys inside
-// VXLAN and Geneve are then per VNI, and an address in two VNIs is two
-// records (which name no VNI yet).
+// capture, as "ADDR", or "vni N ADDR" for a record with a VNI when
+// segments (the keys inside VXLAN and Geneve are then per VNI: an address
+// in two VNIs is two records); each must come once.
 func collectSources(t *testing.T, want map[string]map[string]bool, segments bool, args ...string) map[string]map[string]bool {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "sources.jsonl")
@@ -129,9 +130,19 @@ func collectSources(t *testing.T, want map[string]map[string]bool, segments bool
 	}
 	got := map[string]map[string]bool{}
 	for _, l := range lines(t, out) {
-		var r struct{ Src, Exporter string }
+		var r struct {
+			Src, Exporter string
+			VNI           *uint32
+		}
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("record %q: %v", l, err)
+		}
+		if r.VNI != nil && !segments {
+			t.Errorf("record %s: a vni, without segments", l)
+		}
+		key := canonAddr(t, r.Src)
+		if segments && r.VNI != nil {
+			key = fmt.Sprintf("vni %d %s", *r.VNI, key)
 		}
 		name, ok := byAgent[r.Exporter]
 		if !ok {
@@ -140,10 +151,10 @@ func collectSources(t *testing.T, want map[string]map[string]bool, segments bool
 		if got[name] == nil {
 			got[name] = map[string]bool{}
 		}
-		if got[name][canonAddr(t, r.Src)] && !segments {
+		if got[name][key] {
 			t.Errorf("record %s: a second record of the key", l)
 		}
-		got[name][canonAddr(t, r.Src)] = true
+		got[name][key] = true
 	}
 	return got
 }
@@ -151,15 +162,17 @@ func collectSources(t *testing.T, want map[string]map[string]bool, segments bool
 // TestCollectSFlowDecap: collect --decap all keys the sFlow samples of
 // tunnelled packets (ERSPAN, GRE, VXLAN, Geneve, GTP-U, IP-in-IP, nested;
 // Ethernet and raw IPv4/IPv6 headers) by tshark's innermost sources of the
-// same bytes; --decap none, and no --decap, by the outermost ones, as
-// before.
+// same bytes, each record with tshark's innermost VNI (the "vni" of
+// jsonl); with novni by the addresses alone; --decap none, and no
+// --decap, by the outermost ones, as before.
 func TestCollectSFlowDecap(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
-	inner, outer := map[string]map[string]bool{}, map[string]map[string]bool{}
+	inner, outer, segs := map[string]map[string]bool{}, map[string]map[string]bool{}, map[string]map[string]bool{}
 	for _, name := range decapCaptures {
 		inner[name], outer[name] = tsharkSources(t, decapPcap(name))
+		segs[name] = tsharkSegmentSources(t, decapPcap(name))
 	}
 	for _, c := range []struct {
 		args     []string
@@ -167,7 +180,7 @@ func TestCollectSFlowDecap(t *testing.T) {
 		segments bool
 		what     string
 	}{
-		{[]string{"--decap", "all"}, inner, true, "innermost"},
+		{[]string{"--decap", "all"}, segs, true, "innermost (with the innermost VNI)"},
 		{[]string{"--decap", "all,novni"}, inner, false, "innermost"},
 		{[]string{"--decap", "none"}, outer, false, "outermost"},
 		{nil, outer, false, "outermost"},
@@ -285,4 +298,58 @@ func metricHas(t *testing.T, body, name, reason string, n uint64) {
 	if m == nil || m[1] != fmt.Sprint(n) {
 		t.Errorf("metrics: %s{reason=%q} %v, want %d", name, reason, m, n)
 	}
+}
+
+// tsharkSegmentSources is tshark's innermost source of each frame of file
+// (as tsharkSources), written "vni N ADDR" when a VXLAN or Geneve header
+// came before it, N the last one's VNI (vxlan.vni, geneve.vni), in
+// decimal: the VNI of the innermost VXLAN or Geneve header crossed.
+func tsharkSegmentSources(t *testing.T, file string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("tshark", "-r", file, "-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE",
+		"-d", "udp.port==8472,vxlan", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
+		"-e", "frame.protocols", "-e", "ip.src", "-e", "ipv6.src", "-e", "vxlan.vni", "-e", "geneve.vni").Output()
+	if err != nil {
+		t.Fatalf("tshark -r %s: %v", file, err)
+	}
+	got := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		if len(f) != 5 {
+			t.Fatalf("tshark line %q", line)
+		}
+		v4, v6, vx, gv := strings.Split(f[1], ","), strings.Split(f[2], ","), strings.Split(f[3], ","), strings.Split(f[4], ",")
+		var i4, i6, ix, ig int
+		last, seg := "", ""
+	layers:
+		for p := range strings.SplitSeq(f[0], ":") {
+			switch p {
+			case "ip":
+				last = v4[i4]
+				i4++
+			case "ipv6":
+				last = v6[i6]
+				i6++
+			case "vxlan":
+				seg = vx[ix]
+				ix++
+			case "geneve":
+				seg = gv[ig]
+				ig++
+			case "icmp", "icmpv6":
+				break layers
+			}
+		}
+		key := canonAddr(t, last)
+		if seg != "" {
+			// vxlan.vni is decimal, geneve.vni hex (0x0001f4).
+			n, err := strconv.ParseUint(seg, 0, 32)
+			if err != nil {
+				t.Fatalf("tshark's VNI %q: %v", seg, err)
+			}
+			key = fmt.Sprintf("vni %d %s", n, key)
+		}
+		got[key] = true
+	}
+	return got
 }
