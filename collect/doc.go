@@ -23,7 +23,8 @@
 // key (Packet.Key) and its flow start time (its arrival when the start is
 // more than a minute after it: a wrong clock); an sFlow flow sample becomes
 // a Packet holding the packet header it carries, keyed by the pipeline
-// (flow.Parse) and stamped with its arrival.
+// (flow.Parse, or through the tunnels of pipeline.Config.Decap: collect
+// --decap) and stamped with its arrival.
 //
 // Each exporter's observation domain (its address and NetFlow v9 source
 // ID, IPFIX observation domain, v5 engine, or sFlow agent and sub-agent) is

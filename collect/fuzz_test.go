@@ -2,8 +2,10 @@ package collect
 
 import (
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
+	"github.com/flowdedup/flowdedup/capture/pcapfile"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/collect/netflow"
 	"github.com/flowdedup/flowdedup/export/ipfix"
@@ -124,7 +127,22 @@ func flowdedupExport(t *testing.T) [][]byte {
 
 // decodeFuzz runs b (fuzzInput) through a source's decoder, as datagrams
 // of one exporter address, and checks every packet it makes.
-func decodeFuzz(t *testing.T, b []byte) *sourceStats {
+func decodeFuzz(t *testing.T, b []byte) *sourceStats { return decodeFuzzEach(t, b, nil) }
+
+// fuzzDecap is --decap all, with which decodeFuzz keys every frame an sFlow
+// sample carries, as the pipeline keys it with collect --decap all.
+var fuzzDecap = func() flow.Decap {
+	d, err := flow.ParseDecap("all")
+	if err != nil {
+		panic(err)
+	}
+	return d
+}()
+
+// decodeFuzzEach is decodeFuzz, calling each, when not nil, with every
+// frame's error keyed through its tunnels (flow.Key.DecodeDecap, --decap
+// all).
+func decodeFuzzEach(t *testing.T, b []byte, each func(frame []byte, err error)) *sourceStats {
 	if len(b) == 0 {
 		return new(sourceStats)
 	}
@@ -166,6 +184,26 @@ func decodeFuzz(t *testing.T, b []byte) *sourceStats {
 				t.Fatalf("observer %d", p.ObserverID)
 			case p.TimeNs < minSaneNs || p.TimeNs > arrival+d.ahead:
 				t.Fatalf("a packet of time %d, arrival %d", p.TimeNs, arrival)
+			}
+			if p.Data == nil {
+				continue
+			}
+			// The frame as the pipeline keys it, outermost and innermost:
+			// a key of the kind, or an error of a reason it counts.
+			var k flow.Key
+			for _, dc := range []*flow.Decap{nil, &fuzzDecap} {
+				err := k.DecodeDecap(p.Data, p.LinkType, flow.KeySrc, dc)
+				switch {
+				case err != nil && flow.Reason(err) == "other":
+					t.Fatalf("a frame of %d bytes: error %v of no reason", len(p.Data), err)
+				case err == nil && (!k.IsValid() || k.Kind() != flow.KeySrc):
+					t.Fatalf("a frame of %d bytes: key %v", len(p.Data), k)
+				case err != nil && k != (flow.Key{}):
+					t.Fatalf("a frame of %d bytes: error %v with key %v", len(p.Data), err, k)
+				}
+				if dc != nil && each != nil {
+					each(p.Data, err)
+				}
 			}
 		}
 		if budget.Used() > budget.Max() {
@@ -256,4 +294,104 @@ func reasonIndex(reason string) int {
 		}
 	}
 	panic(reason)
+}
+
+// tunnelSeeds are FuzzDatagramToKey's sFlow inputs whose samples carry
+// tunnelled packets: every frame of the tunnel captures of
+// scripts/mkdecap.py (scapy), a datagram per capture, some as raw IPv4 and
+// IPv6 headers; and the same frames cut as an agent's header size cuts
+// them (64 and 100 bytes), inside their tunnel headers.
+func tunnelSeeds(t *testing.T) map[string][]byte {
+	t.Helper()
+	var whole, cut [][]byte
+	for i, name := range []string{"erspan", "gre", "vxlan", "geneve", "gtpu", "ipip", "nested", "bad"} {
+		a := &collecttest.SFlow{Agent: netip.AddrFrom4([4]byte{10, 9, 1, byte(i)})}
+		var ss, cs []collecttest.SFlowSample
+		for j, f := range decapFrames(t, name) {
+			s := collecttest.SFlowSample{Header: f, Protocol: 1, FrameLength: uint32(len(f)), SamplingRate: 1}
+			if j%2 == 1 && len(f) > 14 {
+				switch binary.BigEndian.Uint16(f[12:14]) {
+				case 0x0800:
+					s.Header, s.Protocol = f[14:], 11
+				case 0x86dd:
+					s.Header, s.Protocol = f[14:], 12
+				}
+			}
+			ss = append(ss, s)
+			for _, n := range []int{64, 100} {
+				if len(f) > n {
+					cs = append(cs, collecttest.SFlowSample{Header: f[:n], Protocol: 1, FrameLength: uint32(len(f)), SamplingRate: 1})
+				}
+			}
+		}
+		whole = append(whole, a.Datagram(ss, false))
+		cut = append(cut, a.Datagram(cs, false))
+	}
+	return map[string][]byte{"sflow-tunnels": fuzzInput(true, whole), "sflow-tunnels-cut": fuzzInput(true, cut)}
+}
+
+// decapFrames returns the frames of flow/testdata/decap/NAME.pcap.
+func decapFrames(t *testing.T, name string) [][]byte {
+	t.Helper()
+	src, err := pcapfile.Open(filepath.Join("..", "flow", "testdata", "decap", name+".pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var frames [][]byte
+	var p capture.Packet
+	for {
+		err := src.Next(&p)
+		if errors.Is(err, io.EOF) {
+			return frames
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, append([]byte(nil), p.Data...))
+	}
+}
+
+// TestWriteTunnelSeeds writes tunnelSeeds to FuzzDatagramToKey's corpus
+// with -write-seeds and checks that they are there; that every sample of
+// the tunnel captures but bad.pcap's is keyed through its tunnels (tshark
+// finds an IP header inside each: internal/cli's TestCollectSFlowDecap),
+// and bad.pcap's 26 are not; and that the cut ones are counted by reason,
+// among them truncated (a 64-byte cut of vxlan.pcap's first frame: 14 +
+// 20 + 8 + 8 bytes of Ethernet, IPv4, UDP and VXLAN, the inner Ethernet
+// header's 14, and none of the inner IPv4 header) and tunnel_truncated.
+func TestWriteTunnelSeeds(t *testing.T) {
+	for name, b := range tunnelSeeds(t) {
+		path := filepath.Join("testdata", "fuzz", "FuzzDatagramToKey", name)
+		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
+		if *writeSeeds {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("%s: not in the corpus (go test ./collect -run TestWriteTunnelSeeds -write-seeds)", path)
+		}
+		byReason := map[string]int{}
+		st := decodeFuzzEach(t, b, func(_ []byte, err error) { byReason[flow.Reason(err)]++ })
+		for r := range st.errors {
+			if n := st.errors[r].Load(); n != 0 {
+				t.Errorf("%s: %s: %d", name, reasons[r], n)
+			}
+		}
+		switch name {
+		case "sflow-tunnels":
+			frames := 0
+			for _, c := range []string{"erspan", "gre", "vxlan", "geneve", "gtpu", "ipip", "nested"} {
+				frames += len(decapFrames(t, c))
+			}
+			if byReason["ok"] != frames || byReason["ok"]+26 != int(st.records.Load()) {
+				t.Errorf("%s: %v of %d samples; want %d keyed and bad.pcap's 26 not", name, byReason, st.records.Load(), frames)
+			}
+		case "sflow-tunnels-cut":
+			if byReason["tunnel_truncated"] == 0 || byReason["truncated"] == 0 {
+				t.Errorf("%s: %v: want tunnel_truncated and truncated among them", name, byReason)
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/filters"
+	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/mix"
 )
 
@@ -15,9 +16,14 @@ type Config struct {
 	Filters []string // filter specs, as filters.New takes them
 	Mems    []string // memory sizes to sweep each filter over (see Sweep); none: as given
 	Stream  string   // stream spec, as ParseStream takes it
-	Runs    int      // independent runs averaged (different seeds); >= 1
-	Warmup  int      // leading elements observed but not counted
-	Seed    uint64   // base seed; run r uses a seed derived from Seed and r
+	// Decap keys a pcap: stream's frames by their innermost IP header
+	// through these tunnels (replay's --decap), unless its spec has
+	// decap=; the zero Decap keys the outermost header. A stream of
+	// another kind with tunnels here is an error (ErrStreamSpec).
+	Decap  flow.Decap
+	Runs   int    // independent runs averaged (different seeds); >= 1
+	Warmup int    // leading elements observed but not counted
+	Seed   uint64 // base seed; run r uses a seed derived from Seed and r
 }
 
 // Result is one filter's figures on one stream, averaged over runs.
@@ -75,6 +81,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	stream, err := ParseStream(cfg.Stream)
 	if err != nil {
+		return nil, err
+	}
+	if stream, err = WithDecap(stream, cfg.Decap); err != nil {
 		return nil, err
 	}
 	results := make([]Result, len(cfg.Filters))

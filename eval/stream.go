@@ -40,9 +40,10 @@ type Stream interface {
 const maxElements = 1 << 31
 
 // ParseStream parses a stream spec: distinct:n=N, uniform:n=N,universe=U,
-// zipf:n=N,universe=U,s=S, file:PATH or pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]]
-// (key src by default, as replay; prefix= keys by network, as replay's
-// --prefix: see ParsePcapSpec).
+// zipf:n=N,universe=U,s=S, file:PATH or
+// pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]][,decap=LIST] (key src by
+// default, as replay; prefix= keys by network, as replay's --prefix, and
+// decap= through tunnels, as replay's --decap: see ParsePcapSpec).
 func ParseStream(spec string) (Stream, error) {
 	kind, rest, _ := strings.Cut(strings.TrimSpace(spec), ":")
 	switch strings.ToLower(kind) {

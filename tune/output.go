@@ -36,6 +36,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Prefix != "" {
 		key += "/" + r.Prefix
 	}
+	if r.Decap != "" {
+		key += " inside tunnels (--decap " + r.Decap + ")"
+	}
 	ew.printf("key %s, window %s, %d workers, %s per shard, objective %s, seeds %s\n",
 		key, r.Window, r.Workers, r.Mem, r.Objective, seedList(r.Seeds))
 	s := r.Search
@@ -111,6 +114,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	prefix := ""
 	if r.Prefix != "" {
 		prefix = " --prefix " + r.Prefix
+	}
+	if r.Decap != "" {
+		prefix += " --decap " + r.Decap
 	}
 	ew.printf("  e.g.:  flowdedup replay --key %s%s --window %s --workers %d --filter %s FILE...\n", r.Key, prefix, r.Window, r.Workers, best.Spec)
 	return ew.err

@@ -49,13 +49,14 @@ type SampleInfo struct {
 
 // openSamples turns Config.Samples into samples: the paths given bare are
 // read in order as one capture, as `flowdedup replay FILE...` reads them;
-// each stream spec (eval's grammar; pcap:PATH[,key=K][,prefix=P] keyed
-// with windows as replay would) is a sample of its own. key is the
-// configured kind and prefix, which a pcap: spec may override.
+// each stream spec (eval's grammar; pcap:PATH[,key=K][,prefix=P][,decap=D]
+// keyed with windows as replay would) is a sample of its own. key is the
+// configured kind and prefix, and decap the tunnels, which a pcap: spec
+// may override.
 //
 // seed is the first seed the run will use: a random stream is generated
 // for it once, here, and kept.
-func openSamples(ctx context.Context, specs []string, key flow.KeySpec, window time.Duration, seed uint64) ([]sample, error) {
+func openSamples(ctx context.Context, specs []string, key flow.KeySpec, decap *flow.Decap, window time.Duration, seed uint64) ([]sample, error) {
 	var out []sample
 	var paths []string
 	for _, s := range specs {
@@ -76,7 +77,11 @@ func openSamples(ctx context.Context, specs []string, key flow.KeySpec, window t
 			if ps.HasPrefix {
 				k.Mask = ps.Prefix
 			}
-			c, err := loadCapture(ctx, s, []string{ps.Path}, k, window)
+			d := decap
+			if ps.HasDecap {
+				d = &ps.Decap
+			}
+			c, err := loadCapture(ctx, s, []string{ps.Path}, k, d, window)
 			if err != nil {
 				return nil, err
 			}
@@ -94,7 +99,7 @@ func openSamples(ctx context.Context, specs []string, key flow.KeySpec, window t
 		out = append(out, ss)
 	}
 	if len(paths) > 0 {
-		c, err := loadCapture(ctx, strings.Join(paths, " "), paths, key, window)
+		c, err := loadCapture(ctx, strings.Join(paths, " "), paths, key, decap, window)
 		if err != nil {
 			return nil, err
 		}
@@ -122,11 +127,13 @@ type captureSample struct {
 // logic of pipeline's producer with replay's settings (packet-time
 // windows, no lateness): a packet opens the window of its time when that
 // is later than the open one, and filters are cleared there; a packet of
-// an earlier window is late (counted, not keyed); frames flow.Parse
+// an earlier window is late (counted, not keyed); frames the parser
 // rejects are not keyed but do move time, as in replay. Ground truth: an
 // element is a duplicate when its key came before it in its window, by
-// key, not by hash. Keys are of key's kind, masked by its Mask.
-func loadCapture(ctx context.Context, name string, paths []string, key flow.KeySpec, window time.Duration) (*captureSample, error) {
+// key, not by hash. Keys are of key's kind, masked by its Mask, taken
+// through decap's tunnels (flow.Key.DecodeDecap; nil or no tunnels: the
+// outermost header, as flow.Parse).
+func loadCapture(ctx context.Context, name string, paths []string, key flow.KeySpec, decap *flow.Decap, window time.Duration) (*captureSample, error) {
 	src, err := pcapfile.Open(paths...)
 	if err != nil {
 		return nil, fmt.Errorf("tune: sample %s: %w", name, err)
@@ -174,8 +181,8 @@ func loadCapture(ctx context.Context, name string, paths []string, key flow.KeyS
 				continue
 			}
 		}
-		k, err := flow.Parse(pkt.Data, pkt.LinkType, key.Kind)
-		if err != nil {
+		var k flow.Key
+		if err := k.DecodeDecap(pkt.Data, pkt.LinkType, key.Kind, decap); err != nil {
 			c.info.Unkeyed++
 			continue
 		}

@@ -47,7 +47,7 @@ func TestCaptureTruthMatchesTshark(t *testing.T) {
 		{"malformed.pcap", flow.Key5Tuple, 0, 1900, 300, 1, 100},
 		{"fragments.pcap", flow.Key5Tuple, time.Minute, 1000, 171, 1, 0},
 	} {
-		c, err := loadCapture(context.Background(), tc.file, []string{pcaps + tc.file}, flow.KeySpec{Kind: tc.kind}, tc.window)
+		c, err := loadCapture(context.Background(), tc.file, []string{pcaps + tc.file}, flow.KeySpec{Kind: tc.kind}, nil, tc.window)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestCaptureWindowsAsReplay(t *testing.T) {
 		testframe.UDP4Frame(addr(1), addr(9), 1, 2, 46), // 200 s, window 3: distinct
 	}
 	path := writePcap(t, frames, []float64{0, 10, 61, 30, 62, 200})
-	c, err := loadCapture(context.Background(), "t", []string{path}, flow.KeySpec{Kind: flow.KeySrc}, time.Minute)
+	c, err := loadCapture(context.Background(), "t", []string{path}, flow.KeySpec{Kind: flow.KeySrc}, nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestCaptureWindowsAsReplay(t *testing.T) {
 		t.Errorf("window starts %v, want [2 3]", c.starts)
 	}
 	// Without windows nothing is late and the key is a duplicate throughout.
-	c, err = loadCapture(context.Background(), "t", []string{path}, flow.KeySpec{Kind: flow.KeySrc}, 0)
+	c, err = loadCapture(context.Background(), "t", []string{path}, flow.KeySpec{Kind: flow.KeySrc}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestCaptureWindowsAsReplay(t *testing.T) {
 }
 
 func TestSplitKeepsTruthAndWindows(t *testing.T) {
-	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.KeySpec{Kind: flow.KeySrc}, time.Minute)
+	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.KeySpec{Kind: flow.KeySrc}, nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestEvaluateMatchesReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		key := flow.KeySpec{Kind: tc.kind, Mask: mask}
-		c, err := loadCapture(context.Background(), tc.file, []string{path}, key, tc.window)
+		c, err := loadCapture(context.Background(), tc.file, []string{path}, key, nil, tc.window)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +333,7 @@ func TestEvaluateMatchesReplay(t *testing.T) {
 // The timed loop allocates nothing: observing a shard's stream, window
 // clears included, costs no allocation once the filter is built.
 func TestObserveShardAllocatesNothing(t *testing.T) {
-	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.KeySpec{Kind: flow.Key5Tuple}, time.Minute)
+	c, err := loadCapture(context.Background(), "zipf", []string{pcaps + "zipf.pcap.gz"}, flow.KeySpec{Kind: flow.Key5Tuple}, nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestSamplesPrefix(t *testing.T) {
 		{[]string{"pcap:" + file + ",key=5tuple,prefix=0,0"}, flow.KeySpec{Kind: flow.KeySrc}, 0}, // ports: more than 10
 		{[]string{"pcap:" + file + ",prefix=32,128"}, flow.KeySpec{Kind: flow.KeySrc, Mask: all}, 304 + 299 + 304 + 300 + 302},
 	} {
-		ss, err := openSamples(context.Background(), c.specs, c.key, time.Minute, 1)
+		ss, err := openSamples(context.Background(), c.specs, c.key, nil, time.Minute, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +390,41 @@ func TestSamplesPrefix(t *testing.T) {
 			t.Errorf("%q, %v: %+v, want %d distinct of 20000 keys in 5 windows", c.specs, c.key, got, c.distinct)
 		}
 	}
-	if _, err := openSamples(context.Background(), []string{"pcap:" + file + ",prefix=33"}, flow.KeySpec{Kind: flow.KeySrc}, 0, 1); !errors.Is(err, flow.ErrBadMask) {
+	if _, err := openSamples(context.Background(), []string{"pcap:" + file + ",prefix=33"}, flow.KeySpec{Kind: flow.KeySrc}, nil, 0, 1); !errors.Is(err, flow.ErrBadMask) {
 		t.Errorf("prefix=33: %v, want flow.ErrBadMask", err)
+	}
+}
+
+// TestSamplesDecap: a capture's keys are taken through its tunnels with
+// Config.Decap, or a pcap: spec's decap=, which overrides it. erspan.pcap
+// (scripts/mkdecap.py) holds 6 ERSPAN packets from 2 mirror sources
+// (192.0.2.11, 2001:db8:ffff::11) of 6 hosts (tshark -e ip.src -e
+// ipv6.src: 10.2.0.1 to 10.2.4.1 and 2001:db8:2:1::1).
+func TestSamplesDecap(t *testing.T) {
+	all, err := flow.ParseDecap("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join("..", "flow", "testdata", "decap", "erspan.pcap")
+	for _, c := range []struct {
+		specs    []string
+		decap    *flow.Decap
+		distinct int
+	}{
+		{[]string{file}, nil, 2},
+		{[]string{file}, &flow.Decap{}, 2},
+		{[]string{file}, &all, 6},
+		{[]string{"pcap:" + file}, &all, 6},
+		{[]string{"pcap:" + file + ",decap=erspan"}, nil, 6},
+		{[]string{"pcap:" + file + ",decap=gre"}, &all, 2}, // ERSPAN is not GRE's
+		{[]string{"pcap:" + file + ",decap=none"}, &all, 2},
+	} {
+		ss, err := openSamples(context.Background(), c.specs, flow.KeySpec{Kind: flow.KeySrc}, c.decap, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ss[0].describe(); got.Distinct != c.distinct || got.Elements != 6 || got.Unkeyed != 0 {
+			t.Errorf("%q, decap %v: %+v, want %d distinct of 6 keys", c.specs, c.decap, got, c.distinct)
+		}
 	}
 }

@@ -57,8 +57,8 @@ type Config struct {
 	// Samples are capture files (pcap, pcapng, gzip), read in order as one
 	// capture as replay reads them, and stream specs, each a sample of its
 	// own: uniform:, zipf:, distinct:, file: (eval's grammar; one window)
-	// and pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]] (windows as
-	// replay). Error counts add up over the samples.
+	// and pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]][,decap=LIST]
+	// (windows as replay). Error counts add up over the samples.
 	Samples []string
 	// Key is the flow key kind of captures (replay's --key); zero: src.
 	Key flow.KeyKind
@@ -66,6 +66,11 @@ type Config struct {
 	// --prefix); the zero Mask keys hosts. A pcap: spec's prefix=
 	// overrides it for its sample.
 	Prefix flow.Mask
+	// Decap keys the captures' frames by their innermost IP header
+	// through these tunnels (replay's --decap); the zero Decap keys the
+	// outermost header. A pcap: spec's decap= overrides it for its
+	// sample; the other stream specs carry no packets and ignore it.
+	Decap flow.Decap
 	// Window is replay's --window: landmark windows of packet time, each
 	// filter cleared at the boundary. 0: one window.
 	Window time.Duration
@@ -175,6 +180,7 @@ type Result struct {
 	Samples   []SampleInfo `json:"samples"`
 	Key       string       `json:"key"`
 	Prefix    string       `json:"prefix,omitempty"` // Config.Prefix, "24,64"; none for hosts
+	Decap     string       `json:"decap,omitempty"`  // Config.Decap, "all", "gre,vxlan"; none for the outermost header
 	Window    string       `json:"window"`           // "0s": one window
 	Workers   int          `json:"workers"`
 	Mem       string       `json:"mem"` // per shard
@@ -271,12 +277,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for r := range seeds {
 		seeds[r] = eval.RunSeed(cfg.Seed, r)
 	}
-	samples, err := openSamples(ctx, cfg.Samples, flow.KeySpec{Kind: cfg.Key, Mask: cfg.Prefix}, cfg.Window, seeds[0])
+	samples, err := openSamples(ctx, cfg.Samples, flow.KeySpec{Kind: cfg.Key, Mask: cfg.Prefix}, &cfg.Decap, cfg.Window, seeds[0])
 	if err != nil {
 		return nil, err
 	}
+	decap := ""
+	if cfg.Decap.Tunnels != 0 {
+		decap = cfg.Decap.String()
+	}
 	res := &Result{
-		Key: cfg.Key.String(), Prefix: cfg.Prefix.String(), Window: cfg.Window.String(), Workers: cfg.Workers,
+		Key: cfg.Key.String(), Prefix: cfg.Prefix.String(), Decap: decap, Window: cfg.Window.String(), Workers: cfg.Workers,
 		Mem: filters.FormatMem(memBits), MemBits: memBits, Objective: cfg.Objective, Seeds: seeds,
 	}
 	total := 0

@@ -59,6 +59,7 @@ func (c *CollectConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(sizeValue{p: &c.TemplateMemory}, "template-memory", "bound the NetFlow v9 and IPFIX templates of every exporter and TCP connection together to `SIZE`, e.g. 64MiB; past it the templates least in use are evicted (counted: evicted template_memory) and learnt again from the exporter's next refresh")
 	fs.Var(durationValue{p: &c.MaxClockAhead}, "max-clock-ahead", "a flow record that starts more than `D` after it arrived (an exporter's clock is fast) takes its arrival as its time, counted as start_ahead, so that one wrong clock does not close the windows of the others")
 	c.CaptureConfig.BindFlags(fs)
+	fs.TextVar(&c.Decap, "decap", c.Decap, decapUsage+"; sFlow flow samples' raw packet headers only: NetFlow and IPFIX records name their fields and carry no packet, and are keyed as they come")
 	if f := fs.Lookup("lateness"); f != nil {
 		f.Usage = "allowed lateness `D`: a window closes when the newest record's flow start passes its end plus D; records that began earlier are counted as late. Routers export a flow when it ends or at its active timeout: set D to that timeout, at least (default: one --window). Each worker keeps ceil(D/window)+1 filters"
 	}
@@ -77,7 +78,12 @@ flows table). --observer names the collector itself, in the summaries.
 
 A flow record's window is its flow start (NetFlow v5 and v9: from the exporter's
 uptime and clock; IPFIX: its absolute times); sFlow samples carry no time and take
-their arrival. sFlow samples' packet headers are keyed as replay keys frames. In the
+their arrival. sFlow samples' packet headers are keyed as replay keys frames, with
+--decap by the innermost IP header through the tunnels listed (GRE, ERSPAN, VXLAN,
+Geneve, GTP-U, IP-in-IP: a mirror session or an overlay an agent samples); NetFlow
+and IPFIX records carry no packet, only fields, and --decap does not change them.
+Headers the parser cannot key (cut by the agent's header size inside a tunnel,
+say) are counted by reason as in replay (malformed_by, skipped_by). In the
 summaries, packets counts records (flow records and sFlow samples), and collect
 adds what it counted since the previous summary: datagrams, records and decode
 errors by reason, and per exporter its datagrams, records, distinct keys of the
@@ -89,6 +95,7 @@ const collectExamples = `  flowdedup collect --listen netflow://0.0.0.0:2055 --k
   softflowd -r capture.pcap -n 127.0.0.1:2055 -v 10     # then, in another shell:
   flowdedup collect --listen netflow://127.0.0.1:2055 --key src --window 1h --out sources.jsonl
   flowdedup collect --listen sflow://0.0.0.0:6343 --key pair --window 5m --summary summaries.jsonl
+  flowdedup collect --listen sflow://0.0.0.0:6343 --decap vxlan,gtpu --key src --window 1h   # hosts inside the tunnels sampled
   flowdedup collect --listen netflow://0.0.0.0:2055 --listen sflow://0.0.0.0:6343 --allow 10.0.0.0/8 \
       --window 1h --export clickhouse://127.0.0.1:8123/flows --spool /var/spool/flowdedup --observer collector1
   flowdedup collect --listen ipfix+tcp://0.0.0.0:4739 --window 1m --summary-sketch --out /dev/null --metrics 127.0.0.1:9100

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/eval"
 	"github.com/flowdedup/flowdedup/filters"
+	"github.com/flowdedup/flowdedup/flow"
 )
 
 // EvalConfig holds the flags of `flowdedup eval`.
@@ -28,12 +29,14 @@ type EvalConfig struct {
 	Format  string
 	Mems    string // comma-separated sizes to sweep every filter over
 	Plot    string // figure path (.svg or .png); FPR goes to eval.FPRPath
+	Decap   flow.Decap
 }
 
 // BindFlags registers the eval flags on fs.
 func (c *EvalConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Filters, "filter", nil, "filter `SPEC` to evaluate, name[:key=value,...], with the papers' defaults for the parameters it leaves out; repeat to compare several on the same stream (see 'flowdedup filters')")
-	fs.StringVar(&c.Stream, "stream", "", "stream `SPEC`: distinct:n=N | uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | file:PATH (one key per line) | pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]] (a capture keyed as replay keys it)")
+	fs.StringVar(&c.Stream, "stream", "", "stream `SPEC`: distinct:n=N | uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | file:PATH (one key per line) | pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]][,decap=LIST] (a capture keyed as replay keys it)")
+	fs.TextVar(&c.Decap, "decap", c.Decap, decapUsage+"; of a pcap: stream, as replay's --decap (its decap= overrides it); other streams carry no packets")
 	fs.IntVar(&c.Runs, "runs", c.Runs, "independent runs to average, each with its own seed derived from --seed")
 	fs.IntVar(&c.Warmup, "warmup", 0, "leading elements observed but not counted (lets filters reach their stable state)")
 	fs.Var(&c.Seed, "seed", "base `seed` for hashing and random streams (default: random, printed with the results)")
@@ -55,6 +58,7 @@ const evalExamples = `  flowdedup eval --filter qht:mem=64KiB --filter sbf:mem=6
   flowdedup eval --filter exact --filter bloom:mem=8KiB,k=3 --stream file:keys.txt --seed 1
   flowdedup eval --filter qht --filter sbf --mem 8KiB,64KiB,512KiB \
       --stream uniform:n=1000000,universe=1048576 --seed 1 --plot fnr-vs-memory.svg
+  flowdedup eval --filter qht:mem=64KiB --filter exact --stream pcap:mirror.pcap,key=src --decap erspan
 `
 
 func evalCommand() command {
@@ -116,7 +120,7 @@ func runEval(ctx context.Context, cfg *EvalConfig, memSet bool, args []string, s
 		cfg.Seed.v = randomSeed()
 	}
 	results, err := eval.Run(ctx, eval.Config{
-		Filters: cfg.Filters, Mems: mems, Stream: cfg.Stream, Runs: cfg.Runs, Warmup: cfg.Warmup, Seed: cfg.Seed.v,
+		Filters: cfg.Filters, Mems: mems, Stream: cfg.Stream, Runs: cfg.Runs, Warmup: cfg.Warmup, Seed: cfg.Seed.v, Decap: cfg.Decap,
 	})
 	if err != nil {
 		if isSpecError(err) {

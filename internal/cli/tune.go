@@ -31,6 +31,7 @@ type TuneConfig struct {
 	Samples   []string
 	Key       flow.KeyKind
 	Prefix    flow.Mask
+	Decap     flow.Decap
 	Window    time.Duration
 	Workers   int
 	Mem       string
@@ -57,9 +58,10 @@ func newTuneConfig() TuneConfig {
 
 // BindFlags registers the tune flags on fs.
 func (c *TuneConfig) BindFlags(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&c.Samples, "sample", nil, "sample `FILE` (pcap, pcapng, gzip; repeatable; the files are read in order as one capture, as replay reads them), or a stream spec, a sample of its own: uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | distinct:n=N | file:PATH | pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]]")
+	fs.StringArrayVar(&c.Samples, "sample", nil, "sample `FILE` (pcap, pcapng, gzip; repeatable; the files are read in order as one capture, as replay reads them), or a stream spec, a sample of its own: uniform:n=N,universe=U | zipf:n=N,universe=U,s=S | distinct:n=N | file:PATH | pcap:PATH[,key=KIND][,prefix=V4LEN[,V6LEN]][,decap=LIST]")
 	fs.TextVar(&c.Key, "key", c.Key, "flow `KIND` of the captures: src | dst | pair | 5tuple (replay's --key)")
 	fs.TextVar(&c.Prefix, "prefix", c.Prefix, prefixUsage+" (replay's --prefix)")
+	fs.TextVar(&c.Decap, "decap", c.Decap, decapUsage+"; of the captures, as replay's --decap (a pcap: spec's decap= overrides it)")
 	durationFlag(fs, &c.Window, "window", "landmark window `D` of packet time, as replay's --window (0: one window)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, fmt.Sprintf("worker shards the keys are dealt to, each with its own filter of --mem, as replay's --workers; the default is replay's, the number of CPUs (at most %d per CPU)", maxWorkersPerCPU))
 	fs.StringVar(&c.Mem, "mem", c.Mem, "state of each shard's filter, as --filter's mem= takes it, e.g. 64KiB, 1MiB, auto (required)")
@@ -92,6 +94,7 @@ const tuneExamples = `  flowdedup tune --sample testdata/pcaps/zipf.pcap.gz --ke
   flowdedup tune --key src --window 1h --mem 1MiB --objective 'min-fnr:fpr<=0.1%' day1.pcap day2.pcap
   flowdedup tune --sample zipf:n=1000000,universe=1000000,s=1.1 --mem 64KiB --workers 1 --plot tune.svg
   flowdedup tune --sample capture.pcapng --mem 256KiB --format json > tune.json
+  flowdedup tune --decap erspan --key src --window 1h --mem 1MiB mirror.pcap    # the hosts inside a mirror session
 `
 
 func tuneCommand() command {
@@ -169,10 +172,14 @@ func runTune(ctx context.Context, cfg *TuneConfig, args []string, stdout, stderr
 	if err := cfg.check(systemMemory()); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "flowdedup tune: %s, key %s, window %v, %d workers, %s per shard, objective %s, seed %d (%d seeds), budget %v\n",
-		strings.Join(cfg.Samples, " "), flow.KeySpec{Kind: cfg.Key, Mask: cfg.Prefix}, cfg.Window, cfg.Workers, cfg.Mem, cfg.Objective, cfg.Seed, cfg.Seeds, cfg.Budget)
+	decap := ""
+	if cfg.Decap.Tunnels != 0 {
+		decap = ", decap " + cfg.Decap.String()
+	}
+	fmt.Fprintf(stderr, "flowdedup tune: %s, key %s%s, window %v, %d workers, %s per shard, objective %s, seed %d (%d seeds), budget %v\n",
+		strings.Join(cfg.Samples, " "), flow.KeySpec{Kind: cfg.Key, Mask: cfg.Prefix}, decap, cfg.Window, cfg.Workers, cfg.Mem, cfg.Objective, cfg.Seed, cfg.Seeds, cfg.Budget)
 	res, err := tune.Run(ctx, tune.Config{
-		Samples: cfg.Samples, Key: cfg.Key, Prefix: cfg.Prefix, Window: cfg.Window, Workers: cfg.Workers, Mem: cfg.Mem,
+		Samples: cfg.Samples, Key: cfg.Key, Prefix: cfg.Prefix, Decap: cfg.Decap, Window: cfg.Window, Workers: cfg.Workers, Mem: cfg.Mem,
 		Objective: cfg.Objective, Seeds: cfg.Seeds, Seed: cfg.Seed, Budget: cfg.Budget,
 	})
 	switch {
