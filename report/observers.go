@@ -46,6 +46,10 @@ type observerStages struct {
 	staged int
 	oldest time.Time                   // of the oldest record staged; zero when none
 	counts map[int64]map[uint32]uint64 // by window start, then observer: records
+	// whole counts the records of a run without windows (record.Record
+	// and record.WindowSummary not Windowed), by observer: its one
+	// summary spans the packets read, whatever the records' WindowNs.
+	whole map[uint32]uint64
 	free   []*observerStage
 }
 
@@ -62,10 +66,17 @@ func newObserverStages(names ObserverNames) *observerStages {
 // whether the stages should be handed on (one is full, or all together
 // hold too many).
 func (o *observerStages) add(rec *record.Record) bool {
-	c := o.counts[rec.WindowNs]
-	if c == nil {
-		c = map[uint32]uint64{}
-		o.counts[rec.WindowNs] = c
+	var c map[uint32]uint64
+	if rec.Windowed {
+		if c = o.counts[rec.WindowNs]; c == nil {
+			c = map[uint32]uint64{}
+			o.counts[rec.WindowNs] = c
+		}
+	} else {
+		if o.whole == nil {
+			o.whole = map[uint32]uint64{}
+		}
+		c = o.whole
 	}
 	c[rec.ObserverID]++
 	st := o.stages[rec.ObserverID]
@@ -112,11 +123,16 @@ func (o *observerStages) dispatch(exports []record.Export, b *record.Batch) {
 	o.staged = 0
 }
 
-// distinct returns (and forgets) the records of window start by
+// distinct returns (and forgets) the records of the window of s by
 // observer.
-func (o *observerStages) distinct(start int64) map[uint32]uint64 {
-	c := o.counts[start]
-	delete(o.counts, start)
+func (o *observerStages) distinct(s *record.Summary) map[uint32]uint64 {
+	if !s.Windowed {
+		c := o.whole
+		o.whole = nil
+		return c
+	}
+	c := o.counts[s.StartNs]
+	delete(o.counts, s.StartNs)
 	return c
 }
 
@@ -124,7 +140,7 @@ func (o *observerStages) distinct(start int64) map[uint32]uint64 {
 // adding an entry for an exporter with records in the window that the
 // annotation left out.
 func (o *observerStages) finishExporters(s *record.Summary) {
-	c := o.distinct(s.StartNs)
+	c := o.distinct(s)
 	if s.Collect == nil {
 		return
 	}

@@ -42,7 +42,7 @@ func TestObservers(t *testing.T) {
 	const w = int64(60e9)
 	rec := func(i int, obs uint32, win int64) record.Record {
 		k := flow.MakeKey(flow.KeySrc, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), netip.Addr{}, 0, 0, 0)
-		return record.Record{Key: k, TimeNs: win*w + int64(i), WindowNs: win * w, WindowEndNs: (win + 1) * w, ObserverID: obs}
+		return record.Record{Key: k, TimeNs: win*w + int64(i), WindowNs: win * w, WindowEndNs: (win + 1) * w, ObserverID: obs, Windowed: true}
 	}
 	n := names{2: "192.0.2.1#0", 3: "192.0.2.2#7"}
 	for _, format := range Formats {
@@ -68,7 +68,7 @@ func TestObservers(t *testing.T) {
 			}
 		}
 		for _, win := range []int64{0, 1} {
-			if err := r.Window(&record.WindowSummary{StartNs: win * w, EndNs: (win + 1) * w, Distinct: 10, Final: win == 1}); err != nil {
+			if err := r.Window(&record.WindowSummary{StartNs: win * w, EndNs: (win + 1) * w, Distinct: 10, Final: win == 1, Windowed: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -120,5 +120,54 @@ func TestObservers(t *testing.T) {
 		if err := json.Unmarshal([]byte(first), &line); err != nil || line.Collect.Datagrams != 5 || len(line.Collect.Exporters) != 2 {
 			t.Errorf("summary line %s: %+v %v", first, line, err)
 		}
+	}
+}
+
+// TestObserversWithoutWindows: in a run without windows (collect --window
+// 0) the one summary's exporters count all their records, whatever the
+// summary's bounds: they are the packets' first and last times, not the
+// records' window (which is none).
+func TestObserversWithoutWindows(t *testing.T) {
+	n := names{2: "192.0.2.1#0", 3: "192.0.2.2#7"}
+	exp := &batchExport{}
+	r, err := New(Config{
+		Out: new(bytes.Buffer), Format: "jsonl", Kind: flow.KeySrc, Summary: new(bytes.Buffer), Observer: "collector",
+		Exports: []record.Export{exp}, Observers: n,
+		Annotate: func(s *record.Summary) {
+			s.Collect = &record.CollectCounts{Exporters: []record.ExporterCounts{{ID: 2, Exporter: n[2], Protocol: "ipfix"}}}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 7 records of observer 2 and 4 of observer 3, at times from
+	// 1767225600 s (2026-01-01) on.
+	const t0 = int64(1767225600e9)
+	for i := range 11 {
+		obs := uint32(2)
+		if i >= 7 {
+			obs = 3
+		}
+		k := flow.MakeKey(flow.KeySrc, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), netip.Addr{}, 0, 0, 0)
+		rec := record.Record{Key: k, TimeNs: t0 + int64(i)*1e9, ObserverID: obs}
+		if err := r.Record(&rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Window(&record.WindowSummary{StartNs: t0, EndNs: t0 + 11e9, Distinct: 11, Final: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.windows) != 1 || exp.windows[0].Collect == nil {
+		t.Fatalf("summaries %+v", exp.windows)
+	}
+	got := map[string]uint64{}
+	for _, e := range exp.windows[0].Collect.Exporters {
+		got[e.Exporter] = e.Distinct
+	}
+	if got[n[2]] != 7 || got[n[3]] != 4 || len(got) != 2 {
+		t.Errorf("exporters' distinct %v, want %s 7 and %s 4", got, n[2], n[3])
 	}
 }
