@@ -50,7 +50,7 @@ type observerStages struct {
 	// and record.WindowSummary not Windowed), by observer: its one
 	// summary spans the packets read, whatever the records' WindowNs.
 	whole map[uint32]uint64
-	free   []*observerStage
+	free  []*observerStage
 }
 
 type observerStage struct {
