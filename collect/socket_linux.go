@@ -43,9 +43,9 @@ const batchesPerSocket = 4
 type receiver struct {
 	conn   *net.UDPConn
 	raw    syscall.RawConn
-	free   chan *batch
-	cur    *batch // the batch being read into
-	n      int    // datagrams of the last recvmmsg
+	free   chan *datagrams
+	cur    *datagrams // the batch being read into
+	n      int        // datagrams of the last recvmmsg
 	errno  error
 	readFn func(fd uintptr) bool
 	ovfl   atomic.Uint32 // the largest SO_RXQ_OVFL count seen
@@ -58,17 +58,17 @@ type receiver struct {
 	// maxQueuedBatches recvmmsg calls (with no filter, a flood could
 	// otherwise keep it reading).
 	stopped    atomic.Bool
-	finalDrops uint32 // written before stopped is set
-	queued     int    // recvmmsg calls after stop
-	sink       *batch // small buffers: datagrams counted, not kept
+	finalDrops uint32     // written before stopped is set
+	queued     int        // recvmmsg calls after stop
+	sink       *datagrams // small buffers: datagrams counted, not kept
 }
 
 // maxQueuedBatches bounds the batches read from a socket after stop: more
 // than a 2 GiB receive buffer holds.
 const maxQueuedBatches = 1 << 16
 
-// batch is batchSize datagram buffers with their recvmmsg(2) headers.
-type batch struct {
+// datagrams is batchSize datagram buffers with their recvmmsg(2) headers.
+type datagrams struct {
 	rx      *receiver
 	msgs    []mmsghdr
 	iovs    []unix.Iovec
@@ -131,7 +131,7 @@ func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 		conn.Close()
 		return nil, 0, err
 	}
-	r := &receiver{noOvfl: noOvfl, conn: conn, raw: raw, free: make(chan *batch, batchesPerSocket), ctlLen: unix.CmsgSpace(4)}
+	r := &receiver{noOvfl: noOvfl, conn: conn, raw: raw, free: make(chan *datagrams, batchesPerSocket), ctlLen: unix.CmsgSpace(4)}
 	for range batchesPerSocket {
 		r.free <- r.newBatch(maxDatagram)
 	}
@@ -140,8 +140,8 @@ func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 }
 
 // newBatch returns a batch of buffers of size bytes.
-func (r *receiver) newBatch(size int) *batch {
-	b := &batch{
+func (r *receiver) newBatch(size int) *datagrams {
+	b := &datagrams{
 		rx:      r,
 		msgs:    make([]mmsghdr, batchSize),
 		iovs:    make([]unix.Iovec, batchSize),
@@ -164,7 +164,7 @@ func (r *receiver) newBatch(size int) *batch {
 // recv waits for datagrams and reads a batch of them into b. It returns an
 // error once the socket is closed, and errDrained after stop once the
 // socket holds no more.
-func (r *receiver) recv(b *batch) error {
+func (r *receiver) recv(b *datagrams) error {
 	r.cur = b
 	for {
 		if r.stopped.Load() {
@@ -191,7 +191,7 @@ var errDrained = errors.New("collect: socket drained")
 
 // recvQueued reads a batch of what the socket holds into b, without
 // waiting: errDrained when it holds nothing (or after maxQueuedBatches).
-func (r *receiver) recvQueued(b *batch) error {
+func (r *receiver) recvQueued(b *datagrams) error {
 	for range 16 { // EINTR
 		if r.queued++; r.queued > maxQueuedBatches {
 			return errDrained
@@ -232,7 +232,7 @@ func (r *receiver) read(fd uintptr) bool {
 }
 
 // recvmmsg reads what fd holds into b, up to a batch, without waiting.
-func recvmmsg(fd uintptr, b *batch) (int, syscall.Errno) {
+func recvmmsg(fd uintptr, b *datagrams) (int, syscall.Errno) {
 	for i := range b.msgs {
 		h := &b.msgs[i].hdr
 		h.Namelen = uint32(unsafe.Sizeof(b.names[0]))
@@ -301,7 +301,7 @@ func (r *receiver) discard() uint64 {
 // datagram returns datagram i of the batch, in its buffer (valid until the
 // batch goes back to its receiver), its source address, and whether it was
 // longer than the buffer.
-func (b *batch) datagram(i int) (d []byte, from netip.Addr, truncated bool) {
+func (b *datagrams) datagram(i int) (d []byte, from netip.Addr, truncated bool) {
 	m := &b.msgs[i]
 	d = b.bufs[i*maxDatagram : i*maxDatagram+int(m.n)]
 	name := &b.names[i]

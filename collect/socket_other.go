@@ -16,7 +16,7 @@ import (
 // for replay-only platforms that still build collect.
 type receiver struct {
 	conn *net.UDPConn
-	free chan *batch
+	free chan *datagrams
 	ovfl atomic.Uint32
 	// stopped: the reader reads for drainWait more, then ends
 	// (errDrained); there is no socket filter to stop the intake here.
@@ -29,8 +29,8 @@ const drainWait = 20 * time.Millisecond
 // errDrained: the receiver stopped and read what came within drainWait.
 var errDrained = errors.New("collect: socket drained")
 
-// batch holds one datagram.
-type batch struct {
+// datagrams holds one datagram (a batch of one).
+type datagrams struct {
 	rx    *receiver
 	buf   []byte
 	n     int // datagrams: 1
@@ -58,14 +58,14 @@ func listenUDP(addr string, rcvbuf int) (*receiver, int, error) {
 	if conn.SetReadBuffer(rcvbuf) != nil {
 		granted = 0
 	}
-	r := &receiver{conn: conn, free: make(chan *batch, batchesPerSocket)}
+	r := &receiver{conn: conn, free: make(chan *datagrams, batchesPerSocket)}
 	for range batchesPerSocket {
-		r.free <- &batch{rx: r, buf: make([]byte, maxDatagram+1)}
+		r.free <- &datagrams{rx: r, buf: make([]byte, maxDatagram+1)}
 	}
 	return r, granted, nil
 }
 
-func (r *receiver) recv(b *batch) error {
+func (r *receiver) recv(b *datagrams) error {
 	n, _, _, from, err := r.conn.ReadMsgUDPAddrPort(b.buf, nil)
 	if err != nil {
 		if r.stopped.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -77,7 +77,7 @@ func (r *receiver) recv(b *batch) error {
 	return nil
 }
 
-func (b *batch) datagram(int) ([]byte, netip.Addr, bool) { return b.buf[:b.len], b.from, b.trunc }
+func (b *datagrams) datagram(int) ([]byte, netip.Addr, bool) { return b.buf[:b.len], b.from, b.trunc }
 
 func (r *receiver) drops() uint64 { return 0 }
 

@@ -18,7 +18,7 @@ var (
 // unit is what an input hands the source: a batch of UDP datagrams, or
 // one IPFIX message of a TCP connection.
 type unit struct {
-	batch *batch // UDP
+	batch *datagrams // UDP
 	proto Protocol
 	// TCP: the message, in its connection's buffer, which goes back to
 	// free once decoded, and its connection's exporter (a session of its
@@ -153,7 +153,7 @@ func (s *source) wait() (unit, error) {
 }
 
 // datagram starts decoding datagram i of batch b.
-func (s *source) datagram(b *batch, i int) {
+func (s *source) datagram(b *datagrams, i int) {
 	d, from, truncated := b.datagram(i)
 	switch {
 	case truncated:
@@ -276,7 +276,7 @@ func (st *sourceStats) shutdown(n uint64) {
 // Shutdown.
 func (s *source) readUDP(rx *receiver, proto Protocol) {
 	for {
-		var b *batch
+		var b *datagrams
 		select {
 		case b = <-rx.free:
 		case <-s.done:
