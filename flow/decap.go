@@ -315,6 +315,7 @@ func (k *Key) decodeDecap(frame []byte, lt LinkType, kind KeyKind, d *Decap) (in
 	// tunnel looks into it, and a header holding no tunnel is keyed from
 	// what ipPayload found (keyIP). The loop ends within MaxDecapLevels+1
 	// passes: each one that goes on entered a tunnel (w.enter).
+loop:
 	for err == nil {
 		proto, p, ext, ok := ipPayload(b, v)
 		if !ok {
@@ -326,6 +327,13 @@ func (k *Key) decodeDecap(frame []byte, lt LinkType, kind KeyKind, d *Decap) (in
 				err = k.parseIPv6(b)
 			}
 			break
+		}
+		switch proto {
+		case protoIPIP, protoIPv6, protoGRE, protoUDP:
+		default:
+			// No protocol tunnel looks into: key it without the call.
+			err = k.keyIP(b, v, proto, p, ext)
+			break loop
 		}
 		var inner []byte
 		var iv uint8
@@ -358,7 +366,11 @@ func (k *Key) decodeDecap(frame []byte, lt LinkType, kind KeyKind, d *Decap) (in
 func linkIP(frame []byte, lt LinkType) ([]byte, uint8, error) {
 	switch lt {
 	case LinkEthernet:
-		return etherIP(frame)
+		// etherIP, written out: the call costs the common case a level.
+		if len(frame) < 14 {
+			return nil, 0, ErrTruncated
+		}
+		return etherTypeIP(frame[14:], binary.BigEndian.Uint16(frame[12:14]))
 	case LinkLinuxSLL:
 		if len(frame) < 16 {
 			return nil, 0, ErrTruncated
