@@ -311,22 +311,42 @@ func (k *Key) decodeDecap(frame []byte, lt LinkType, kind KeyKind, d *Decap) (in
 	*k = Key{kind: kind}
 	w := decapWalk{d: d}
 	b, v, err := linkIP(frame, lt)
+	// Each pass reads one IP header once: ipPayload finds its payload,
+	// tunnel looks into it, and a header holding no tunnel is keyed from
+	// what ipPayload found (keyIP). The loop ends within MaxDecapLevels+1
+	// passes: each one that goes on entered a tunnel (w.enter).
+loop:
 	for err == nil {
+		proto, p, ext, ok := ipPayload(b, v)
+		if !ok {
+			// No payload to look into: parseIPv4 or parseIPv6 says
+			// why, or keys it (a non-first fragment).
+			if v == 4 {
+				err = k.parseIPv4(b)
+			} else {
+				err = k.parseIPv6(b)
+			}
+			break
+		}
+		switch proto {
+		case protoIPIP, protoIPv6, protoGRE, protoUDP:
+		default:
+			// No protocol tunnel looks into: key it without the call.
+			err = k.keyIP(b, v, proto, p, ext)
+			break loop
+		}
 		var inner []byte
 		var iv uint8
-		var ok bool
-		inner, iv, ok, err = w.tunnel(b, v)
-		if !ok || err != nil {
+		var found bool
+		inner, iv, found, err = w.tunnel(proto, p)
+		if err != nil {
+			break
+		}
+		if !found {
+			err = k.keyIP(b, v, proto, p, ext)
 			break
 		}
 		b, v = inner, iv
-	}
-	if err == nil {
-		if v == 4 {
-			err = k.parseIPv4(b)
-		} else {
-			err = k.parseIPv6(b)
-		}
 	}
 	if err != nil {
 		*k = Key{}
@@ -346,7 +366,11 @@ func (k *Key) decodeDecap(frame []byte, lt LinkType, kind KeyKind, d *Decap) (in
 func linkIP(frame []byte, lt LinkType) ([]byte, uint8, error) {
 	switch lt {
 	case LinkEthernet:
-		return etherIP(frame)
+		// etherIP, written out: the call costs the common case a level.
+		if len(frame) < 14 {
+			return nil, 0, ErrTruncated
+		}
+		return etherTypeIP(frame[14:], binary.BigEndian.Uint16(frame[12:14]))
 	case LinkLinuxSLL:
 		if len(frame) < 16 {
 			return nil, 0, ErrTruncated
@@ -477,34 +501,35 @@ func etherTypeIP(b []byte, etype uint16) ([]byte, uint8, error) {
 }
 
 // ipPayload returns the upper-layer protocol and payload of the IP packet
-// b of version v, and ok false when b is no packet whose payload can hold a
-// tunnel: an invalid or cut header (parseIPv4 or parseIPv6 then says
-// why), a non-first fragment, an IPv6 extension header chain cut short or
-// longer than MaxIPv6Headers.
-func ipPayload(b []byte, v uint8) (uint8, []byte, bool) {
+// b of version v (cut to its length field, as parseIPv4 and parseIPv6 cut
+// it) and the number of IPv6 extension headers it walked, and ok false when
+// b is no packet whose payload can hold a tunnel: an invalid or cut header
+// (parseIPv4 or parseIPv6 then says why), a non-first fragment, an IPv6
+// extension header chain cut short or longer than MaxIPv6Headers.
+func ipPayload(b []byte, v uint8) (proto uint8, payload []byte, ext int, ok bool) {
 	if v == 4 {
 		if len(b) < 20 || b[0]>>4 != 4 {
-			return 0, nil, false
+			return 0, nil, 0, false
 		}
 		hlen := int(b[0]&0x0f) * 4
 		if hlen < 20 || len(b) < hlen {
-			return 0, nil, false
+			return 0, nil, 0, false
 		}
 		if total := int(binary.BigEndian.Uint16(b[2:4])); total != 0 {
 			if total < hlen {
-				return 0, nil, false
+				return 0, nil, 0, false
 			}
 			if total < len(b) {
 				b = b[:total]
 			}
 		}
 		if binary.BigEndian.Uint16(b[6:8])&0x1fff != 0 {
-			return 0, nil, false
+			return 0, nil, 0, false
 		}
-		return b[9], b[hlen:], true
+		return b[9], b[hlen:], 0, true
 	}
 	if len(b) < 40 || b[0]>>4 != 6 {
-		return 0, nil, false
+		return 0, nil, 0, false
 	}
 	if plen := int(binary.BigEndian.Uint16(b[4:6])); plen != 0 && 40+plen < len(b) {
 		b = b[:40+plen]
@@ -515,19 +540,19 @@ func ipPayload(b []byte, v uint8) (uint8, []byte, bool) {
 		switch next {
 		case ip6HopByHop, ip6Routing, ip6DestOpts:
 			if len(p) < 2 {
-				return 0, nil, false
+				return 0, nil, 0, false
 			}
 			hlen = (int(p[1]) + 1) * 8
 		case ip6Fragment:
 			hlen = 8
 			if len(p) < hlen || binary.BigEndian.Uint16(p[2:4])&0xfff8 != 0 {
-				return 0, nil, false
+				return 0, nil, 0, false
 			}
 		default:
-			return next, p, true
+			return next, p, walked, true
 		}
 		if walked == MaxIPv6Headers || len(p) < hlen {
-			return 0, nil, false
+			return 0, nil, 0, false
 		}
 		next = p[0]
 		p = p[hlen:]
@@ -535,13 +560,10 @@ func ipPayload(b []byte, v uint8) (uint8, []byte, bool) {
 }
 
 // tunnel returns the inner IP packet (and its version) of a listed tunnel
-// the IP packet b of version v holds, and ok true; ok false when b holds
-// none, and is the one to key.
-func (w *decapWalk) tunnel(b []byte, v uint8) (inner []byte, iv uint8, ok bool, err error) {
-	proto, p, ok := ipPayload(b, v)
-	if !ok {
-		return nil, 0, false, nil
-	}
+// in p, the payload of protocol proto of an IP packet (ipPayload), and ok
+// true; ok false when p holds none, and the packet holding it is the one to
+// key.
+func (w *decapWalk) tunnel(proto uint8, p []byte) (inner []byte, iv uint8, ok bool, err error) {
 	d := w.d
 	switch proto {
 	case protoIPIP, protoIPv6:
@@ -597,6 +619,54 @@ func (w *decapWalk) tunnel(b []byte, v uint8) (inner []byte, iv uint8, ok bool, 
 		return inner, iv, true, err
 	}
 	return nil, 0, false, nil
+}
+
+// keyIP keys the IP packet b of version v from what ipPayload found in
+// it (its protocol, payload and IPv6 extension headers walked), without
+// reading its header again: it sets what parseIPv4 or parseIPv6 would set
+// and fails as they would. ipPayload has checked everything they check
+// before the transport header, and that b is no non-first fragment.
+func (k *Key) keyIP(b []byte, v uint8, proto uint8, p []byte, ext int) error {
+	if v == 4 {
+		switch k.kind {
+		case KeySrc:
+			copy(k.src[:4], b[12:16])
+			return nil
+		case KeyDst:
+			copy(k.dst[:4], b[16:20])
+			return nil
+		}
+		copy(k.src[:4], b[12:16])
+		copy(k.dst[:4], b[16:20])
+		if k.kind == KeyPair {
+			return nil
+		}
+		k.proto = proto
+		return k.withTransport(p, proto, false)
+	}
+	k.flags = flagV6
+	switch k.kind {
+	case KeySrc:
+		k.src = [16]byte(b[8:24])
+		return nil
+	case KeyDst:
+		k.dst = [16]byte(b[24:40])
+		return nil
+	}
+	k.src = [16]byte(b[8:24])
+	k.dst = [16]byte(b[24:40])
+	if k.kind == KeyPair {
+		return nil
+	}
+	if proto == protoAH && ext > 0 {
+		// withTransport bounds AH and extension headers together, counted
+		// from the IPv6 header: let it walk the chain from there.
+		return k.parseIPv6(b)
+	}
+	// withTransport would walk the ext extension headers ipPayload walked
+	// and reach p with the same count; past them it counts only AH headers,
+	// and there are none here, or ext is 0.
+	return k.withTransport(p, proto, true)
 }
 
 // enter counts one more tunnel, or fails when there were MaxDecapLevels.
