@@ -46,7 +46,7 @@ for a in "$@"; do
 done
 ((${#pkgs[@]})) || pkgs=(./...)
 # Each package with tests: its import path and directory.
-mapfile -t list < <($GO list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep .) || exit 1
+mapfile -t list < <($GO list "${build[@]}" -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep .) || exit 1
 
 # The slow ones first (seconds on a 2-core machine, most first); the rest
 # in the order go list gives.
