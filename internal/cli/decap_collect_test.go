@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -303,53 +302,9 @@ func metricHas(t *testing.T, body, name, reason string, n uint64) {
 // tsharkSegmentSources is tshark's innermost source of each frame of file
 // (as tsharkSources), written "vni N ADDR" when a VXLAN or Geneve header
 // came before it, N the last one's VNI (vxlan.vni, geneve.vni), in
-// decimal: the VNI of the innermost VXLAN or Geneve header crossed.
+// decimal: the VNI of the innermost VXLAN or Geneve header crossed
+// (readTunnels' lastSeg).
 func tsharkSegmentSources(t *testing.T, file string) map[string]bool {
 	t.Helper()
-	out, err := exec.Command("tshark", "-r", file, "-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE",
-		"-d", "udp.port==8472,vxlan", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
-		"-e", "frame.protocols", "-e", "ip.src", "-e", "ipv6.src", "-e", "vxlan.vni", "-e", "geneve.vni").Output()
-	if err != nil {
-		t.Fatalf("tshark -r %s: %v", file, err)
-	}
-	got := map[string]bool{}
-	for line := range strings.Lines(string(out)) {
-		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
-		if len(f) != 5 {
-			t.Fatalf("tshark line %q", line)
-		}
-		v4, v6, vx, gv := strings.Split(f[1], ","), strings.Split(f[2], ","), strings.Split(f[3], ","), strings.Split(f[4], ",")
-		var i4, i6, ix, ig int
-		last, seg := "", ""
-	layers:
-		for p := range strings.SplitSeq(f[0], ":") {
-			switch p {
-			case "ip":
-				last = v4[i4]
-				i4++
-			case "ipv6":
-				last = v6[i6]
-				i6++
-			case "vxlan":
-				seg = vx[ix]
-				ix++
-			case "geneve":
-				seg = gv[ig]
-				ig++
-			case "icmp", "icmpv6":
-				break layers
-			}
-		}
-		key := canonAddr(t, last)
-		if seg != "" {
-			// vxlan.vni is decimal, geneve.vni hex (0x0001f4).
-			n, err := strconv.ParseUint(seg, 0, 32)
-			if err != nil {
-				t.Fatalf("tshark's VNI %q: %v", seg, err)
-			}
-			key = fmt.Sprintf("vni %d %s", n, key)
-		}
-		got[key] = true
-	}
-	return got
+	return readTunnels(t, file).lastSeg
 }

@@ -101,7 +101,7 @@ func TestEvalDecap(t *testing.T) {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
 	file := mixedTunnelCapture(t)
-	inner, outer := runTsharkSources(t, file)
+	inner, outer := tsharkSources(t, file)
 	if len(inner) <= len(outer) {
 		t.Fatalf("tshark: %d innermost sources, %d outermost: the capture shows no hosts inside", len(inner), len(outer))
 	}
@@ -142,7 +142,7 @@ func TestTuneDecap(t *testing.T) {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
 	file := mixedTunnelCapture(t)
-	inner, outer := runTsharkSources(t, file)
+	inner, outer := tsharkSources(t, file)
 	base := []string{"tune", "--mem", "8KiB", "--window", "0", "--workers", "1", "--seeds", "1", "--budget", "5m", "--format", "json"}
 	tuneRun := func(args ...string) (distinct int, decap, text string) {
 		t.Helper()

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,21 +22,28 @@ func tunnelCapture(name string) string {
 	return filepath.Join("..", "..", "testdata", "tunnels", name+".pcap")
 }
 
-// tunnelReading is tshark's reading of a tunnel capture: the innermost
-// source addresses reached through the tunnels, and the frames that have
-// none, by the reason replay counts them under.
+// tunnelReading is tshark's reading of a tunnel capture, in tshark's own
+// layer order (frame.protocols). A frame's innermost source is its last
+// IPv4 or IPv6 header before any ICMP (whose quoted header is not the
+// packet's), its outermost the first.
 type tunnelReading struct {
-	inner, outer map[string]bool
-	skipped      map[string]uint64
+	// last is every frame's innermost source; lastSeg the same, written
+	// "vni N ADDR" when a VXLAN or Geneve header came before it, N the
+	// last one's VNI in decimal.
+	last, lastSeg map[string]bool
+	// outer is every frame's outermost source.
+	outer map[string]bool
+	// inner is the innermost sources of the frames with an inner host:
+	// not those whose last tunnel carries no IP packet (ARP, CDP in a
+	// mirror session: not_ip), nor GRE carrying something --decap does
+	// not take (PPP, say: GRE carries IPv4, IPv6, MPLS, Ethernet and
+	// ERSPAN for it: tunnel_unknown); skipped counts those by reason.
+	inner   map[string]bool
+	skipped map[string]uint64
 }
 
-// readTunnels reads file with tshark, in tshark's
-// own layer order (frame.protocols). A frame's key is its last IPv4 or
-// IPv6 header before any ICMP (whose quoted header is not the packet's).
-// A frame whose last tunnel carries no IP packet (ARP, CDP in a mirror
-// session) has no inner host: not_ip. A GRE packet carrying something
-// --decap does not take (PPP, say: GRE carries IPv4, IPv6, MPLS, Ethernet
-// and ERSPAN for it) is tunnel_unknown.
+// readTunnels is tshark's reading of file, read once per test process
+// (-count=50 would read it again; the maps are not modified).
 func readTunnels(t *testing.T, file string) tunnelReading {
 	t.Helper()
 	tunnelReadingsMu.Lock()
@@ -47,8 +56,6 @@ func readTunnels(t *testing.T, file string) tunnelReading {
 	return r
 }
 
-// tunnelReadings keeps tshark's reading of each capture for the test
-// process (-count=50 would read them again; the maps are not modified).
 var (
 	tunnelReadingsMu sync.Mutex
 	tunnelReadings   = map[string]tunnelReading{}
@@ -56,21 +63,23 @@ var (
 
 func runReadTunnels(t *testing.T, file string) tunnelReading {
 	t.Helper()
-	args := []string{"-r", file, "-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
-		"-e", "frame.protocols", "-e", "ip.src", "-e", "ipv6.src"}
+	args := []string{"-r", file, "-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE", "-d", "udp.port==8472,vxlan",
+		"-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
+		"-e", "frame.protocols", "-e", "ip.src", "-e", "ipv6.src", "-e", "vxlan.vni", "-e", "geneve.vni"}
 	out, err := exec.Command("tshark", args...).Output()
 	if err != nil {
 		t.Fatalf("tshark %q: %v", args, err)
 	}
-	r := tunnelReading{inner: map[string]bool{}, outer: map[string]bool{}, skipped: map[string]uint64{}}
+	r := tunnelReading{last: map[string]bool{}, lastSeg: map[string]bool{}, outer: map[string]bool{},
+		inner: map[string]bool{}, skipped: map[string]uint64{}}
 	for line := range strings.Lines(string(out)) {
 		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
-		if len(f) != 3 {
+		if len(f) != 5 {
 			t.Fatalf("tshark line %q", line)
 		}
-		v4, v6 := strings.Split(f[1], ","), strings.Split(f[2], ",")
-		var i4, i6 int
-		first, last, reason := "", "", ""
+		v4, v6, vx, gv := strings.Split(f[1], ","), strings.Split(f[2], ","), strings.Split(f[3], ","), strings.Split(f[4], ",")
+		var i4, i6, ix, ig int
+		first, last, seg, reason := "", "", "", ""
 		tunnelled := false // the last tunnel layer has no IP header after it yet
 		layers := strings.Split(f[0], ":")
 	walk:
@@ -96,11 +105,20 @@ func runReadTunnels(t *testing.T, file string) tunnelReading {
 				switch next {
 				case "ip", "ipv6", "mpls", "eth", "erspan":
 				default:
-					reason = "tunnel_unknown"
-					break walk
+					if reason == "" {
+						reason = "tunnel_unknown"
+					}
 				}
 				tunnelled = true
-			case "erspan", "vxlan", "geneve", "gtp":
+			case "vxlan":
+				seg = vx[ix]
+				ix++
+				tunnelled = true
+			case "geneve":
+				seg = gv[ig]
+				ig++
+				tunnelled = true
+			case "erspan", "gtp":
 				tunnelled = true
 			case "icmp", "icmpv6":
 				break walk
@@ -109,12 +127,24 @@ func runReadTunnels(t *testing.T, file string) tunnelReading {
 		if reason == "" && tunnelled {
 			reason = "not_ip"
 		}
+		key := canonAddr(t, last)
+		r.last[key] = true
 		r.outer[canonAddr(t, first)] = true
+		if seg != "" {
+			// vxlan.vni is decimal, geneve.vni hex (0x0001f4).
+			n, err := strconv.ParseUint(seg, 0, 32)
+			if err != nil {
+				t.Fatalf("tshark's VNI %q: %v", seg, err)
+			}
+			r.lastSeg[fmt.Sprintf("vni %d %s", n, key)] = true
+		} else {
+			r.lastSeg[key] = true
+		}
 		if reason != "" {
 			r.skipped[reason]++
 			continue
 		}
-		r.inner[canonAddr(t, last)] = true
+		r.inner[key] = true
 	}
 	return r
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -21,63 +20,11 @@ func decapPcap(name string) string {
 // tsharkSources is the sets of innermost and outermost IP source addresses
 // tshark finds in file, in its layer order (frame.protocols): the last IPv4
 // or IPv6 header of each frame before any ICMP, whose quoted header is not
-// the packet's, and the first.
+// the packet's, and the first (readTunnels' last and outer).
 func tsharkSources(t *testing.T, file string) (inner, outer map[string]bool) {
 	t.Helper()
-	tsharkSourcesMu.Lock()
-	defer tsharkSourcesMu.Unlock()
-	if c, ok := tsharkSourcesCache[file]; ok {
-		return c[0], c[1]
-	}
-	inner, outer = runTsharkSources(t, file)
-	tsharkSourcesCache[file] = [2]map[string]bool{inner, outer}
-	return inner, outer
-}
-
-// tsharkSourcesCache keeps tshark's reading of each capture for the test
-// process (-count=50 would read them again; the maps are not modified).
-var (
-	tsharkSourcesMu    sync.Mutex
-	tsharkSourcesCache = map[string][2]map[string]bool{}
-)
-
-func runTsharkSources(t *testing.T, file string) (inner, outer map[string]bool) {
-	t.Helper()
-	out, err := exec.Command("tshark", "-r", file, "-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE",
-		"-d", "udp.port==8472,vxlan", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
-		"-e", "frame.protocols", "-e", "ip.src", "-e", "ipv6.src").Output()
-	if err != nil {
-		t.Fatalf("tshark -r %s: %v", file, err)
-	}
-	inner, outer = map[string]bool{}, map[string]bool{}
-	for line := range strings.Lines(string(out)) {
-		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
-		if len(f) != 3 {
-			t.Fatalf("tshark line %q", line)
-		}
-		v4, v6 := strings.Split(f[1], ","), strings.Split(f[2], ",")
-		var i4, i6 int
-		first, last := "", ""
-	layers:
-		for p := range strings.SplitSeq(f[0], ":") {
-			switch p {
-			case "ip":
-				last = v4[i4]
-				i4++
-			case "ipv6":
-				last = v6[i6]
-				i6++
-			case "icmp", "icmpv6":
-				break layers
-			}
-			if first == "" {
-				first = last
-			}
-		}
-		inner[canonAddr(t, last)] = true
-		outer[canonAddr(t, first)] = true
-	}
-	return inner, outer
+	r := readTunnels(t, file)
+	return r.last, r.outer
 }
 
 // TestReplayDecap: replay --decap all --key src on an ERSPAN mirror capture
