@@ -162,13 +162,18 @@ struct fd_row {
 
 /*
  * The AF_XDP prefilter (xsk.c, fd_xsk_prefilter): the buckets of a row of
- * fd_xsk_seen, and the metadata the program puts in front of a frame whose
- * key it did not find: the key's row (an index of fd_xsk_seen, in the
- * frame's queue's rows) and its fingerprint, never 0. A reader that finds
- * fp 0 there has a frame without a key, or without metadata.
+ * fd_xsk_seen, and the metadata the program puts in front of every frame
+ * it redirects. A bucket holds a key's fingerprint (never 0) in its low 32
+ * bits and the low 32 bits of the window it was learnt in above them, so
+ * that a key learnt in one window is not found in the next; 0 is empty.
+ * The metadata holds the frame's time (Unix ns, the program's clock: the
+ * time its window is reckoned from), and for a frame with a key the key's
+ * row (an index of fd_xsk_seen, in the frame's queue's rows) and its
+ * fingerprint; fp 0 there is a frame without a key.
  */
 #define FD_XSK_ROW_BUCKETS 8
 struct fd_xsk_meta {
+	__u64 time_ns;
 	__u32 row;
 	__u32 fp;
 };

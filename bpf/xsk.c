@@ -8,18 +8,23 @@
  * to that queue, and leaves the frames of queues without a socket to the
  * kernel's network stack. Frames it redirects never reach the stack.
  *
- * fd_xsk_prefilter (afxdp.Config.Prefilter) first keys the frame as the
- * XDP fast path does (xdp.c's parser and hash, included below) and looks
- * its fingerprint up in the queue's prefilter, fd_xsk_seen: a key found
- * there was already handed to user space, so the frame is counted in the
- * queue's hits and dropped. Any other frame goes to the socket as with
- * fd_xsk, with the key's prefilter row and fingerprint in front of it as
- * XDP metadata (struct fd_xsk_meta); frames without a key go without
- * metadata. The program never writes the prefilter: the reader inserts a
- * key once it holds the frame, so that a frame the socket drops after the
- * redirect (no free UMEM frame) leaves its key out, and the flow's next
- * frame crosses again. Only the plain parser is used (fd_decap 0, no
- * prefix masks) and there is one window: the prefilter is never emptied.
+ * fd_xsk_prefilter (afxdp.Config.Prefilter) first takes the frame's time
+ * and window from its queue's clock (fd_xsk_clock: CLOCK_BOOTTIME plus
+ * xdp.c's fd_config offset, raised to xdp.c's fd_floor_ns, as fd_xdp's
+ * CPUs do, but per receive queue: a queue's frames are received one at a
+ * time, in order, whichever CPU runs its NAPI), then keys it as the XDP
+ * fast path does (xdp.c's parser and hash, included below) and looks the
+ * key up in the queue's prefilter, fd_xsk_seen: a key found there, learnt
+ * in the frame's window, was already handed to user space in that window,
+ * so the frame is counted in the queue's hits and in its window's slot, and
+ * dropped. Any other frame goes to the socket as with fd_xsk, with its
+ * time, and for a frame with a key the key's prefilter row and
+ * fingerprint, in front of it as XDP metadata (struct fd_xsk_meta). The
+ * program never writes the prefilter: the reader inserts a key, tagged
+ * with the window of the frame's time, once it holds the frame, so that a
+ * frame the socket drops after the redirect (no free UMEM frame) leaves
+ * its key out, and the flow's next frame crosses again. Only the plain
+ * parser is used (fd_decap 0, no prefix masks).
  */
 #include "xdp.c"
 
@@ -37,14 +42,16 @@ struct {
 
 /*
  * The prefilter of fd_xsk_prefilter: fd_xsk_rows rows per receive queue,
- * queue q's rows from q * fd_xsk_rows. Written only by user space (4-byte
- * stores through a memory mapping), read only here. A fingerprint is never
- * 0 (0 marks an empty bucket).
+ * queue q's rows from q * fd_xsk_rows. Written only by user space (8-byte
+ * stores through a memory mapping), read only here. A bucket is the window
+ * it was learnt in (its low 32 bits) above the fingerprint, never 0; 0
+ * marks an empty bucket (see flowdedup.h).
  */
 volatile const __u32 fd_xsk_rows = 1;
+volatile const __u64 fd_xsk_window_ns = 0; /* 0: one window for the whole run */
 
 struct fd_xsk_row {
-	__u32 fp[FD_XSK_ROW_BUCKETS];
+	__u64 b[FD_XSK_ROW_BUCKETS];
 };
 
 /* max_entries = queues * fd_xsk_rows (set by the loader). */
@@ -56,12 +63,21 @@ struct {
 	__type(value, struct fd_xsk_row);
 } fd_xsk_seen SEC(".maps");
 
-/* Per receive queue (max_entries = queues): the frames fd_xsk_prefilter
- * dropped because their key was in the prefilter. Read by user space
- * through a memory mapping; one cache line each. */
+/*
+ * Per receive queue (max_entries = queues): the frames fd_xsk_prefilter
+ * dropped because their key was in the prefilter, since load, and the
+ * queue's clock: its window, the newest one it has counted a frame in,
+ * with its start and end (Unix ns). A queue's clock never goes back across
+ * a window boundary: a frame whose time falls before start_ns is stamped
+ * start_ns. Read by user space through a memory mapping; one cache line
+ * each. With fd_xsk_window_ns 0 the window stays 0.
+ */
 struct fd_xsk_queue {
 	__u64 hits;
-	__u64 pad[7];
+	__u64 window;
+	__u64 start_ns;
+	__u64 end_ns;
+	__u64 pad[4];
 };
 
 struct {
@@ -72,6 +88,27 @@ struct {
 	__type(value, struct fd_xsk_queue);
 } fd_xsk_hits SEC(".maps");
 
+/*
+ * The hits by window (max_entries = queues * FD_WINDOW_SLOTS): queue q
+ * counts a frame it drops in slot q * FD_WINDOW_SLOTS + window %
+ * FD_WINDOW_SLOTS, tagged with the window, which a newer window of the
+ * queue's clock takes over (the tag first, then the count zeroed), as
+ * fd_xdp's CPUs do with fd_windows. Read by user space through a memory
+ * mapping: the tag, the count, the tag again.
+ */
+struct fd_xsk_window {
+	__u64 window;
+	__u64 hits;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fd_xsk_window);
+} fd_xsk_windows SEC(".maps");
+
 SEC("xdp")
 int fd_xsk(struct xdp_md *ctx)
 {
@@ -79,20 +116,53 @@ int fd_xsk(struct xdp_md *ctx)
 	return bpf_redirect_map(&fd_xsks, ctx->rx_queue_index, XDP_PASS);
 }
 
+/*
+ * fd_xsk_clock returns the frame's time, CLOCK_BOOTTIME plus the offset,
+ * raised to fd_floor_ns and to the start of the queue's window, and moves
+ * the queue's window forward when the time is past its end (fd_clock's
+ * rule, per queue).
+ */
+static __always_inline __u64 fd_xsk_clock(struct fd_xsk_queue *hq, const struct fd_config *cfg, __u64 window)
+{
+	__u64 now = bpf_ktime_get_boot_ns() + cfg->clock_offset_ns;
+	__u64 floor = fd_floor_ns;
+
+	if (!window)
+		return now;
+	if (now < floor)
+		now = floor;
+	if (now < hq->start_ns)
+		return hq->start_ns;
+	if (now >= hq->end_ns) {
+		hq->window = now / window;
+		hq->start_ns = hq->window * window;
+		hq->end_ns = hq->start_ns + window;
+	}
+	return now;
+}
+
 SEC("xdp")
 int fd_xsk_prefilter(struct xdp_md *ctx)
 {
-	__u32 q = ctx->rx_queue_index, rows = fd_xsk_rows, idx, fp;
+	__u32 q = ctx->rx_queue_index, rows = fd_xsk_rows, zero = 0, idx = 0, fp = 0;
+	__u64 window = fd_xsk_window_ns, now, h, tag;
 	struct fd_event ev = {};
 	struct fd_xsk_row *row;
 	struct fd_xsk_queue *hq;
+	struct fd_xsk_window *win;
+	struct fd_config *cfg;
 	struct fd_xsk_meta *m;
 	void *data;
-	__u64 h;
 	int i;
 
+	hq = bpf_map_lookup_elem(&fd_xsk_hits, &q);
+	cfg = bpf_map_lookup_elem(&fd_config, &zero);
+	if (!hq || !cfg)
+		goto redirect; /* a queue beyond the maps: no prefilter */
+	now = fd_xsk_clock(hq, cfg, window);
+
 	if (parse(ctx, &ev) != FD_OK)
-		goto redirect; /* user space parses it again and counts why */
+		goto meta; /* user space parses it again and counts why */
 	ev.key.kind = fd_key_kind;
 	h = fd_hash(&ev.key, fd_hash_seed);
 	idx = q * rows + (__u32)(((h >> 32) * rows) >> 32);
@@ -100,23 +170,38 @@ int fd_xsk_prefilter(struct xdp_md *ctx)
 	if (fp == 0)
 		fp = 1;
 	row = bpf_map_lookup_elem(&fd_xsk_seen, &idx);
-	if (!row)
-		goto redirect; /* a queue beyond the map: no prefilter */
+	if (!row) {
+		fp = 0; /* not reached: the queue's rows exist */
+		goto meta;
+	}
+	tag = ((__u64)(__u32)hq->window << 32) | fp;
 #pragma clang loop unroll(full)
 	for (i = 0; i < FD_XSK_ROW_BUCKETS; i++) {
-		if (row->fp[i] == fp) {
-			hq = bpf_map_lookup_elem(&fd_xsk_hits, &q);
-			if (hq) {
-				__sync_fetch_and_add(&hq->hits, 1);
-				return XDP_DROP;
+		if (row->b[i] == tag) {
+			idx = q * FD_WINDOW_SLOTS + ((__u32)hq->window & (FD_WINDOW_SLOTS - 1));
+			win = bpf_map_lookup_elem(&fd_xsk_windows, &idx);
+			if (!win) {
+				fp = 0; /* not reached */
+				goto meta;
 			}
-			goto redirect; /* not reached: the rows exist, so does q's counter */
+			if (win->window != hq->window) {
+				/* The slot holds an older window: the
+				 * queue's window takes it over. */
+				win->window = hq->window;
+				asm volatile("" ::: "memory");
+				win->hits = 0;
+			}
+			__sync_fetch_and_add(&win->hits, 1);
+			__sync_fetch_and_add(&hq->hits, 1);
+			return XDP_DROP;
 		}
 	}
+meta:
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m)) == 0) {
 		m = (void *)(long)ctx->data_meta;
 		data = (void *)(long)ctx->data;
 		if ((void *)(m + 1) <= data) {
+			m->time_ns = now;
 			m->row = idx;
 			m->fp = fp;
 		}

@@ -15,8 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/flowdedup/flowdedup/flow"
 )
@@ -31,31 +34,52 @@ type XSKObjects struct {
 	// Sockets is the XSKMAP: AF_XDP socket fds keyed by queue id (uint32
 	// keys and values). Fill it with SetSocket.
 	Sockets *ebpf.Map
-	// Seen and Hits are the prefilter's maps (LoadXSKPrefilter; nil
-	// otherwise), both BPF_F_MMAPABLE arrays: Seen holds Rows rows of
-	// XSKRowBuckets uint32 fingerprints per queue (queue q's from row
-	// q*Rows), which only user space writes; Hits holds one XSKHitsBytes
-	// entry per queue whose first uint64 counts the frames the program
-	// dropped as seen.
-	Seen, Hits *ebpf.Map
+	// Seen, Hits and Windows are the prefilter's maps (LoadXSKPrefilter;
+	// nil otherwise), all BPF_F_MMAPABLE arrays: Seen holds Rows rows of
+	// XSKRowBuckets uint64 buckets per queue (queue q's from row q*Rows;
+	// a bucket is XSKBucket of a fingerprint and the window it was learnt
+	// in), which only user space writes; Hits holds one XSKHitsBytes
+	// entry per queue of uint64 words: the frames the program dropped as
+	// seen (word 0), and the queue's clock, its window (word 1); Windows
+	// holds WindowSlots XSKWindowBytes entries per queue (queue q's from
+	// entry q*WindowSlots), the hits by window: the window the entry
+	// counts (word 0, the program's tag) and its hits (word 1).
+	Seen, Hits, Windows *ebpf.Map
 	// Rows is the number of prefilter rows per queue (0 without one).
 	Rows int
+
+	config   *ebpf.Map      // fd_config: the clock's offset
+	floor    *ebpf.Variable // fd_floor_ns: the clock's floor
+	outer    *ebpf.Map      // fd_rings, unused by the program: updated to wait for its runs
+	ring     *ebpf.Map      // the ring in outer
+	windowNs uint64
+	now      func() time.Time
+
+	mu      sync.Mutex // serialises EndWindow
+	floorNs uint64     // the floor last set
 }
 
 // The prefilter's layout (flowdedup.h: FD_XSK_ROW_BUCKETS, struct
 // fd_xsk_meta; struct fd_xsk_queue in xsk.c).
 const (
-	// XSKRowBuckets is the number of fingerprints in a row of Seen.
+	// XSKRowBuckets is the number of buckets in a row of Seen.
 	XSKRowBuckets = 8
 	// XSKRowBytes is the size of a row.
-	XSKRowBytes = 4 * XSKRowBuckets
+	XSKRowBytes = 8 * XSKRowBuckets
 	// XSKHitsBytes is the size of a queue's entry of Hits.
 	XSKHitsBytes = 64
+	// XSKWindowBytes is the size of an entry of Windows.
+	XSKWindowBytes = 16
 	// XSKMetaBytes is the size of the metadata in front of a frame the
-	// prefilter passes: the little-endian uint32 row (an index of Seen's
-	// rows) and fingerprint (0: none).
-	XSKMetaBytes = 8
+	// prefilter passes: the little-endian uint64 time of the frame (Unix
+	// ns, the program's clock), then the uint32 row (an index of Seen's
+	// rows) and fingerprint (0: no key).
+	XSKMetaBytes = 16
 )
+
+// XSKBucket is the bucket of Seen that holds fingerprint fp (never 0)
+// learnt in window w: the program finds it for the frames of w only.
+func XSKBucket(fp uint32, w uint64) uint64 { return uint64(uint32(w))<<32 | uint64(fp) }
 
 // XSKPrefilter configures the in-kernel prefilter of LoadXSKPrefilter: how
 // the program keys frames (as flow.Parse with Kind, hashed as the XDP
@@ -65,6 +89,11 @@ type XSKPrefilter struct {
 	Kind flow.KeyKind
 	Seed uint64
 	Rows int // rows per queue, at least 1
+	// Window is the length of the windows the program counts and
+	// forgets keys by (0: one window); Now the wall clock its frame
+	// times follow (nil: CLOCK_REALTIME), as bpf.Config's.
+	Window time.Duration
+	Now    func() time.Time
 }
 
 // LoadXSKPrefilter loads the prefiltering redirect program (fd_xsk_prefilter)
@@ -79,6 +108,9 @@ func LoadXSKPrefilter(queues int, p XSKPrefilter) (*XSKObjects, error) {
 	if !p.Kind.IsValid() {
 		return nil, fmt.Errorf("bpf: invalid key kind %d", uint8(p.Kind))
 	}
+	if p.Window < 0 {
+		return nil, fmt.Errorf("bpf: negative window %v", p.Window)
+	}
 	if p.Rows < 1 || uint64(p.Rows)*uint64(queues) > math.MaxUint32/XSKRowBytes {
 		return nil, fmt.Errorf("bpf: %d prefilter rows for %d queues: want at least 1 and fewer than 2^32 bytes in all", p.Rows, queues)
 	}
@@ -87,9 +119,10 @@ func LoadXSKPrefilter(queues int, p XSKPrefilter) (*XSKObjects, error) {
 		return nil, fmt.Errorf("bpf: reading the embedded AF_XDP program: %w", err)
 	}
 	for name, v := range map[string]any{
-		xskVarFdKeyKind:  uint8(p.Kind),
-		xskVarFdHashSeed: p.Seed,
-		xskVarFdXskRows:  uint32(p.Rows),
+		xskVarFdKeyKind:     uint8(p.Kind),
+		xskVarFdHashSeed:    p.Seed,
+		xskVarFdXskRows:     uint32(p.Rows),
+		xskVarFdXskWindowNs: uint64(p.Window),
 	} {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -102,16 +135,106 @@ func LoadXSKPrefilter(queues int, p XSKPrefilter) (*XSKObjects, error) {
 	spec.Maps[xskMapFdXsks].MaxEntries = uint32(queues)
 	spec.Maps[xskMapFdXskSeen].MaxEntries = uint32(p.Rows * queues)
 	spec.Maps[xskMapFdXskHits].MaxEntries = uint32(queues)
+	spec.Maps[xskMapFdXskWindows].MaxEntries = uint32(queues * WindowSlots)
+	// fd_rings, a map of maps the program does not use, with one small
+	// ring: EndWindow updates it to wait for the program's runs.
+	outer := spec.Maps[xskMapFdRings]
+	outer.MaxEntries = 1
+	inner := outer.InnerMap.Copy()
+	inner.MaxEntries = uint32(max(unix.Getpagesize(), 4096))
+	ring, err := ebpf.NewMap(inner)
+	if err != nil {
+		return nil, fmt.Errorf("bpf: creating a ring buffer: %w", err)
+	}
+	outer.Contents = []ebpf.MapKV{{Key: uint32(0), Value: ring}}
 	var objs struct {
-		Program *ebpf.Program `ebpf:"fd_xsk_prefilter"`
-		Sockets *ebpf.Map     `ebpf:"fd_xsks"`
-		Seen    *ebpf.Map     `ebpf:"fd_xsk_seen"`
-		Hits    *ebpf.Map     `ebpf:"fd_xsk_hits"`
+		Program *ebpf.Program  `ebpf:"fd_xsk_prefilter"`
+		Sockets *ebpf.Map      `ebpf:"fd_xsks"`
+		Seen    *ebpf.Map      `ebpf:"fd_xsk_seen"`
+		Hits    *ebpf.Map      `ebpf:"fd_xsk_hits"`
+		Windows *ebpf.Map      `ebpf:"fd_xsk_windows"`
+		Config  *ebpf.Map      `ebpf:"fd_config"`
+		Rings   *ebpf.Map      `ebpf:"fd_rings"`
+		Floor   *ebpf.Variable `ebpf:"fd_floor_ns"`
 	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		ring.Close()
 		return nil, err
 	}
-	return &XSKObjects{Program: objs.Program, Sockets: objs.Sockets, Seen: objs.Seen, Hits: objs.Hits, Rows: p.Rows}, nil
+	o := &XSKObjects{
+		Program: objs.Program, Sockets: objs.Sockets, Seen: objs.Seen, Hits: objs.Hits, Windows: objs.Windows, Rows: p.Rows,
+		config: objs.Config, floor: objs.Floor, outer: objs.Rings, ring: ring, windowNs: uint64(p.Window), now: p.Now,
+	}
+	if err := o.SyncClock(); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// SyncClock sets the offset the prefilter's program adds to CLOCK_BOOTTIME
+// to get Unix time to its current value (Objects.SyncClock's rule). Call
+// it now and then: the wall clock is slewed and stepped, the boot clock is
+// not. Without a prefilter it does nothing.
+func (o *XSKObjects) SyncClock() error {
+	if o.config == nil {
+		return nil
+	}
+	off, err := clockOffset(o.now)
+	if err != nil {
+		return err
+	}
+	if err := o.config.Update(uint32(0), xskFdConfig{ClockOffsetNs: off}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("bpf: setting the clock offset: %w", err)
+	}
+	return nil
+}
+
+// EndWindow ends window i of the prefilter's clock, as Objects.EndWindow
+// does for the XDP program's: when it returns, no queue counts a frame in
+// window i or an earlier one, so their hits are final. It raises the floor
+// of the program's clock to the start of window i+1 (never past the end of
+// the window the clock is in now), then waits for the program's runs in
+// progress, which may have read the old floor (an RCU grace period:
+// milliseconds). Ending a window already ended returns at once; with one
+// window, or without a prefilter, it does nothing.
+func (o *XSKObjects) EndWindow(i int64) error {
+	if o.windowNs == 0 || o.config == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var cfg xskFdConfig
+	if err := o.config.Lookup(uint32(0), &cfg); err != nil {
+		return fmt.Errorf("bpf: reading the clock offset: %w", err)
+	}
+	var boot unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err != nil {
+		return fmt.Errorf("bpf: reading the boot clock: %w", err)
+	}
+	now := uint64(boot.Nano() + cfg.ClockOffsetNs) // as the program computes it
+	next := uint64(i) + 1
+	if i < 0 {
+		next = 0
+	}
+	if cur := now / o.windowNs; next > cur+1 {
+		next = cur + 1
+	}
+	floor := uint64(math.MaxUint64)
+	if next <= math.MaxUint64/o.windowNs {
+		floor = next * o.windowNs
+	}
+	if floor <= o.floorNs {
+		return nil // ended, and waited for, already
+	}
+	if err := o.floor.Set(floor); err != nil {
+		return fmt.Errorf("bpf: setting the clock's floor: %w", err)
+	}
+	if err := o.outer.Update(uint32(0), o.ring, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("bpf: waiting for the program's runs: %w", err)
+	}
+	o.floorNs = floor
+	return nil
 }
 
 // LoadXSK loads the redirect program with an XSKMAP of queues entries:
@@ -157,5 +280,6 @@ func (o *XSKObjects) DeleteSocket(queue int) error {
 // Close releases the program and the map (a program still attached
 // through a link stays loaded until the link is closed).
 func (o *XSKObjects) Close() error {
-	return errors.Join(o.Program.Close(), o.Sockets.Close(), o.Seen.Close(), o.Hits.Close())
+	return errors.Join(o.Program.Close(), o.Sockets.Close(), o.Seen.Close(), o.Hits.Close(), o.Windows.Close(),
+		o.config.Close(), o.outer.Close(), o.ring.Close())
 }

@@ -55,14 +55,23 @@ type xskFdWindow struct {
 }
 
 type xskFdXskQueue struct {
-	_    structs.HostLayout
-	Hits uint64
-	Pad  [7]uint64
+	_       structs.HostLayout
+	Hits    uint64
+	Window  uint64
+	StartNs uint64
+	EndNs   uint64
+	Pad     [4]uint64
 }
 
 type xskFdXskRow struct {
-	_  structs.HostLayout
-	Fp [8]uint32
+	_ structs.HostLayout
+	B [8]uint64
+}
+
+type xskFdXskWindow struct {
+	_      structs.HostLayout
+	Window uint64
+	Hits   uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -76,6 +85,7 @@ const (
 	xskMapFdWindows       = "fd_windows"
 	xskMapFdXskHits       = "fd_xsk_hits"
 	xskMapFdXskSeen       = "fd_xsk_seen"
+	xskMapFdXskWindows    = "fd_xsk_windows"
 	xskMapFdXsks          = "fd_xsks"
 	xskProgFdXdp          = "fd_xdp"
 	xskProgFdXsk          = "fd_xsk"
@@ -96,6 +106,7 @@ const (
 	xskVarFdVxlanPorts    = "fd_vxlan_ports"
 	xskVarFdWindowNs      = "fd_window_ns"
 	xskVarFdXskRows       = "fd_xsk_rows"
+	xskVarFdXskWindowNs   = "fd_xsk_window_ns"
 )
 
 // loadXsk returns the embedded CollectionSpec for xsk.
@@ -149,14 +160,15 @@ type xskProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xskMapSpecs struct {
-	FdConfig    *ebpf.MapSpec `ebpf:"fd_config"`
-	FdCpu       *ebpf.MapSpec `ebpf:"fd_cpu"`
-	FdPrefilter *ebpf.MapSpec `ebpf:"fd_prefilter"`
-	FdRings     *ebpf.MapSpec `ebpf:"fd_rings"`
-	FdWindows   *ebpf.MapSpec `ebpf:"fd_windows"`
-	FdXskHits   *ebpf.MapSpec `ebpf:"fd_xsk_hits"`
-	FdXskSeen   *ebpf.MapSpec `ebpf:"fd_xsk_seen"`
-	FdXsks      *ebpf.MapSpec `ebpf:"fd_xsks"`
+	FdConfig     *ebpf.MapSpec `ebpf:"fd_config"`
+	FdCpu        *ebpf.MapSpec `ebpf:"fd_cpu"`
+	FdPrefilter  *ebpf.MapSpec `ebpf:"fd_prefilter"`
+	FdRings      *ebpf.MapSpec `ebpf:"fd_rings"`
+	FdWindows    *ebpf.MapSpec `ebpf:"fd_windows"`
+	FdXskHits    *ebpf.MapSpec `ebpf:"fd_xsk_hits"`
+	FdXskSeen    *ebpf.MapSpec `ebpf:"fd_xsk_seen"`
+	FdXskWindows *ebpf.MapSpec `ebpf:"fd_xsk_windows"`
+	FdXsks       *ebpf.MapSpec `ebpf:"fd_xsks"`
 }
 
 // xskVariableSpecs contains global variables before they are loaded into the kernel.
@@ -179,6 +191,7 @@ type xskVariableSpecs struct {
 	FdVxlanPorts    *ebpf.VariableSpec `ebpf:"fd_vxlan_ports"`
 	FdWindowNs      *ebpf.VariableSpec `ebpf:"fd_window_ns"`
 	FdXskRows       *ebpf.VariableSpec `ebpf:"fd_xsk_rows"`
+	FdXskWindowNs   *ebpf.VariableSpec `ebpf:"fd_xsk_window_ns"`
 }
 
 // xskObjects contains all objects after they have been loaded into the kernel.
@@ -201,14 +214,15 @@ func (o *xskObjects) Close() error {
 //
 // It can be passed to loadXskObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xskMaps struct {
-	FdConfig    *ebpf.Map `ebpf:"fd_config"`
-	FdCpu       *ebpf.Map `ebpf:"fd_cpu"`
-	FdPrefilter *ebpf.Map `ebpf:"fd_prefilter"`
-	FdRings     *ebpf.Map `ebpf:"fd_rings"`
-	FdWindows   *ebpf.Map `ebpf:"fd_windows"`
-	FdXskHits   *ebpf.Map `ebpf:"fd_xsk_hits"`
-	FdXskSeen   *ebpf.Map `ebpf:"fd_xsk_seen"`
-	FdXsks      *ebpf.Map `ebpf:"fd_xsks"`
+	FdConfig     *ebpf.Map `ebpf:"fd_config"`
+	FdCpu        *ebpf.Map `ebpf:"fd_cpu"`
+	FdPrefilter  *ebpf.Map `ebpf:"fd_prefilter"`
+	FdRings      *ebpf.Map `ebpf:"fd_rings"`
+	FdWindows    *ebpf.Map `ebpf:"fd_windows"`
+	FdXskHits    *ebpf.Map `ebpf:"fd_xsk_hits"`
+	FdXskSeen    *ebpf.Map `ebpf:"fd_xsk_seen"`
+	FdXskWindows *ebpf.Map `ebpf:"fd_xsk_windows"`
+	FdXsks       *ebpf.Map `ebpf:"fd_xsks"`
 }
 
 func (m *xskMaps) Close() error {
@@ -220,6 +234,7 @@ func (m *xskMaps) Close() error {
 		m.FdWindows,
 		m.FdXskHits,
 		m.FdXskSeen,
+		m.FdXskWindows,
 		m.FdXsks,
 	)
 }
@@ -244,6 +259,7 @@ type xskVariables struct {
 	FdVxlanPorts    *ebpf.Variable `ebpf:"fd_vxlan_ports"`
 	FdWindowNs      *ebpf.Variable `ebpf:"fd_window_ns"`
 	FdXskRows       *ebpf.Variable `ebpf:"fd_xsk_rows"`
+	FdXskWindowNs   *ebpf.Variable `ebpf:"fd_xsk_window_ns"`
 }
 
 // xskPrograms contains all programs after they have been loaded into the kernel.

@@ -192,6 +192,44 @@ type Capture struct {
 	mu   sync.Mutex // guards objs and lnk against the sources' Close
 	objs *bpf.XSKObjects
 	lnk  link.Link
+
+	stop chan struct{}  // closed by Close: syncClock returns (nil without a prefilter)
+	done sync.WaitGroup // syncClock
+}
+
+// clockSyncEvery is how often the prefilter's Unix-time offset is
+// refreshed, so that its windows follow a slewed or stepped wall clock as
+// the pipeline's do (as capture/xdp does).
+const clockSyncEvery = time.Second
+
+// syncClock keeps the prefilter's clock offset current until Close.
+func (a *Capture) syncClock() {
+	defer a.done.Done()
+	t := time.NewTicker(clockSyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			a.mu.Lock()
+			if a.objs != nil {
+				_ = a.objs.SyncClock() // on failure the last offset stays: windows drift by the clock's slew
+			}
+			a.mu.Unlock()
+		}
+	}
+}
+
+// endWindow ends window i of the prefilter's clock (bpf.XSKObjects.EndWindow);
+// after Close there is nothing left to end.
+func (a *Capture) endWindow(i int64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.objs == nil {
+		return nil
+	}
+	return a.objs.EndWindow(i)
 }
 
 // Open opens an AF_XDP capture of cfg.Iface, for mirror and SPAN
@@ -255,7 +293,10 @@ func Open(cfg Config) (*Capture, error) {
 	var objs *bpf.XSKObjects
 	if cfg.Prefilter != nil {
 		rows, _ := cfg.Prefilter.rows() // checked by withDefaults
-		objs, err = bpf.LoadXSKPrefilter(nq, bpf.XSKPrefilter{Kind: cfg.Prefilter.Kind, Seed: cfg.Prefilter.Seed, Rows: rows})
+		objs, err = bpf.LoadXSKPrefilter(nq, bpf.XSKPrefilter{
+			Kind: cfg.Prefilter.Kind, Seed: cfg.Prefilter.Seed, Rows: rows,
+			Window: cfg.Prefilter.Window, Now: cfg.Prefilter.Now,
+		})
 	} else {
 		objs, err = bpf.LoadXSK(nq)
 	}
@@ -265,10 +306,14 @@ func Open(cfg Config) (*Capture, error) {
 	a := &Capture{iface: cfg.Iface, objs: objs}
 	var pf *prefilterMem
 	if cfg.Prefilter != nil {
-		if pf, err = mapPrefilter(objs, nq); err != nil {
+		if pf, err = mapPrefilter(objs, nq, cfg.Prefilter.Window); err != nil {
 			objs.Close()
 			return nil, err
 		}
+		pf.endWindow = a.endWindow
+		a.stop = make(chan struct{})
+		a.done.Add(1)
+		go a.syncClock()
 	}
 	fail := func(err error) (*Capture, error) {
 		a.Close()
@@ -357,6 +402,10 @@ func (a *Capture) Mode() string { return a.mode }
 func (a *Capture) Close() error {
 	var errs []error
 	a.closing.Do(func() {
+		if a.stop != nil {
+			close(a.stop)
+			a.done.Wait()
+		}
 		a.mu.Lock()
 		lnk := a.lnk
 		a.lnk = nil

@@ -309,7 +309,9 @@ func (s *Source) ZeroCopy() bool { return s.zeroCopy }
 // Next reads the next frame into p, waiting up to the poll timeout. p.Data
 // points into the socket's UMEM and is valid until the next call to Next,
 // even when Close comes in between. TimeNs is the time the frame's batch
-// was taken from the ring (AF_XDP has no receive timestamp), WireLen the
+// was taken from the ring (AF_XDP has no receive timestamp; with the
+// in-kernel prefilter it is the time the program stamped the frame with, from
+// its metadata), WireLen the
 // frame's length. It returns capture.ErrTimeout after the poll timeout
 // without a frame, capture.ErrClosed after Close (a Next waiting in the
 // kernel returns at once), and an error wrapping the socket's error when
@@ -325,12 +327,14 @@ func (s *Source) Next(p *capture.Packet) error {
 			addr, n := d.Addr, uint64(d.Len)
 			s.batchNext++
 			s.cur, s.hasCur = addr&s.frameMask, true
+			p.TimeNs = s.batchTime
 			if s.pf != nil {
-				s.learn(addr)
+				if t := s.learn(addr); t != 0 {
+					p.TimeNs = t // the kernel's, which its window counts follow
+				}
 			}
 			p.Data = s.umem[addr : addr+n : addr+n]
 			p.WireLen = int(n)
-			p.TimeNs = s.batchTime
 			p.LinkType = flow.LinkEthernet
 			p.Key = flow.Key{}
 			return nil

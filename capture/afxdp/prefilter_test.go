@@ -131,7 +131,8 @@ func TestPrefilterConfigErrors(t *testing.T) {
 		{"no key kind", Prefilter{}},
 		{"bytes not a multiple of a row", Prefilter{Kind: flow.KeySrc, Bytes: 100}},
 		{"fewer bytes than a row", Prefilter{Kind: flow.KeySrc, Bytes: -32}},
-		{"over 1 GiB", Prefilter{Kind: flow.KeySrc, Bytes: 1<<30 + 32}},
+		{"over 1 GiB", Prefilter{Kind: flow.KeySrc, Bytes: 1<<30 + 64}},
+		{"negative window", Prefilter{Kind: flow.KeySrc, Window: -time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
@@ -141,60 +142,81 @@ func TestPrefilterConfigErrors(t *testing.T) {
 		})
 	}
 	p := Prefilter{Kind: flow.KeySrc}
-	if rows, err := p.rows(); err != nil || rows != 8192 { // 256 KiB of 32-byte rows
+	if rows, err := p.rows(); err != nil || rows != 8192 { // 512 KiB of 64-byte rows
 		t.Errorf("default prefilter: %d rows, %v; want 8192", rows, err)
 	}
 }
 
 // learn, on memory that stands for the maps and the UMEM: a key goes to
-// the first free bucket of its row, once; a full row has a bucket
-// replaced; metadata of another queue's row, or none, is ignored; the
-// metadata is cleared once read.
+// the first free bucket of its row, once per window, tagged with the
+// window of the frame's time (the bucket's high 32 bits, written out by
+// hand here); a bucket of another window is free again; a full row has a
+// bucket replaced; metadata of another queue's row, or none, is ignored;
+// the metadata is cleared once read, and its time returned.
 func TestPrefilterLearn(t *testing.T) {
-	const rows, queue = 4, 1
-	pf := &prefilterMem{seen: make([]uint32, 2*rows*8), hits: make([]uint64, 2*8), rows: rows}
+	const rows, queue, window = 4, 1, 1000
+	pf := &prefilterMem{seen: make([]uint64, 2*rows*8), hits: make([]uint64, 2*8), rows: rows, windowNs: window}
 	s := &Source{queue: queue, pf: pf, rnd: 1, umem: make([]byte, 4096)}
 	const addr = 256 // a frame's data, after the headroom
-	put := func(row, fp uint32) {
-		m := s.umem[addr-8 : addr]
-		m[0], m[1], m[2], m[3] = byte(row), byte(row>>8), byte(row>>16), byte(row>>24)
-		m[4], m[5], m[6], m[7] = byte(fp), byte(fp>>8), byte(fp>>16), byte(fp>>24)
-		s.learn(addr)
-		if !bytes.Equal(s.umem[addr-8:addr], make([]byte, 8)) && fp != 0 {
-			t.Errorf("metadata (row %d, fp %#x) not cleared: % x", row, fp, s.umem[addr-8:addr])
+	put := func(tm uint64, row, fp uint32) {
+		t.Helper()
+		m := s.umem[addr-16 : addr]
+		for i := range 8 {
+			m[i] = byte(tm >> (8 * i))
+		}
+		m[8], m[9], m[10], m[11] = byte(row), byte(row>>8), byte(row>>16), byte(row>>24)
+		m[12], m[13], m[14], m[15] = byte(fp), byte(fp>>8), byte(fp>>16), byte(fp>>24)
+		if got := s.learn(addr); got != int64(tm) {
+			t.Errorf("learn returned time %d, want %d", got, tm)
+		}
+		if !bytes.Equal(s.umem[addr-16:addr], make([]byte, 16)) {
+			t.Errorf("metadata (row %d, fp %#x) not cleared: % x", row, fp, s.umem[addr-16:addr])
 		}
 	}
-	row := func(r int) []uint32 { return pf.seen[r*8 : r*8+8] }
-	put(rows+2, 0xa) // queue 1's third row
-	put(rows+2, 0xa) // again: no second bucket
-	put(rows+2, 0xb)
-	if got, want := row(rows+2), []uint32{0xa, 0xb, 0, 0, 0, 0, 0, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+	row := func(r int) []uint64 { return pf.seen[r*8 : r*8+8] }
+	const w5 = 5 << 32     // window 5 (times 5000 to 5999) in a bucket
+	put(5000, rows+2, 0xa) // queue 1's third row
+	put(5999, rows+2, 0xa) // again in the window: no second bucket
+	put(5500, rows+2, 0xb)
+	if got, want := row(rows+2), []uint64{w5 | 0xa, w5 | 0xb, 0, 0, 0, 0, 0, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("row after a, a, b: %x, want %x", got, want)
 	}
-	put(2, 0xc)      // queue 0's row: not this reader's
-	put(2*rows, 0xd) // beyond the map
-	put(rows+1, 0)   // no key
+	// Window 6: a again takes the first bucket of another window.
+	put(6000, rows+2, 0xa)
+	if got, want := row(rows+2), []uint64{6<<32 | 0xa, w5 | 0xb, 0, 0, 0, 0, 0, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("row after a in window 6: %x, want %x", got, want)
+	}
+	put(7000, 2, 0xc)      // queue 0's row: not this reader's
+	put(7000, 2*rows, 0xd) // beyond the map
+	put(7000, rows+1, 0)   // no key
+	put(0, rows+1, 0)      // no metadata
 	for r := range 2 * rows {
-		if r != rows+2 && fmt.Sprint(row(r)) != fmt.Sprint(make([]uint32, 8)) {
+		if r != rows+2 && fmt.Sprint(row(r)) != fmt.Sprint(make([]uint64, 8)) {
 			t.Errorf("row %d written: %x", r, row(r))
 		}
 	}
 	// A full row: the ninth key takes one bucket, the others stay.
-	for fp := uint32(0x10); fp < 0x18; fp++ {
-		put(rows, fp)
+	for fp := uint64(0x10); fp < 0x18; fp++ {
+		put(5001, rows, uint32(fp))
 	}
-	put(rows, 0x99)
+	put(5002, rows, 0x99)
 	kept, found := 0, false
 	for _, v := range row(rows) {
-		if v >= 0x10 && v < 0x18 {
+		if v >= w5|0x10 && v < w5|0x18 {
 			kept++
 		}
-		found = found || v == 0x99
+		found = found || v == w5|0x99
 	}
 	if kept != 7 || !found {
 		t.Errorf("full row after a ninth key: %x, want 7 of the 8 keys and the ninth", row(rows))
 	}
-	if n := testing.AllocsPerRun(100, func() { put(rows+3, 0x42) }); n != 0 {
+	// One window: every bucket is tagged 0.
+	pf.windowNs = 0
+	put(123456789, rows+3, 0x42)
+	if got := row(rows + 3)[0]; got != 0x42 {
+		t.Errorf("one window: bucket %#x, want 0x42", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { put(5003, rows+3, 0x42) }); n != 0 {
 		t.Errorf("learn allocates %v times", n)
 	}
 }
