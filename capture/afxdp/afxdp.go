@@ -389,6 +389,10 @@ func (a *Capture) Sources() []capture.Source {
 	return srcs
 }
 
+// Prefiltered says whether the capture has the in-kernel prefilter
+// (Config.Prefilter).
+func (a *Capture) Prefiltered() bool { return len(a.srcs) > 0 && a.srcs[0].pf != nil }
+
 // Iface returns the interface captured on.
 func (a *Capture) Iface() string { return a.iface }
 

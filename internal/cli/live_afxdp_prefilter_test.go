@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/flowdedup/flowdedup/flow"
 )
@@ -72,8 +71,8 @@ func TestRunLiveAFXDPPrefilter(t *testing.T) {
 	}
 }
 
-// --afxdp-prefilter refuses what its prefilter does not do, before it
-// opens anything.
+// --afxdp-prefilter, given, refuses what its prefilter does not do, before
+// it opens anything.
 func TestAFXDPPrefilterUsage(t *testing.T) {
 	mask, err := flow.ParseMask("24")
 	if err != nil {
@@ -84,12 +83,11 @@ func TestAFXDPPrefilterUsage(t *testing.T) {
 		cfg  CaptureConfig
 		want string
 	}{
-		{"window", CaptureConfig{Key: flow.KeySrc, Window: time.Hour}, "--window"},
 		{"decap", CaptureConfig{Key: flow.KeySrc, Decap: flow.Decap{Tunnels: flow.TunnelsAll}}, "--decap"},
 		{"prefix", CaptureConfig{Key: flow.KeySrc, Prefix: mask}, "--prefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := openAFXDP(&tc.cfg, liveFlags{iface: "lo"}, xdpFlags{}, afxdpFlags{prefilter: true})
+			_, err := openAFXDP(&tc.cfg, liveFlags{iface: "lo"}, xdpFlags{}, afxdpFlags{prefilter: true, prefilterSet: true})
 			var ue usageError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("openAFXDP with %s: %v, want a usage error naming %s", tc.name, err, tc.want)

@@ -130,7 +130,11 @@ var liveModes = []liveMode{
 		help: `for mirror/SPAN ports only: an XDP program redirects EVERY frame of the
             interface into AF_XDP sockets, one per receive queue, and flowdedup keys
             them in user space. The frames are taken away from the kernel's network
-            stack: the host no longer receives traffic on that interface.`,
+            stack: the host no longer receives traffic on that interface. By default
+            the program also keys each frame and drops, counting them, the frames
+            whose key user space already has in their window (--afxdp-prefilter;
+            not with --decap or --prefix; --afxdp-prefilter=false: every frame
+            crosses).`,
 		takes: []*flagGroup{&afxdpFlagGroup, &xdpAttachFlags},
 		open:  (*liveSetup).openAFXDP,
 	},
@@ -369,14 +373,20 @@ func (l *liveSetup) openXDP() (*liveSources, error) {
 }
 
 func (l *liveSetup) openAFXDP() (*liveSources, error) {
-	a, err := openAFXDP(&l.cfg.CaptureConfig, l.cfg.Live, l.cfg.XDP, l.cfg.AFXDP)
+	af := l.cfg.AFXDP
+	af.prefilterSet = l.set("afxdp-prefilter")
+	a, err := openAFXDP(&l.cfg.CaptureConfig, l.cfg.Live, l.cfg.XDP, af)
 	if err != nil {
 		return nil, err
 	}
 	sources := a.Sources()
+	pf := "prefilter off"
+	if a.Prefiltered() {
+		pf = "prefilter on"
+	}
 	return &liveSources{
 		mode: "afxdp", sources: sources, closer: a,
-		what: fmt.Sprintf("AF_XDP (%s, %d queues; frames are taken from the kernel stack)", a.Mode(), len(sources)),
+		what: fmt.Sprintf("AF_XDP (%s, %s, %d queues; frames are taken from the kernel stack)", a.Mode(), pf, len(sources)),
 	}, nil
 }
 
