@@ -86,11 +86,18 @@ const (
 	// receiving end, which counts the frames, and the stack. What the
 	// generator, veth and the stack cost without a capture.
 	tputBaseline = "baseline"
-	tputXDP      = "xdp"
-	tputAFXDP    = "afxdp"
-	// tputAFXDPPrefilter is afxdp with the in-kernel prefilter
-	// (afxdp.Config.Prefilter): only frames of keys its reader has not
+	tputXDP = "xdp"
+	// tputAFXDP is what `flowdedup run --mode afxdp` opens by default:
+	// the in-kernel prefilter (afxdp.Config.Prefilter, the run's key and
+	// window) and the default UMEM. Only frames of keys the reader has not
 	// handed on yet cross to user space.
+	tputAFXDP = "afxdp"
+	// tputAFXDPPlain is the plain socket (--afxdp-prefilter=false): every
+	// frame crosses.
+	tputAFXDPPlain = "afxdp-plain"
+	// tputAFXDPPrefilter is afxdp with a larger UMEM (--afxdp-frames
+	// 16384): room for the frames that cross before their keys are
+	// learnt while the reader is descheduled.
 	tputAFXDPPrefilter = "afxdp-prefilter"
 	// tputPrefilterFrames is the UMEM of afxdp-prefilter (32 MiB).
 	tputPrefilterFrames = 16384
@@ -163,10 +170,12 @@ func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode 
 			}
 			tb.Cleanup(func() { x.Close() })
 			srcs, desc = x.Sources(), fmt.Sprintf("xdp (%s, %d ring sources)", x.Mode(), len(x.Sources()))
-		case tputAFXDP, tputAFXDPPrefilter:
+		case tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter:
 			cfg := afxdp.Config{Iface: iface, PollTimeout: tputPoll}
-			if mode == tputAFXDPPrefilter {
+			if mode != tputAFXDPPlain {
 				cfg.Prefilter = &afxdp.Prefilter{Kind: flow.KeySrc, Seed: xdp.PrefilterSeed(1)}
+			}
+			if mode == tputAFXDPPrefilter {
 				// Until the reader has learnt a flow, its frames cross:
 				// room for a burst of them while it is descheduled.
 				cfg.NumFrames = tputPrefilterFrames
@@ -502,7 +511,7 @@ func (r *tputRig) vethDrops(tb testing.TB) string {
 }
 
 func BenchmarkThroughput(b *testing.B) {
-	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFXDPPrefilter, tputAFPacket, tputAFPacketGRO} {
+	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputAFPacket, tputAFPacketGRO} {
 		b.Run(mode, func(b *testing.B) { benchmarkThroughputMode(b, mode) })
 	}
 }
@@ -543,7 +552,7 @@ func benchmarkThroughputMode(b *testing.B, mode string) {
 		// costs the readers and workers, whatever the drops.
 		b.ReportMetric(float64(res.cpu.user.Nanoseconds())/float64(p), "user-ns/processed")
 	}
-	if (mode == tputXDP || mode == tputAFXDPPrefilter) && res.packets > 0 {
+	if (mode == tputXDP || mode == tputAFXDP || mode == tputAFXDPPrefilter) && res.packets > 0 {
 		b.ReportMetric(float64(res.events)/float64(res.packets), "events/pkt")
 	}
 	if b.N > 1 {
