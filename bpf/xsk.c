@@ -49,6 +49,14 @@ struct {
  */
 volatile const __u32 fd_xsk_rows = 1;
 volatile const __u64 fd_xsk_window_ns = 0; /* 0: one window for the whole run */
+/*
+ * The program learns a key itself (fd_xsk_learn) only for a frame the
+ * socket is sure to take: at most fd_xsk_max_len bytes (what a UMEM frame
+ * holds, less the metadata), and while the queue's redirected frames plus
+ * fd_xsk_margin stay below the room user space last set (0: never).
+ */
+volatile const __u32 fd_xsk_max_len = 0;
+volatile const __u32 fd_xsk_margin = 0;
 
 struct fd_xsk_row {
 	__u64 b[FD_XSK_ROW_BUCKETS];
@@ -77,7 +85,11 @@ struct fd_xsk_queue {
 	__u64 window;
 	__u64 start_ns;
 	__u64 end_ns;
-	__u64 pad[4];
+	/* Room in the socket (see fd_xsk_learn): the frames the program
+	 * redirected, and the bound user space sets. */
+	__u64 redirected;
+	__u64 room;
+	__u64 pad[2];
 };
 
 struct {
@@ -141,6 +153,37 @@ static __always_inline __u64 fd_xsk_clock(struct fd_xsk_queue *hq, const struct 
 	return now;
 }
 
+/*
+ * fd_xsk_learn inserts tag into the row, in the first bucket empty or of
+ * another window, else in a random one, as the reader does: a frame the
+ * socket is sure to take need not wait for its reader to learn its key, so
+ * the frames of its key that follow stay in the kernel even while the
+ * reader is descheduled. The socket takes the frame when its fill ring
+ * holds a free UMEM frame; user space bounds from below how many it holds:
+ * room is the frames it has put in the fill ring plus the frames redirected
+ * when it looked minus the frames the RX ring had received then, so
+ * room - redirected is at most the free frames now, less the frames
+ * received but not yet in the RX ring (at most a NAPI poll's, which
+ * fd_xsk_margin covers). A frame with a key of its own, written by both
+ * sides, loses at worst a bucket to the other: that key crosses again.
+ */
+static __always_inline void fd_xsk_learn(struct fd_xsk_row *row, __u64 tag, __u32 window)
+{
+	__u32 i, j;
+
+#pragma clang loop unroll(full)
+	for (i = 0; i < FD_XSK_ROW_BUCKETS; i++) {
+		__u64 b = row->b[i];
+		if (b == 0 || (__u32)(b >> 32) != window) {
+			row->b[i] = tag;
+			return;
+		}
+	}
+	j = (__u32)(((__u64)bpf_get_prandom_u32() * FD_XSK_ROW_BUCKETS) >> 32);
+	if (j < FD_XSK_ROW_BUCKETS)
+		row->b[j] = tag;
+}
+
 SEC("xdp")
 int fd_xsk_prefilter(struct xdp_md *ctx)
 {
@@ -153,6 +196,7 @@ int fd_xsk_prefilter(struct xdp_md *ctx)
 	struct fd_config *cfg;
 	struct fd_xsk_meta *m;
 	void *data;
+	__u64 r;
 	int i;
 
 	hq = bpf_map_lookup_elem(&fd_xsk_hits, &q);
@@ -196,7 +240,17 @@ int fd_xsk_prefilter(struct xdp_md *ctx)
 			return XDP_DROP;
 		}
 	}
+	/* Not found: the frame crosses. Learnt here when the socket is sure
+	 * to take it. */
+	r = __sync_fetch_and_add(&hq->redirected, 1);
+	if (fd_xsk_margin && r + fd_xsk_margin < hq->room &&
+	    (__u64)(ctx->data_end - ctx->data) <= fd_xsk_max_len)
+		fd_xsk_learn(row, tag, (__u32)hq->window);
+	goto meta_only;
 meta:
+	if (hq)
+		__sync_fetch_and_add(&hq->redirected, 1);
+meta_only:
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m)) == 0) {
 		m = (void *)(long)ctx->data_meta;
 		data = (void *)(long)ctx->data;

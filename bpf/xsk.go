@@ -94,7 +94,21 @@ type XSKPrefilter struct {
 	// times follow (nil: CLOCK_REALTIME), as bpf.Config's.
 	Window time.Duration
 	Now    func() time.Time
+	// MaxLen and Margin let the program learn a key itself, for a frame
+	// the socket is sure to take: one of at most MaxLen bytes while the
+	// queue's redirected frames plus Margin stay below the room user space
+	// sets (XSKQueueRedirected, XSKQueueRoom). 0: the readers learn every
+	// key.
+	MaxLen, Margin uint32
 }
+
+// The words of a queue's entry of Hits.
+const (
+	XSKQueueHits       = 0 // frames dropped as seen (program)
+	XSKQueueWindow     = 1 // the window of the queue's clock (program)
+	XSKQueueRedirected = 4 // frames redirected to the socket (program)
+	XSKQueueRoom       = 5 // the bound of fd_xsk_learn (user space)
+)
 
 // LoadXSKPrefilter loads the prefiltering redirect program (fd_xsk_prefilter)
 // with an XSKMAP of queues entries and a prefilter of p.Rows rows per queue:
@@ -123,6 +137,8 @@ func LoadXSKPrefilter(queues int, p XSKPrefilter) (*XSKObjects, error) {
 		xskVarFdHashSeed:    p.Seed,
 		xskVarFdXskRows:     uint32(p.Rows),
 		xskVarFdXskWindowNs: uint64(p.Window),
+		xskVarFdXskMaxLen:   p.MaxLen,
+		xskVarFdXskMargin:   p.Margin,
 	} {
 		vs, ok := spec.Variables[name]
 		if !ok {

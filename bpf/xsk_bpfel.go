@@ -55,12 +55,14 @@ type xskFdWindow struct {
 }
 
 type xskFdXskQueue struct {
-	_       structs.HostLayout
-	Hits    uint64
-	Window  uint64
-	StartNs uint64
-	EndNs   uint64
-	Pad     [4]uint64
+	_          structs.HostLayout
+	Hits       uint64
+	Window     uint64
+	StartNs    uint64
+	EndNs      uint64
+	Redirected uint64
+	Room       uint64
+	Pad        [2]uint64
 }
 
 type xskFdXskRow struct {
@@ -105,6 +107,8 @@ const (
 	xskVarFdSegment       = "fd_segment"
 	xskVarFdVxlanPorts    = "fd_vxlan_ports"
 	xskVarFdWindowNs      = "fd_window_ns"
+	xskVarFdXskMargin     = "fd_xsk_margin"
+	xskVarFdXskMaxLen     = "fd_xsk_max_len"
 	xskVarFdXskRows       = "fd_xsk_rows"
 	xskVarFdXskWindowNs   = "fd_xsk_window_ns"
 )
@@ -190,6 +194,8 @@ type xskVariableSpecs struct {
 	FdSegment       *ebpf.VariableSpec `ebpf:"fd_segment"`
 	FdVxlanPorts    *ebpf.VariableSpec `ebpf:"fd_vxlan_ports"`
 	FdWindowNs      *ebpf.VariableSpec `ebpf:"fd_window_ns"`
+	FdXskMargin     *ebpf.VariableSpec `ebpf:"fd_xsk_margin"`
+	FdXskMaxLen     *ebpf.VariableSpec `ebpf:"fd_xsk_max_len"`
 	FdXskRows       *ebpf.VariableSpec `ebpf:"fd_xsk_rows"`
 	FdXskWindowNs   *ebpf.VariableSpec `ebpf:"fd_xsk_window_ns"`
 }
@@ -258,6 +264,8 @@ type xskVariables struct {
 	FdSegment       *ebpf.Variable `ebpf:"fd_segment"`
 	FdVxlanPorts    *ebpf.Variable `ebpf:"fd_vxlan_ports"`
 	FdWindowNs      *ebpf.Variable `ebpf:"fd_window_ns"`
+	FdXskMargin     *ebpf.Variable `ebpf:"fd_xsk_margin"`
+	FdXskMaxLen     *ebpf.Variable `ebpf:"fd_xsk_max_len"`
 	FdXskRows       *ebpf.Variable `ebpf:"fd_xsk_rows"`
 	FdXskWindowNs   *ebpf.Variable `ebpf:"fd_xsk_window_ns"`
 }

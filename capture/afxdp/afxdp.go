@@ -39,6 +39,15 @@ const (
 	afxdpMinNumFrames = 4 * xskBatch
 )
 
+// xdpPacketHeadroom is the kernel's XDP_PACKET_HEADROOM, in front of a
+// received frame in its UMEM frame.
+const xdpPacketHeadroom = 256
+
+// xskLearnMargin is the least margin of the program's own learning
+// (bpf.XSKPrefilter.Margin): the frames a NAPI poll receives before it
+// publishes them in the RX ring (a driver's budget, 64).
+const xskLearnMargin = 64
+
 // ErrNoQueue: the interface has no receive queue with the id asked for.
 var ErrNoQueue = errors.New("afxdp: no such receive queue")
 
@@ -296,6 +305,8 @@ func Open(cfg Config) (*Capture, error) {
 		objs, err = bpf.LoadXSKPrefilter(nq, bpf.XSKPrefilter{
 			Kind: cfg.Prefilter.Kind, Seed: cfg.Prefilter.Seed, Rows: rows,
 			Window: cfg.Prefilter.Window, Now: cfg.Prefilter.Now,
+			MaxLen: uint32(cfg.FrameSize - xdpPacketHeadroom - 4*bpf.XSKMetaBytes),
+			Margin: uint32(max(xskLearnMargin, min(cfg.NumFrames/4, 1024))),
 		})
 	} else {
 		objs, err = bpf.LoadXSK(nq)

@@ -45,6 +45,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flowdedup/flowdedup/bpf"
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/internal/sockwait"
 	"github.com/flowdedup/flowdedup/capture/xdp"
@@ -99,6 +100,9 @@ type Source struct {
 	held      bool          // the reader may use the UMEM without mu; guarded by mu
 	pf        *prefilterMem // the in-kernel prefilter, nil without one
 	rnd       uint64        // xorshift state of learn
+	fillTotal uint64        // frames ever put in the fill ring
+	rxTotal   uint64        // frames ever received in the RX ring, as last read
+	rxLast    uint32        // the RX producer index last read
 
 	closed  atomic.Bool
 	mu      sync.Mutex // serialises Next's slow path with Close
@@ -222,6 +226,7 @@ func openXSK(cfg Config, ifindex, queue int, bind BindMode, pf *prefilterMem) (*
 	s.fillHead = atomic.LoadUint32(s.fillProd)
 	s.fillLimit = atomic.LoadUint32(s.fillCons) + uint32(n)
 	s.rxHead = atomic.LoadUint32(s.rxCons)
+	s.rxLast = atomic.LoadUint32(s.rxProd)
 	// Every frame to the fill ring, before the bind, so that a zero-copy
 	// driver finds buffers as soon as it sets the queue up.
 	for i := n - 1; i >= 0; i-- {
@@ -363,7 +368,23 @@ func (s *Source) refill() {
 	}
 	s.free = s.free[:top-n]
 	s.fillHead += n
+	s.fillTotal += uint64(n)
 	atomic.StoreUint32(s.fillProd, s.fillHead)
+}
+
+// setRoom tells the prefilter's program how many free frames the fill
+// ring holds at least (see fd_xsk_learn in bpf/xsk.c): the frames put in
+// it, plus the frames the program had redirected, minus the frames the RX
+// ring had received, the redirected ones read first. Call it after refill,
+// only once the socket is in the program's map: the program learns keys
+// itself while it is sure the socket takes their frames.
+func (s *Source) setRoom() {
+	q := s.queue * bpf.XSKHitsBytes / 8
+	r := atomic.LoadUint64(&s.pf.hits[q+bpf.XSKQueueRedirected])
+	prod := atomic.LoadUint32(s.rxProd)
+	s.rxTotal += uint64(prod - s.rxLast)
+	s.rxLast = prod
+	atomic.StoreUint64(&s.pf.hits[q+bpf.XSKQueueRoom], s.fillTotal+r-s.rxTotal)
 }
 
 // wakeup kicks a driver that stopped receiving for want of fill ring
@@ -384,6 +405,9 @@ func (s *Source) nextBatch() error {
 		return capture.ErrClosed
 	}
 	s.refill()
+	if s.pf != nil {
+		s.setRoom()
+	}
 	s.wakeup()
 	var deadline time.Time
 	if s.pollTimeout > 0 {

@@ -257,3 +257,84 @@ func TestSourcePrefiltered(t *testing.T) {
 		},
 	})
 }
+
+// The program learns a key itself when the socket is sure to take its
+// frame: once the reader has told it how much room the socket has (its
+// first Next), the frames of a key that follow its first stay in the
+// kernel, though the reader reads nothing in between. Before that, the
+// program learns nothing, and every frame of a new key crosses.
+func TestAFXDPPrefilterKernelLearns(t *testing.T) {
+	ns := netns.NetNS(t)
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: 20 * time.Millisecond, Prefilter: &Prefilter{Kind: flow.KeySrc, Seed: 7}})
+	src := a.Sources()[0]
+	snd := afxNewSender(t, ns, ns.Veth[1])
+	// No Next yet: no room, the reader learns.
+	snd.send(t, afxFrame(1))
+	snd.send(t, afxFrame(1))
+	if got := afxRead(t, src, 2, 5*time.Second); len(got) != 2 {
+		t.Fatalf("before the first Next: %d frames of a new key crossed, want both", len(got))
+	}
+	// The reader has learnt key 1; key 2 is new. Sent with no Next in
+	// between: only key 2's first frame crosses.
+	for range 3 {
+		snd.send(t, afxFrame(2))
+		snd.send(t, afxFrame(1))
+	}
+	testutil.WaitFor(t, "5 frames kept in the kernel", time.Minute, func() bool { return afxHits(t, src).Prefiltered >= 5 })
+	got := afxRead(t, src, 2, time.Second)
+	if len(got) != 1 || !bytes.Equal(got[0], afxFrame(2)) {
+		t.Errorf("%d frames crossed, want only key 2's first", len(got))
+	}
+	if c := afxHits(t, src); c.Prefiltered != 5 {
+		t.Errorf("%d frames kept in the kernel, want 5", c.Prefiltered)
+	}
+}
+
+// A frame the socket drops (no free UMEM frame) leaves its key out, also
+// when the program learns keys itself: it learns only while it is sure of
+// room. 400 new keys into a 256-frame UMEM that nobody reads, twice, then
+// once more read as they come: every key crosses, though frames were
+// dropped.
+func TestAFXDPPrefilterFullSocketLosesNoKey(t *testing.T) {
+	const frames, keys = 256, 400
+	ns := netns.NetNS(t)
+	a := afxOpen(t, ns, Config{Iface: ns.Veth[0], NumFrames: frames, PollTimeout: 20 * time.Millisecond, Prefilter: &Prefilter{Kind: flow.KeySrc, Seed: 7}})
+	src := a.Sources()[0]
+	snd := afxNewSender(t, ns, ns.Veth[1])
+	if got := afxRead(t, src, 1, 0); len(got) != 0 { // the first Next: the room
+		t.Fatalf("%d frames before any was sent", len(got))
+	}
+	for range 2 {
+		for k := range keys {
+			snd.send(t, afxFrame(k))
+		}
+	}
+	testutil.WaitFor(t, "the socket to drop frames", time.Minute, func() bool {
+		n, err := src.(capture.DropCounter).KernelDrops()
+		return err == nil && n > 0
+	})
+	crossed := map[int]bool{}
+	note := func(fs [][]byte) {
+		for _, f := range fs {
+			crossed[int(f[14+12+2])<<8|int(f[14+12+3])] = true
+		}
+	}
+	note(afxRead(t, src, 2*keys, time.Second))
+	for k := 0; k < keys; k += 100 { // 100 at a time: room for them all
+		for j := k; j < k+100; j++ {
+			snd.send(t, afxFrame(j))
+		}
+		note(afxRead(t, src, 100, 200*time.Millisecond))
+	}
+	var missing []int
+	for k := range keys {
+		if !crossed[k] {
+			missing = append(missing, k)
+		}
+	}
+	drops, _ := src.(capture.DropCounter).KernelDrops()
+	if len(missing) > 0 {
+		t.Errorf("%d keys never crossed (%d frames dropped by the socket): %v", len(missing), drops, missing)
+	}
+	t.Logf("%d frames dropped by the socket, %d kept in the kernel", drops, afxHits(t, src).Prefiltered)
+}
