@@ -86,7 +86,7 @@ const (
 	// receiving end, which counts the frames, and the stack. What the
 	// generator, veth and the stack cost without a capture.
 	tputBaseline = "baseline"
-	tputXDP = "xdp"
+	tputXDP      = "xdp"
 	// tputAFXDP is what `flowdedup run --mode afxdp` opens by default:
 	// the in-kernel prefilter (afxdp.Config.Prefilter, the run's key and
 	// window) and the default UMEM. Only frames of keys the reader has not
