@@ -43,10 +43,13 @@ const (
 // received frame in its UMEM frame.
 const xdpPacketHeadroom = 256
 
-// xskLearnMargin is the least margin of the program's own learning
-// (bpf.XSKPrefilter.Margin): the frames a NAPI poll receives before it
-// publishes them in the RX ring (a driver's budget, 64).
-const xskLearnMargin = 64
+// xskLearnMargin is the margin of the program's own learning
+// (bpf.XSKPrefilter.Margin): the frames a NAPI poll may have taken from
+// the fill ring before it publishes them in the RX ring, twice a driver's
+// usual budget of 64. The keys of the last frames before the UMEM would
+// fill are left to the reader: the smaller the margin, the fewer frames
+// cross again while the reader is descheduled. Less than afxdpMinNumFrames.
+const xskLearnMargin = 128
 
 // ErrNoQueue: the interface has no receive queue with the id asked for.
 var ErrNoQueue = errors.New("afxdp: no such receive queue")
@@ -306,7 +309,7 @@ func Open(cfg Config) (*Capture, error) {
 			Kind: cfg.Prefilter.Kind, Seed: cfg.Prefilter.Seed, Rows: rows,
 			Window: cfg.Prefilter.Window, Now: cfg.Prefilter.Now,
 			MaxLen: uint32(cfg.FrameSize - xdpPacketHeadroom - 4*bpf.XSKMetaBytes),
-			Margin: uint32(max(xskLearnMargin, min(cfg.NumFrames/4, 1024))),
+			Margin: xskLearnMargin,
 		})
 	} else {
 		objs, err = bpf.LoadXSK(nq)
