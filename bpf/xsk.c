@@ -139,8 +139,6 @@ static __always_inline __u64 fd_xsk_clock(struct fd_xsk_queue *hq, const struct 
 	__u64 now = bpf_ktime_get_boot_ns() + cfg->clock_offset_ns;
 	__u64 floor = fd_floor_ns;
 
-	if (!window)
-		return now;
 	if (now < floor)
 		now = floor;
 	if (now < hq->start_ns)
@@ -188,7 +186,7 @@ SEC("xdp")
 int fd_xsk_prefilter(struct xdp_md *ctx)
 {
 	__u32 q = ctx->rx_queue_index, rows = fd_xsk_rows, zero = 0, idx = 0, fp = 0;
-	__u64 window = fd_xsk_window_ns, now, h, tag;
+	__u64 window = fd_xsk_window_ns, now = 0, h, tag;
 	struct fd_event ev = {};
 	struct fd_xsk_row *row;
 	struct fd_xsk_queue *hq;
@@ -203,7 +201,8 @@ int fd_xsk_prefilter(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&fd_config, &zero);
 	if (!hq || !cfg)
 		goto redirect; /* a queue beyond the maps: no prefilter */
-	now = fd_xsk_clock(hq, cfg, window);
+	if (window)
+		now = fd_xsk_clock(hq, cfg, window);
 
 	if (parse(ctx, &ev) != FD_OK)
 		goto meta; /* user space parses it again and counts why */
@@ -251,6 +250,8 @@ meta:
 	if (hq)
 		__sync_fetch_and_add(&hq->redirected, 1);
 meta_only:
+	if (!window) /* one window: only the frames that cross need the time */
+		now = bpf_ktime_get_boot_ns() + cfg->clock_offset_ns;
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m)) == 0) {
 		m = (void *)(long)ctx->data_meta;
 		data = (void *)(long)ctx->data;

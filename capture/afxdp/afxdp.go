@@ -360,6 +360,11 @@ func Open(cfg Config) (*Capture, error) {
 		if err := objs.SetSocket(q, s.res.fd); err != nil {
 			return fail(fmt.Errorf("afxdp: afxdp %s: adding queue %d's socket to the XSKMAP: %w", cfg.Iface, q, err))
 		}
+		if pf != nil {
+			// The socket is in the map: the program may learn keys
+			// from here on, before its reader first runs.
+			s.setRoom()
+		}
 	}
 	zc := 0
 	for _, s := range a.srcs {

@@ -376,8 +376,9 @@ func (s *Source) refill() {
 // ring holds at least (see fd_xsk_learn in bpf/xsk.c): the frames put in
 // it, plus the frames the program had redirected, minus the frames the RX
 // ring had received, the redirected ones read first. Call it after refill,
-// only once the socket is in the program's map: the program learns keys
-// itself while it is sure the socket takes their frames.
+// only once the socket is in the program's map (Open does, then the reader
+// after each refill): the program learns keys itself while it is sure the
+// socket takes their frames.
 func (s *Source) setRoom() {
 	q := s.queue * bpf.XSKHitsBytes / 8
 	r := atomic.LoadUint64(&s.pf.hits[q+bpf.XSKQueueRedirected])
