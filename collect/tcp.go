@@ -101,14 +101,27 @@ func (tl *tcpListener) accept() {
 }
 
 // read reads c's messages until it closes, fails, times out or the source
-// stops.
+// stops. Once it ends, the source forgets the connection's session: its
+// templates leave the budget at once (RFC 7011: a transport session's
+// templates end with it).
 func (tl *tcpListener) read(c net.Conn, e *exporter) {
 	s := tl.src
+	delivered := false // a message went to the source: e has a session
 	defer func() {
 		tl.mu.Lock()
 		delete(tl.conns, c)
 		tl.mu.Unlock()
 		c.Close()
+		if delivered {
+			// After the connection's messages in the channel: the
+			// source decodes them first, then drops the session. Before
+			// the connection stops counting as open: once none is, every
+			// closed one's session is dropped or queued to be.
+			select {
+			case s.units <- unit{exp: e, closed: true}:
+			case <-s.done: // the source is closing: its budget with it
+			}
+		}
 		s.stats.tcpOpen.Add(-1)
 	}()
 	// The connection's buffer: with the source while it decodes a message,
@@ -146,6 +159,7 @@ func (tl *tcpListener) read(c net.Conn, e *exporter) {
 		}
 		select {
 		case s.units <- unit{msg: b, exp: e, free: free}:
+			delivered = true
 		case <-s.done:
 			s.stats.shutdown(1)
 			return
