@@ -37,7 +37,8 @@ const (
 // nothing shared until a message of it is whole: a stalled or idle one
 // (closed after the message or idle timeout) cannot keep the others'
 // messages from being read. Each connection is a transport session of
-// its own, with its own templates.
+// its own, with its own templates, dropped (their bytes back in the
+// template budget) once it closes.
 type tcpListener struct {
 	ln     net.Listener
 	src    *source
@@ -108,20 +109,22 @@ func (tl *tcpListener) read(c net.Conn, e *exporter) {
 	s := tl.src
 	delivered := false // a message went to the source: e has a session
 	defer func() {
-		tl.mu.Lock()
-		delete(tl.conns, c)
-		tl.mu.Unlock()
 		c.Close()
 		if delivered {
 			// After the connection's messages in the channel: the
 			// source decodes them first, then drops the session. Before
-			// the connection stops counting as open: once none is, every
-			// closed one's session is dropped or queued to be.
+			// the connection stops counting as open (and against the
+			// limit): once none is, every closed one's session is
+			// dropped or queued to be, and the sessions waiting to be
+			// dropped are bounded as the connections are.
 			select {
 			case s.units <- unit{exp: e, closed: true}:
 			case <-s.done: // the source is closing: its budget with it
 			}
 		}
+		tl.mu.Lock()
+		delete(tl.conns, c)
+		tl.mu.Unlock()
 		s.stats.tcpOpen.Add(-1)
 	}()
 	// The connection's buffer: with the source while it decodes a message,
