@@ -265,6 +265,9 @@ func (c *Collector) Stats() Stats {
 		ObserversEvicted:      c.reg.evicted.Load(),
 		TemplateMemoryEvicted: c.cfg.Limits.Budget.Evicted(),
 		TemplateMemory:        c.cfg.Limits.Budget.Used(),
+
+		TemplatesSessionClosed:  st.templatesClosed.Load(),
+		TemplatesSessionEvicted: st.templatesOfEvicted.Load(),
 	}
 	for i := range st.errors {
 		s.Errors[reasons[i]] = st.errors[i].Load()

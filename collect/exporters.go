@@ -137,7 +137,9 @@ func (t *exporters) remove(e *exporter) {
 		t.byAddr[e.addr] = s
 	}
 	if e.nf != nil {
-		e.nf.Release()
+		if n := e.nf.Release(); n != 0 {
+			t.stats.templatesOfEvicted.Add(uint64(n))
+		}
 	}
 	t.stats.exportersEvicted.Add(1)
 }

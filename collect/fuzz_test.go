@@ -109,18 +109,22 @@ func flowdedupExport(t *testing.T) [][]byte {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// As many datagrams as the exporter says it sent, each waited for
+	// (not a pause of the wall clock taken as the end: on a loaded
+	// machine loopback delivery may lag the send).
+	sent := e.Stats().Messages
+	if sent == 0 {
+		t.Fatal("the exporter sent nothing")
+	}
 	var msgs [][]byte
 	buf := make([]byte, 65536)
-	for {
-		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	c.SetReadDeadline(time.Now().Add(waitLimit)) // a last resort against a hang
+	for range sent {
 		n, err := c.Read(buf)
 		if err != nil {
-			break
+			t.Fatalf("datagram %d of the %d the exporter sent: %v", len(msgs)+1, sent, err)
 		}
 		msgs = append(msgs, append([]byte(nil), buf[:n]...))
-	}
-	if len(msgs) == 0 {
-		t.Fatal("the exporter sent nothing")
 	}
 	return msgs
 }

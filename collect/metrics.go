@@ -37,12 +37,13 @@ var (
 	descConnsOpen    = desc("connections_open", "IPFIX-over-TCP connections open.")
 	descConnsRefused = desc("connections_refused_total", "IPFIX-over-TCP connections closed at once because the listener had its limit (1024) open.")
 	descConnsClosed  = desc("connections_closed_total", "IPFIX-over-TCP connections closed by a timeout, by reason: idle (no message began within --tcp-idle-timeout), stalled (a message began and was not whole within 30 s).", "reason")
+	descTmplReleased = desc("templates_released_total", "Templates dropped, their bytes back in --template-memory, because their transport session ended, by reason: session_closed (its IPFIX-over-TCP connection closed), session_evicted (its UDP exporter's session was evicted).", "reason")
 )
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDatagrams, descRecords, descErrors, descKernelDrops, descEvicted, descCounters,
 		descConnections, descOverflow, descShare, descTmplMem, descExpDatagrams, descExpRecords, descExpLost, descExpSampling,
-		descConnsOpen, descConnsRefused, descConnsClosed} {
+		descConnsOpen, descConnsRefused, descConnsClosed, descTmplReleased} {
 		ch <- d
 	}
 }
@@ -72,6 +73,8 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descEvicted, s.ObserversEvicted, "observers")
 	counter(descEvicted, s.TemplateMemoryEvicted, "template_memory")
 	ch <- prometheus.MustNewConstMetric(descTmplMem, prometheus.GaugeValue, float64(s.TemplateMemory))
+	counter(descTmplReleased, s.TemplatesSessionClosed, "session_closed")
+	counter(descTmplReleased, s.TemplatesSessionEvicted, "session_evicted")
 	for _, o := range s.Observers {
 		if o.Datagrams == 0 {
 			continue // "other" before anything overflowed

@@ -26,6 +26,10 @@ type unit struct {
 	msg  []byte
 	exp  *exporter
 	free chan<- []byte
+	// closed: exp's connection closed after its last message (no msg):
+	// its session's templates are dropped (RFC 7011 scopes templates to
+	// the transport session), their bytes back in the budget at once.
+	closed bool
 }
 
 // datagrams returns how many datagrams (or messages) u holds.
@@ -116,6 +120,10 @@ func (s *source) Next(p *capture.Packet) error {
 			s.stats.errors[errShutdown].Add(n)
 			return errClosed
 		}
+		if u.closed {
+			s.endSession(u.exp)
+			continue
+		}
 		s.cur, s.i = u, 0
 		if u.batch == nil {
 			s.startNetFlow(u.msg, u.exp, time.Now().UnixNano())
@@ -169,6 +177,25 @@ func (s *source) datagram(b *datagrams, i int) {
 	} else {
 		s.startNetFlow(d, e, b.now)
 	}
+}
+
+// endSession forgets the session of exporter e, a TCP connection that
+// closed after its last message was decoded: its templates (counted,
+// TemplatesSessionClosed) and domains.
+func (s *source) endSession(e *exporter) {
+	if e.nf == nil {
+		return
+	}
+	if n := e.nf.Release(); n != 0 {
+		s.stats.templatesClosed.Add(uint64(n))
+	}
+	if s.sess == e.nf {
+		s.sess, s.dom = nil, nil
+	}
+	if s.exp == e {
+		s.exp = nil
+	}
+	e.nf = nil
 }
 
 // release gives the unit just decoded back to its input.

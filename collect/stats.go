@@ -101,6 +101,9 @@ type sourceStats struct {
 	kernelDrops      atomic.Uint64
 	connections      atomic.Uint64 // TCP
 	startAhead       atomic.Uint64
+	// Templates dropped because their transport session ended: its TCP
+	// connection closed, or its UDP exporter was evicted.
+	templatesClosed, templatesOfEvicted atomic.Uint64
 
 	// IPFIX over TCP: connections open now, refused for the limit,
 	// closed by the idle timeout and by the message timeout.
@@ -148,6 +151,13 @@ type Stats struct {
 	ObserverShareOverflow, ObserversEvicted uint64
 	TemplateMemoryEvicted                   uint64
 	TemplateMemory                          int64
+	// Templates dropped, their bytes back in Config.TemplateMemory at
+	// once, because their transport session ended (RFC 7011 scopes
+	// templates to it): TemplatesSessionClosed those of IPFIX-over-TCP
+	// connections that closed (by the exporter, a timeout or an error),
+	// TemplatesSessionEvicted those of UDP exporters' sessions evicted
+	// for room (ExportersEvicted).
+	TemplatesSessionClosed, TemplatesSessionEvicted uint64
 	// ObserverOverflow counts the exporters that came after the observer
 	// registry was full (Config.MaxObservers), counted as OtherName (and
 	// again each time one, looked up again every 10 s, still finds no

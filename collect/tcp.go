@@ -37,7 +37,8 @@ const (
 // nothing shared until a message of it is whole: a stalled or idle one
 // (closed after the message or idle timeout) cannot keep the others'
 // messages from being read. Each connection is a transport session of
-// its own, with its own templates.
+// its own, with its own templates, dropped (their bytes back in the
+// template budget) once it closes.
 type tcpListener struct {
 	ln     net.Listener
 	src    *source
@@ -101,14 +102,29 @@ func (tl *tcpListener) accept() {
 }
 
 // read reads c's messages until it closes, fails, times out or the source
-// stops.
+// stops. Once it ends, the source forgets the connection's session: its
+// templates leave the budget at once (RFC 7011: a transport session's
+// templates end with it).
 func (tl *tcpListener) read(c net.Conn, e *exporter) {
 	s := tl.src
+	delivered := false // a message went to the source: e has a session
 	defer func() {
+		c.Close()
+		if delivered {
+			// After the connection's messages in the channel: the
+			// source decodes them first, then drops the session. Before
+			// the connection stops counting as open (and against the
+			// limit): once none is, every closed one's session is
+			// dropped or queued to be, and the sessions waiting to be
+			// dropped are bounded as the connections are.
+			select {
+			case s.units <- unit{exp: e, closed: true}:
+			case <-s.done: // the source is closing: its budget with it
+			}
+		}
 		tl.mu.Lock()
 		delete(tl.conns, c)
 		tl.mu.Unlock()
-		c.Close()
 		s.stats.tcpOpen.Add(-1)
 	}()
 	// The connection's buffer: with the source while it decodes a message,
@@ -146,6 +162,7 @@ func (tl *tcpListener) read(c net.Conn, e *exporter) {
 		}
 		select {
 		case s.units <- unit{msg: b, exp: e, free: free}:
+			delivered = true
 		case <-s.done:
 			s.stats.shutdown(1)
 			return

@@ -7,84 +7,17 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 )
-
-// prometheusServer returns the path of a Prometheus server, or skips the
-// test (fails it under FLOWDEDUP_REQUIRE_PRIVILEGED=1) when there is none.
-func prometheusServer(t *testing.T) string {
-	t.Helper()
-	if path, err := exec.LookPath("prometheus"); err == nil {
-		return path
-	}
-	testutil.SkipOrFail(t, "no prometheus server in PATH; install it with: DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus")
-	return ""
-}
-
-// promSample is one sample of an instant query's answer.
-type promSample struct {
-	labels map[string]string
-	value  float64
-}
-
-// promQuery runs an instant query on the Prometheus at web; a server that
-// does not answer yet is no error, only no samples.
-func promQuery(t *testing.T, web, query string) []promSample {
-	t.Helper()
-	resp, err := http.Get("http://" + web + "/api/v1/query?query=" + url.QueryEscape(query))
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string
-		Error  string
-		Data   struct {
-			Result []struct {
-				Metric map[string]string
-				Value  [2]any // [unix time, "value"]
-			}
-		}
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil
-	}
-	if r.Status != "success" {
-		t.Fatalf("prometheus: query %s: %s %s", query, r.Status, r.Error)
-	}
-	var out []promSample
-	for _, s := range r.Data.Result {
-		text, _ := s.Value[1].(string)
-		v, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			t.Fatalf("prometheus: query %s: value %q", query, text)
-		}
-		out = append(out, promSample{s.Metric, v})
-	}
-	return out
-}
-
-// waitSample waits until query gives exactly one sample and returns it.
-func waitSample(t *testing.T, web, query string) promSample {
-	t.Helper()
-	var got []promSample
-	testutil.WaitFor(t, "prometheus to have a sample of "+query, 2*time.Minute, func() bool {
-		got = promQuery(t, web, query)
-		return len(got) == 1
-	})
-	return got[0]
-}
 
 // TestPrometheusScrapesCollect: a real Prometheus, started with a
 // configuration of the test's (scraping every second, the shipped rules of
@@ -102,7 +35,6 @@ func waitSample(t *testing.T, web, query string) promSample {
 // flowdedup:window_distinct_sources 37; and the open window's count 1
 // (10.1.9.9).
 func TestPrometheusScrapesCollect(t *testing.T) {
-	server := prometheusServer(t)
 	const sources = 37
 	c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--window", "1m", "--filter", "exact", "--metrics", "127.0.0.1:0")
 	m := regexp.MustCompile(`metrics on http://(\S+)/metrics`).FindStringSubmatch(c.stderr())
@@ -111,33 +43,11 @@ func TestPrometheusScrapesCollect(t *testing.T) {
 	}
 	target := m[1]
 
-	dir := t.TempDir()
 	rules, err := filepath.Abs(filepath.Join("..", "deploy", "prometheus", "flowdedup.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(dir, "prometheus.yml")
-	err = os.WriteFile(config, fmt.Appendf(nil, `global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - %q
-scrape_configs:
-  - job_name: collect
-    scrape_interval: 1s
-    scrape_timeout: 1s
-    static_configs:
-      - targets: ['%s']
-`, rules, target), 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := "127.0.0.1:" + strconv.Itoa(freeTCPPort(t))
-	prom := testutil.StartProcess(t, exec.Command(server,
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+web,
-	), "Server is ready to receive web requests", 2*time.Minute)
+	prom := servers.StartPrometheus(t, "collect", []string{target}, rules)
 	defer func() {
 		if t.Failed() {
 			t.Logf("prometheus:\n%s\ncollect:\n%s", prom.Log(), c.stderr())
@@ -187,32 +97,32 @@ scrape_configs:
 		t.Fatalf("summary: distinct %d, exporters %+v; want %d sources from one exporter", last.Distinct, last.Collect.Exporters, sources)
 	}
 
-	s := waitSample(t, web, `flowdedup_window_distinct`)
-	if s.value != float64(last.Distinct) || s.labels["kind"] != "src" || s.labels["job"] != "collect" || s.labels["filter"] != "exact" {
-		t.Errorf("prometheus: flowdedup_window_distinct%v %v, want {kind=src,job=collect,filter=exact} %d (the summary's distinct)", s.labels, s.value, last.Distinct)
+	s := prom.WaitSample(t, `flowdedup_window_distinct`)
+	if s.Value != float64(last.Distinct) || s.Labels["kind"] != "src" || s.Labels["job"] != "collect" || s.Labels["filter"] != "exact" {
+		t.Errorf("prometheus: flowdedup_window_distinct%v %v, want {kind=src,job=collect,filter=exact} %d (the summary's distinct)", s.Labels, s.Value, last.Distinct)
 	}
 	ex := last.Collect.Exporters[0]
-	s = waitSample(t, web, `flowdedup_collect_exporter_window_distinct`)
-	if s.value != float64(ex.Distinct) || s.labels["exporter"] != ex.Exporter || s.labels["exporter"] != "127.0.0.1#3" || s.labels["protocol"] != "ipfix" {
-		t.Errorf("prometheus: flowdedup_collect_exporter_window_distinct%v %v, want {exporter=127.0.0.1#3,protocol=ipfix} %d (the summary's)", s.labels, s.value, ex.Distinct)
+	s = prom.WaitSample(t, `flowdedup_collect_exporter_window_distinct`)
+	if s.Value != float64(ex.Distinct) || s.Labels["exporter"] != ex.Exporter || s.Labels["exporter"] != "127.0.0.1#3" || s.Labels["protocol"] != "ipfix" {
+		t.Errorf("prometheus: flowdedup_collect_exporter_window_distinct%v %v, want {exporter=127.0.0.1#3,protocol=ipfix} %d (the summary's)", s.Labels, s.Value, ex.Distinct)
 	}
 	end, err := time.Parse(time.RFC3339, last.WindowEnd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s = waitSample(t, web, `flowdedup_window_end_timestamp_seconds`); s.value != float64(end.Unix()) || !end.Equal(t0.Add(time.Minute)) {
-		t.Errorf("prometheus: flowdedup_window_end_timestamp_seconds %v, the summary's window_end %s, want %s", s.value, last.WindowEnd, t0.Add(time.Minute).Format(time.RFC3339))
+	if s = prom.WaitSample(t, `flowdedup_window_end_timestamp_seconds`); s.Value != float64(end.Unix()) || !end.Equal(t0.Add(time.Minute)) {
+		t.Errorf("prometheus: flowdedup_window_end_timestamp_seconds %v, the summary's window_end %s, want %s", s.Value, last.WindowEnd, t0.Add(time.Minute).Format(time.RFC3339))
 	}
-	if s = waitSample(t, web, `flowdedup:window_distinct_sources`); s.value != sources {
-		t.Errorf("prometheus: the recording rule flowdedup:window_distinct_sources %v, want %d", s.value, sources)
+	if s = prom.WaitSample(t, `flowdedup:window_distinct_sources`); s.Value != sources {
+		t.Errorf("prometheus: the recording rule flowdedup:window_distinct_sources %v, want %d", s.Value, sources)
 	}
-	if s = waitSample(t, web, `flowdedup_window_distinct_estimate`); s.value != float64(last.DistinctEstimate) {
-		t.Errorf("prometheus: flowdedup_window_distinct_estimate %v, the summary's distinct_estimate %d", s.value, last.DistinctEstimate)
+	if s = prom.WaitSample(t, `flowdedup_window_distinct_estimate`); s.Value != float64(last.DistinctEstimate) {
+		t.Errorf("prometheus: flowdedup_window_distinct_estimate %v, the summary's distinct_estimate %d", s.Value, last.DistinctEstimate)
 	}
 	// The open window's key is counted by the time its record closed the
 	// first window: wait for the scrape that shows it.
 	testutil.WaitFor(t, "prometheus to have flowdedup_open_window_distinct 1", 2*time.Minute, func() bool {
-		got := promQuery(t, web, `flowdedup_open_window_distinct{kind="src"} == 1`)
+		got := prom.Query(t, `flowdedup_open_window_distinct{kind="src"} == 1`)
 		return len(got) == 1
 	})
 	c.stop(t)
@@ -270,16 +180,4 @@ func scrapeText(t *testing.T, url string) string {
 		return ""
 	}
 	return string(b)
-}
-
-// freeTCPPort returns a TCP port on 127.0.0.1 that was free a moment ago,
-// for a child process to listen on.
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -442,8 +442,9 @@ func (p *producer) current() *counts {
 
 // damaged counts a damaged input (capture.ErrCorrupt) as the malformed
 // frame it cost (reason "corrupt_file"), in the window open now. An empty
-// file (capture.ErrEmpty) held no frame and counts nothing here: the
-// source's owner counts damaged files (replay's totals).
+// file (capture.ErrEmpty) held no frame and counts nothing here. Damaged
+// files themselves are counted where they are read (pcapfile.Reader.Damaged,
+// for replay's totals); this is the frame the damage cost.
 func (p *producer) damaged(err error) {
 	if errors.Is(err, capture.ErrEmpty) {
 		return

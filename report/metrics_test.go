@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	ftestutil "github.com/flowdedup/flowdedup/internal/testutil"
+
 	"github.com/flowdedup/flowdedup/pipeline"
 )
 
@@ -174,18 +176,14 @@ func TestServe(t *testing.T) {
 	}
 
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	ftestutil.WaitFor(t, "the server to stop accepting connections after its context ended", time.Minute, func() bool {
 		conn, err := net.Dial("tcp", addr.String())
 		if err != nil {
-			break
+			return true
 		}
 		conn.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("server still accepting connections 5s after its context ended")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 
 	if _, err := Serve(ctx, "127.0.0.1:0", reg); !errors.Is(err, context.Canceled) {
 		t.Errorf("Serve with a done context: %v, want context.Canceled", err)

@@ -275,10 +275,22 @@ var csvHeaderWant = map[flow.KeyKind]string{
 // writeAll writes recs with a new writer and returns the output.
 func writeAll(t *testing.T, format string, kind flow.KeyKind, recs ...record.Record) string {
 	t.Helper()
+	return writeRecords(t, format, kind, false, recs...)
+}
+
+// writeRecords writes recs with a new writer, told SetSegments when segs,
+// checks that nothing reaches the output before Flush, and returns it.
+func writeRecords(t *testing.T, format string, kind flow.KeyKind, segs bool, recs ...record.Record) string {
+	t.Helper()
 	var out bytes.Buffer
 	rw, err := NewRecordWriter(&out, format, kind)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if segs {
+		if err := rw.SetSegments(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := range recs {
 		if err := rw.Record(&recs[i]); err != nil {

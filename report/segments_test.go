@@ -129,23 +129,7 @@ var csvSegHeaderWant = map[flow.KeyKind]string{
 // output.
 func writeSegs(t *testing.T, format string, kind flow.KeyKind, recs ...record.Record) string {
 	t.Helper()
-	var out bytes.Buffer
-	rw, err := NewRecordWriter(&out, format, kind)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rw.SetSegments(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range recs {
-		if err := rw.Record(&recs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rw.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return out.String()
+	return writeRecords(t, format, kind, true, recs...)
 }
 
 // TestSegmentRecordFormats: a key with a segment shows its VNI in every

@@ -10,30 +10,12 @@ import (
 
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/record"
+	"github.com/flowdedup/flowdedup/record/recordtest"
 )
 
-// fullSummary has every field set, so that a round trip that lost one
-// would show.
-var fullSummary = record.Summary{
-	WindowSummary: record.WindowSummary{
-		StartNs: at("2026-01-01T00:00:00Z"), EndNs: at("2026-01-01T00:01:00.000000001Z"),
-		Packets: 1010, Malformed: 3, Keys: 990, Distinct: 120, Dropped: 7,
-		MalformedBy: map[string]uint64{"truncated": 2, "bad_header": 1},
-		DroppedBy:   map[string]uint64{"ring_full": 7},
-		Final:       true,
-		Skipped:     5, SkippedBy: map[string]uint64{"not_ip": 5},
-		Prefiltered: 40,
-		Late:        5, LateBy: map[string]uint64{"window_closed": 5},
-		DistinctEstimate: 121,
-		Sketch:           []byte{0x01, 0x0e, 0x00, 0xff, 0x80},
-	},
-	Observer: "r1.example.net",
-	Filter:   "qht:mem=64MiB,buckets=4,fpbits=12",
-	Key:      flow.KeyDst,
-	ExportDropped: map[string]map[string]uint64{
-		"ipfix://127.0.0.1:4739": {"queue_full": 3, "shutdown": 1},
-	},
-}
+// fullSummary has every field set (recordtest.FullSummary), so that a
+// round trip that lost one would show.
+var fullSummary = recordtest.FullSummary()
 
 // fullSummaryLine is fullSummary's line, written by hand from the
 // SummaryWriter comment: the old fields in their order, then the new ones,

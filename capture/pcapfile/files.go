@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 )
 
@@ -229,7 +230,46 @@ func (s *Reader) openFile(i int) error {
 func (s *Reader) endFile(err error) {
 	st := &s.stats[s.cur]
 	st.Packets, st.Err, st.Done = s.records, err, true
+	if i := damageReason(err); i >= 0 {
+		s.damaged[i].Add(1)
+	}
 	s.closeInput()
+}
+
+// DamageReasons are the reasons Damaged counts damaged files under: a file
+// with no data at all (capture.ErrEmpty), one that ends inside its header
+// or a record (io.ErrUnexpectedEOF, tcpdump's "truncated dump file"), one
+// whose framing is wrong (any other capture.ErrCorrupt).
+var DamageReasons = [...]string{"empty", "truncated", "damaged"}
+
+// damageReason returns the index in DamageReasons of the error a file
+// ended with, or -1 if it is not damage (nil, or an error of the reading
+// rather than of the file).
+func damageReason(err error) int {
+	switch {
+	case !errors.Is(err, capture.ErrCorrupt):
+		return -1
+	case errors.Is(err, capture.ErrEmpty):
+		return 0
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Damaged returns how many of the input files have been found damaged so
+// far, by reason (DamageReasons; reasons with none are left out). Unlike
+// Files it may be called while another goroutine reads: it is the one
+// count of damaged files a run keeps (replay's totals and --strict).
+func (s *Reader) Damaged() map[string]uint64 {
+	m := make(map[string]uint64)
+	for i := range s.damaged {
+		if n := s.damaged[i].Load(); n != 0 {
+			m[DamageReasons[i]] = n
+		}
+	}
+	return m
 }
 
 func (s *Reader) closeInput() error {
@@ -271,7 +311,8 @@ func (s *Reader) Current() string {
 }
 
 // Files returns the state of every input file, in order. The caller owns
-// the returned slice.
+// the returned slice. It must not be called while another goroutine reads
+// (see Damaged).
 func (s *Reader) Files() []Stats {
 	out := append([]Stats(nil), s.stats...)
 	if s.open {

@@ -2,9 +2,11 @@ package pcapfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,5 +228,58 @@ func TestClose(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestDamagedByReason: Damaged counts each damaged file once, under the
+// reason its end gives (an empty file, one cut inside a record, one whose
+// record header claims more than any capture holds), and good files not
+// at all; it can be read while another goroutine reads the files (run
+// with -race).
+func TestDamagedByReason(t *testing.T) {
+	pkts := testFrames(6, 40, false)
+	good := writePcap(t, pkts, flow.LinkEthernet, false)
+	bad := bytes.Clone(good)
+	binary.LittleEndian.PutUint32(bad[24+8:], 0xfffffff0) // first record's captured length
+	paths := []string{
+		writeTemp(t, "good.pcap", good),
+		writeTemp(t, "empty.pcap", nil),
+		writeTemp(t, "cut.pcap", good[:len(good)-5]),
+		writeTemp(t, "bad.pcap", bad),
+		writeTemp(t, "cut2.pcap", good[:len(good)-1]),
+		writeTemp(t, "good2.pcap", good),
+	}
+	s, err := Open(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if d := s.Damaged(); len(d) != 0 {
+		t.Errorf("Damaged() before reading = %v", d)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var p capture.Packet
+		for range 100 { // 6+5+5+6 packets and 4 errors: bounded
+			if err := s.Next(&p); err == io.EOF {
+				return
+			}
+		}
+		t.Error("no io.EOF after 100 calls")
+	}()
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+			if n := s.Damaged()["truncated"]; n > 2 {
+				t.Errorf("truncated %d while reading, more than there are", n)
+			}
+		}
+	}
+	want := map[string]uint64{"empty": 1, "truncated": 2, "damaged": 1}
+	if got := s.Damaged(); !maps.Equal(got, want) {
+		t.Errorf("Damaged() = %v, want %v", got, want)
 	}
 }

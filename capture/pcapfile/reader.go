@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -122,6 +123,9 @@ const (
 type Reader struct {
 	paths []string
 	stats []Stats
+	// damaged counts the files found damaged, by reason (DamageReasons);
+	// atomic, for Damaged while another goroutine reads.
+	damaged [len(DamageReasons)]atomic.Uint64
 
 	next   int  // index of the next file to open
 	cur    int  // index of the file being read, -1 before the first

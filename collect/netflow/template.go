@@ -319,19 +319,23 @@ func (s *Session) drop(t *template) {
 }
 
 // Release drops every template of the Session, giving their memory back
-// to its Budget: a collector calls it when it forgets the exporter or
-// its connection closes. The Session may still be used: it learns its
-// templates again.
-func (s *Session) Release() {
+// to its Budget, and returns how many it dropped: a collector calls it
+// when it forgets the exporter or its connection closes (RFC 7011
+// scopes templates to the transport session). The Session may still be
+// used: it learns its templates again.
+func (s *Session) Release() int {
+	n := 0
 	for len(s.clock) > 0 {
 		k := s.clock[len(s.clock)-1]
 		if t, ok := s.templates[k]; ok {
 			s.drop(t)
+			n++
 		} else {
 			s.clock = s.clock[:len(s.clock)-1]
 		}
 	}
 	s.hand = 0
+	return n
 }
 
 // TemplateBytes returns the cost of the Session's templates (Budget).

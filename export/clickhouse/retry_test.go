@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/export/clickhouse"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -76,16 +77,9 @@ func TestRetryAfterLostAnswer(t *testing.T) {
 // waitCount waits until the query's count is want.
 func waitCount(t *testing.T, ch *servers.ClickHouse, query string, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := queryUint(t, ch, query)
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d after 30 s, want %d", query, n, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var n uint64
+	if !testutil.WaitUntil(30*time.Second, func() bool { n = queryUint(t, ch, query); return n == want }) {
+		t.Fatalf("%s: %d after 30 s, want %d", query, n, want)
 	}
 }
 
@@ -94,21 +88,19 @@ func waitCount(t *testing.T, ch *servers.ClickHouse, query string, want uint64) 
 // the test unless that answer is success.
 func retryWhileLocked(t *testing.T, e *clickhouse.Destination, b *record.Batch) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := e.Records(b)
+	var err error
+	locked := func() bool {
+		err = e.Records(b)
 		var se *clickhouse.ServerError
-		if !errors.As(err, &se) || se.Code != 373 {
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the session is still locked after 30 s: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return errors.As(err, &se) && se.Code == 373
 	}
+	if testutil.WaitUntil(30*time.Second, func() bool { return !locked() }) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("the session is still locked after 30 s: %v", err)
 }
 
 func isTimeout(err error) bool {

@@ -5,15 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/flowdedup/flowdedup/export/ipfix"
+	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/record"
 	"github.com/netsampler/goflow2/v2/decoders/netflow"
 )
@@ -521,4 +527,58 @@ func tcpStateIs(local netip.AddrPort, state string) bool {
 		}
 	}
 	return false
+}
+
+// exportBoth exports recs of kind with observation domain domain over UDP
+// and over TCP, each to a collector of its own, and checks what each
+// received: one session of domain (checkSession), the extra checks of
+// check when not nil, and every record read back as it was sent, by
+// goflow2 (UDP and TCP) and by libfixbuf's ipfixDump (UDP; the test fails
+// where it is missing under FLOWDEDUP_REQUIRE_PRIVILEGED, else skips that
+// part).
+func exportBoth(t *testing.T, rng *rand.Rand, kind flow.KeyKind, domain uint32, recs []record.Record, check func(*testing.T, []decodedMessage)) {
+	t.Helper()
+	udp := newUDPCollector(t, "udp4", "127.0.0.1:0")
+	e := newDestination(t, ipfix.Config{Network: "udp", Address: udp.addr(), Kind: kind, ObservationDomain: domain, MessageSize: 1400})
+	sendBatches(t, e, rng, recs, nil)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dgrams := udp.waitDatagrams(t, int(e.Stats().Messages))
+	msgs := decodeDatagrams(t, dgrams)
+	checkSession(t, msgs, domain)
+	if check != nil {
+		check(t, msgs)
+	}
+	sameFlows(t, "goflow2, UDP", allFlows(msgs), wantAll(recs))
+
+	if bin, err := exec.LookPath("ipfixDump"); err != nil {
+		testutil.SkipOrFail(t, "ipfixDump is not installed (Debian package libfixbuf-tools): %v", err)
+	} else {
+		path := filepath.Join(t.TempDir(), "export.ipfix")
+		if err := os.WriteFile(path, bytes.Join(dgrams, nil), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var flows []wireFlow
+		for _, m := range ipfixDump(t, bin, path) {
+			flows = append(flows, m.Flows...)
+		}
+		sameFlows(t, "ipfixDump", flows, wantAll(recs))
+	}
+
+	tcp := newTCPCollector(t, "127.0.0.1:0")
+	e = newDestination(t, ipfix.Config{Network: "tcp", Address: tcp.addr(), Kind: kind, ObservationDomain: domain})
+	sendBatches(t, e, rng, recs, nil)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stream := tcp.waitStreams(t, "the exporter to close", func(s [][]byte, ended []bool) bool {
+		return len(ended) == 1 && ended[0]
+	})[0]
+	msgs = decodeStream(t, stream, netflow.CreateTemplateSystem())
+	checkSession(t, msgs, domain)
+	if check != nil {
+		check(t, msgs)
+	}
+	sameFlows(t, "goflow2, TCP", allFlows(msgs), wantAll(recs))
 }

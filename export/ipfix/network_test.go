@@ -1,18 +1,11 @@
 package ipfix_test
 
 import (
-	"bytes"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-
-	"github.com/netsampler/goflow2/v2/decoders/netflow"
 
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
-	"github.com/flowdedup/flowdedup/internal/testutil"
 	"github.com/flowdedup/flowdedup/internal/testutil/servers"
 	"github.com/flowdedup/flowdedup/record"
 )
@@ -44,43 +37,7 @@ func TestNetworkKeys(t *testing.T) {
 			recs := append(networkRecords(rng, kind, 3000), randRecords(rng, kind, 300, 1)...)
 			rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
 
-			udp := newUDPCollector(t, "udp4", "127.0.0.1:0")
-			e := newDestination(t, ipfix.Config{Network: "udp", Address: udp.addr(), Kind: kind, ObservationDomain: 9, MessageSize: 1400})
-			sendBatches(t, e, rng, recs, nil)
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			dgrams := udp.waitDatagrams(t, int(e.Stats().Messages))
-			msgs := decodeDatagrams(t, dgrams)
-			checkSession(t, msgs, 9)
-			sameFlows(t, "goflow2, UDP", allFlows(msgs), wantAll(recs))
-
-			if bin, err := exec.LookPath("ipfixDump"); err != nil {
-				testutil.SkipOrFail(t, "ipfixDump is not installed (Debian package libfixbuf-tools): %v", err)
-			} else {
-				path := filepath.Join(t.TempDir(), "export.ipfix")
-				if err := os.WriteFile(path, bytes.Join(dgrams, nil), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				var flows []wireFlow
-				for _, m := range ipfixDump(t, bin, path) {
-					flows = append(flows, m.Flows...)
-				}
-				sameFlows(t, "ipfixDump", flows, wantAll(recs))
-			}
-
-			tcp := newTCPCollector(t, "127.0.0.1:0")
-			e = newDestination(t, ipfix.Config{Network: "tcp", Address: tcp.addr(), Kind: kind, ObservationDomain: 9})
-			sendBatches(t, e, rng, recs, nil)
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			stream := tcp.waitStreams(t, "the exporter to close", func(s [][]byte, ended []bool) bool {
-				return len(ended) == 1 && ended[0]
-			})[0]
-			msgs = decodeStream(t, stream, netflow.CreateTemplateSystem())
-			checkSession(t, msgs, 9)
-			sameFlows(t, "goflow2, TCP", allFlows(msgs), wantAll(recs))
+			exportBoth(t, rng, kind, 9, recs, nil)
 		})
 	}
 }

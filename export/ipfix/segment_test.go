@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netsampler/goflow2/v2/decoders/netflow"
-
 	"github.com/flowdedup/flowdedup/export/ipfix"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -78,45 +76,7 @@ func TestSegmentKeys(t *testing.T) {
 			recs = append(recs, networkRecords(rng, kind, 300)...)
 			rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
 
-			udp := newUDPCollector(t, "udp4", "127.0.0.1:0")
-			e := newDestination(t, ipfix.Config{Network: "udp", Address: udp.addr(), Kind: kind, ObservationDomain: 11, MessageSize: 1400})
-			sendBatches(t, e, rng, recs, nil)
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			dgrams := udp.waitDatagrams(t, int(e.Stats().Messages))
-			msgs := decodeDatagrams(t, dgrams)
-			checkSession(t, msgs, 11)
-			checkSegmentTemplates(t, msgs)
-			sameFlows(t, "goflow2, UDP", allFlows(msgs), wantAll(recs))
-
-			if bin, err := exec.LookPath("ipfixDump"); err != nil {
-				testutil.SkipOrFail(t, "ipfixDump is not installed (Debian package libfixbuf-tools): %v", err)
-			} else {
-				path := filepath.Join(t.TempDir(), "export.ipfix")
-				if err := os.WriteFile(path, bytes.Join(dgrams, nil), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				var flows []wireFlow
-				for _, m := range ipfixDump(t, bin, path) {
-					flows = append(flows, m.Flows...)
-				}
-				sameFlows(t, "ipfixDump", flows, wantAll(recs))
-			}
-
-			tcp := newTCPCollector(t, "127.0.0.1:0")
-			e = newDestination(t, ipfix.Config{Network: "tcp", Address: tcp.addr(), Kind: kind, ObservationDomain: 11})
-			sendBatches(t, e, rng, recs, nil)
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			stream := tcp.waitStreams(t, "the exporter to close", func(s [][]byte, ended []bool) bool {
-				return len(ended) == 1 && ended[0]
-			})[0]
-			msgs = decodeStream(t, stream, netflow.CreateTemplateSystem())
-			checkSession(t, msgs, 11)
-			checkSegmentTemplates(t, msgs)
-			sameFlows(t, "goflow2, TCP", allFlows(msgs), wantAll(recs))
+			exportBoth(t, rng, kind, 11, recs, checkSegmentTemplates)
 		})
 	}
 }

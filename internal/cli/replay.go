@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
@@ -122,7 +121,7 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 		stderr = &lockedWriter{w: stderr}
 	}
 	src := &warnSource{Reader: reader, warn: stderr, erase: isTerminal(stderr)}
-	cfg.damagedFiles = src.damagedBy
+	cfg.damagedFiles = reader.Damaged
 	fmt.Fprintf(stderr, "flowdedup replay: %s\n", cfg.describe())
 	s, err := openSession(ctx, &cfg.CaptureConfig, sessionMode{name: "replay"}, stdout, stderr)
 	if err != nil {
@@ -141,7 +140,11 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 			st.Packets, elapsed.Round(time.Millisecond), float64(st.Packets)/elapsed.Seconds()/1e6,
 			float64(elapsed.Nanoseconds())/float64(pkts), float64(m1.Mallocs-m0.Mallocs)/float64(pkts), cfg.Workers)
 	}
-	if damaged := damagedFiles(reader.Files()); err == nil && cfg.Strict && damaged > 0 {
+	damaged := uint64(0)
+	for _, n := range reader.Damaged() {
+		damaged += n
+	}
+	if err == nil && cfg.Strict && damaged > 0 {
 		err = fmt.Errorf("--strict: %d of %d capture files truncated or damaged (see the warnings above)", damaged, len(files))
 	}
 	return err
@@ -149,21 +152,16 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 
 // warnSource is replay's capture source: the files, with a warning on
 // stderr for each damaged one as it is found (the reader reports a file
-// once, then moves on to the next), counted by reason for the run totals
-// (damagedBy). The error still goes to the pipeline, which counts the
-// record it cost as a malformed frame (malformed_by corrupt_file), unless
-// the file was empty: that cost none.
+// once, then moves on to the next; it counts the file by reason itself,
+// pcapfile.Reader.Damaged, for the run totals and --strict). The error
+// still goes to the pipeline, which counts the record it cost as a
+// malformed frame (malformed_by corrupt_file), unless the file was empty:
+// that cost none.
 type warnSource struct {
 	*pcapfile.Reader
-	warn    io.Writer
-	erase   bool // stderr is a terminal: clear the progress line first
-	damaged [len(damageReasons)]atomic.Uint64
+	warn  io.Writer
+	erase bool // stderr is a terminal: clear the progress line first
 }
-
-// damageReasons are the reasons damaged files are counted under in the
-// run totals: a file with no data at all (capture.ErrEmpty), one that ends
-// inside its header or a record, one whose framing is wrong.
-var damageReasons = [...]string{"empty", "truncated", "damaged"}
 
 func (s *warnSource) Next(p *capture.Packet) error {
 	return s.warned(s.Reader.Next(p))
@@ -181,28 +179,8 @@ func (s *warnSource) warned(err error) error {
 			line = "\r\033[K" + line
 		}
 		io.WriteString(s.warn, line)
-		switch {
-		case errors.Is(err, capture.ErrEmpty):
-			s.damaged[0].Add(1)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			s.damaged[1].Add(1)
-		default:
-			s.damaged[2].Add(1)
-		}
 	}
 	return err
-}
-
-// damagedBy returns the damaged files seen so far by reason, for
-// report.Config.DamagedFiles.
-func (s *warnSource) damagedBy() map[string]uint64 {
-	m := make(map[string]uint64)
-	for i := range s.damaged {
-		if n := s.damaged[i].Load(); n != 0 {
-			m[damageReasons[i]] = n
-		}
-	}
-	return m
 }
 
 // damageWarning says what is wrong with a damaged capture file, in the
@@ -219,17 +197,6 @@ func damageWarning(err error) string {
 		return fmt.Sprintf("%s: truncated dump file: %s: %v", fe.Path, fe.Where(), fe.Err)
 	}
 	return fmt.Sprintf("%s: damaged capture file: %s: %v; the rest of the file is skipped", fe.Path, fe.Where(), fe.Err)
-}
-
-// damagedFiles counts the files the reader found damaged.
-func damagedFiles(files []pcapfile.Stats) int {
-	n := 0
-	for _, f := range files {
-		if errors.Is(f.Err, capture.ErrCorrupt) {
-			n++
-		}
-	}
-	return n
 }
 
 // lockedWriter serialises the writes of several goroutines to w.
