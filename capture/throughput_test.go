@@ -101,8 +101,14 @@ const (
 	tputAFXDPPrefilter = "afxdp-prefilter"
 	// tputPrefilterFrames is the UMEM of afxdp-prefilter (32 MiB).
 	tputPrefilterFrames = 16384
-	tputAFPacket        = "afpacket"     // with the pass-through XDP program on the capture end
-	tputAFPacketGRO     = "afpacket-gro" // with GRO on the capture end instead
+	// tputXDPWindow and tputAFXDPWindow are xdp and afxdp with windows of
+	// tputWindow, in the kernel and in the pipeline: every frame takes the
+	// kernel's clock, and each key crosses again in each window.
+	tputXDPWindow   = "xdp-window"
+	tputAFXDPWindow = "afxdp-window"
+	tputWindow      = 100 * time.Millisecond
+	tputAFPacket    = "afpacket"     // with the pass-through XDP program on the capture end
+	tputAFPacketGRO = "afpacket-gro" // with GRO on the capture end instead
 )
 
 // tputFrame is the generator's template: Ethernet, IPv4 (its source and
@@ -163,17 +169,17 @@ func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode 
 	desc := mode
 	err := ns.Do(func() error {
 		switch mode {
-		case tputXDP:
-			x, err := xdp.Open(xdp.Config{Iface: iface, Key: flow.KeySrc, Seed: 1, PollTimeout: tputPoll})
+		case tputXDP, tputXDPWindow:
+			x, err := xdp.Open(xdp.Config{Iface: iface, Key: flow.KeySrc, Seed: 1, PollTimeout: tputPoll, Window: tputWindowOf(mode)})
 			if err != nil {
 				return err
 			}
 			tb.Cleanup(func() { x.Close() })
 			srcs, desc = x.Sources(), fmt.Sprintf("xdp (%s, %d ring sources)", x.Mode(), len(x.Sources()))
-		case tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter:
+		case tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputAFXDPWindow:
 			cfg := afxdp.Config{Iface: iface, PollTimeout: tputPoll}
 			if mode != tputAFXDPPlain {
-				cfg.Prefilter = &afxdp.Prefilter{Kind: flow.KeySrc, Seed: xdp.PrefilterSeed(1)}
+				cfg.Prefilter = &afxdp.Prefilter{Kind: flow.KeySrc, Seed: xdp.PrefilterSeed(1), Window: tputWindowOf(mode)}
 			}
 			if mode == tputAFXDPPrefilter {
 				// Until the reader has learnt a flow, its frames cross:
@@ -234,6 +240,15 @@ func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode 
 	return srcs, desc
 }
 
+// tputWindowOf returns the window of mode: tputWindow for the -window
+// modes, else 0 (one window).
+func tputWindowOf(mode string) time.Duration {
+	if mode == tputXDPWindow || mode == tputAFXDPWindow {
+		return tputWindow
+	}
+	return 0
+}
+
 // newTputRig builds the namespace, the generator, the capture of mode and a
 // running pipeline over the capture's sources.
 func newTputRig(tb testing.TB, mode string) *tputRig {
@@ -253,6 +268,8 @@ func newTputRig(tb testing.TB, mode string) *tputRig {
 		Seed:             1,
 		Live:             true,
 		WallClockWindows: true,
+		Window:           tputWindowOf(mode),
+		Lateness:         tputWindowOf(mode),
 	}, r.sink)
 	if err != nil {
 		tb.Fatalf("pipeline.New: %v", err)
@@ -511,7 +528,7 @@ func (r *tputRig) vethDrops(tb testing.TB) string {
 }
 
 func BenchmarkThroughput(b *testing.B) {
-	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputAFPacket, tputAFPacketGRO} {
+	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputXDPWindow, tputAFXDPWindow, tputAFPacket, tputAFPacketGRO} {
 		b.Run(mode, func(b *testing.B) { benchmarkThroughputMode(b, mode) })
 	}
 }
@@ -552,7 +569,7 @@ func benchmarkThroughputMode(b *testing.B, mode string) {
 		// costs the readers and workers, whatever the drops.
 		b.ReportMetric(float64(res.cpu.user.Nanoseconds())/float64(p), "user-ns/processed")
 	}
-	if (mode == tputXDP || mode == tputAFXDP || mode == tputAFXDPPrefilter) && res.packets > 0 {
+	if mode != tputAFXDPPlain && mode != tputAFPacket && mode != tputAFPacketGRO && mode != tputBaseline && res.packets > 0 {
 		b.ReportMetric(float64(res.events)/float64(res.packets), "events/pkt")
 	}
 	if b.N > 1 {
