@@ -106,9 +106,12 @@ const (
 	// kernel's clock, and each key crosses again in each window.
 	tputXDPWindow   = "xdp-window"
 	tputAFXDPWindow = "afxdp-window"
-	tputWindow      = 100 * time.Millisecond
-	tputAFPacket    = "afpacket"     // with the pass-through XDP program on the capture end
-	tputAFPacketGRO = "afpacket-gro" // with GRO on the capture end instead
+	// tputAFXDPWindowFrames is afxdp-window with tputPrefilterFrames UMEM
+	// frames: room for every key new in a window to cross once.
+	tputAFXDPWindowFrames = "afxdp-window-frames"
+	tputWindow            = 100 * time.Millisecond
+	tputAFPacket          = "afpacket"     // with the pass-through XDP program on the capture end
+	tputAFPacketGRO       = "afpacket-gro" // with GRO on the capture end instead
 )
 
 // tputFrame is the generator's template: Ethernet, IPv4 (its source and
@@ -176,12 +179,12 @@ func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode 
 			}
 			tb.Cleanup(func() { x.Close() })
 			srcs, desc = x.Sources(), fmt.Sprintf("xdp (%s, %d ring sources)", x.Mode(), len(x.Sources()))
-		case tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputAFXDPWindow:
+		case tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputAFXDPWindow, tputAFXDPWindowFrames:
 			cfg := afxdp.Config{Iface: iface, PollTimeout: tputPoll}
 			if mode != tputAFXDPPlain {
 				cfg.Prefilter = &afxdp.Prefilter{Kind: flow.KeySrc, Seed: xdp.PrefilterSeed(1), Window: tputWindowOf(mode)}
 			}
-			if mode == tputAFXDPPrefilter {
+			if mode == tputAFXDPPrefilter || mode == tputAFXDPWindowFrames {
 				// Until the reader has learnt a flow, its frames cross:
 				// room for a burst of them while it is descheduled.
 				cfg.NumFrames = tputPrefilterFrames
@@ -243,7 +246,7 @@ func openTputMode(tb testing.TB, ns *netns.Namespace, gen *bpf.TrafficGen, mode 
 // tputWindowOf returns the window of mode: tputWindow for the -window
 // modes, else 0 (one window).
 func tputWindowOf(mode string) time.Duration {
-	if mode == tputXDPWindow || mode == tputAFXDPWindow {
+	if mode == tputXDPWindow || mode == tputAFXDPWindow || mode == tputAFXDPWindowFrames {
 		return tputWindow
 	}
 	return 0
@@ -528,7 +531,7 @@ func (r *tputRig) vethDrops(tb testing.TB) string {
 }
 
 func BenchmarkThroughput(b *testing.B) {
-	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputXDPWindow, tputAFXDPWindow, tputAFPacket, tputAFPacketGRO} {
+	for _, mode := range []string{tputBaseline, tputXDP, tputAFXDP, tputAFXDPPlain, tputAFXDPPrefilter, tputXDPWindow, tputAFXDPWindow, tputAFXDPWindowFrames, tputAFPacket, tputAFPacketGRO} {
 		b.Run(mode, func(b *testing.B) { benchmarkThroughputMode(b, mode) })
 	}
 }
