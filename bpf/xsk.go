@@ -112,9 +112,12 @@ const (
 
 // LoadXSKPrefilter loads the prefiltering redirect program (fd_xsk_prefilter)
 // with an XSKMAP of queues entries and a prefilter of p.Rows rows per queue:
-// frames whose key's fingerprint is in their queue's rows are dropped and
-// counted in Hits; the others are redirected as by LoadXSK's program, with
-// their row and fingerprint as metadata when they have a key.
+// frames whose key's fingerprint is in their queue's rows, learnt in the
+// window of the frame's time (the queue's clock, CLOCK_BOOTTIME plus the
+// offset SyncClock sets), are dropped and counted in Hits and in the
+// queue's slot of Windows; the others are redirected as by LoadXSK's
+// program, with their time, and their row and fingerprint when they have a
+// key, as metadata (XSKMetaBytes).
 func LoadXSKPrefilter(queues int, p XSKPrefilter) (*XSKObjects, error) {
 	if queues < 1 {
 		return nil, fmt.Errorf("bpf: %d queues: want at least 1", queues)
