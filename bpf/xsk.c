@@ -20,11 +20,12 @@
  * dropped. Any other frame goes to the socket as with fd_xsk, with its
  * time, and for a frame with a key the key's prefilter row and
  * fingerprint, in front of it as XDP metadata (struct fd_xsk_meta). The
- * program never writes the prefilter: the reader inserts a key, tagged
- * with the window of the frame's time, once it holds the frame, so that a
- * frame the socket drops after the redirect (no free UMEM frame) leaves
- * its key out, and the flow's next frame crosses again. Only the plain
- * parser is used (fd_decap 0, no prefix masks).
+ * reader inserts a key, tagged with the window of the frame's time, once
+ * it holds the frame, so that a frame the socket drops after the redirect
+ * (no free UMEM frame) leaves its key out, and the flow's next frame
+ * crosses again; the program inserts it itself only when the socket is
+ * sure to take the frame (fd_xsk_learn). Only the plain parser is used
+ * (fd_decap 0, no prefix masks).
  */
 #include "xdp.c"
 
@@ -42,8 +43,8 @@ struct {
 
 /*
  * The prefilter of fd_xsk_prefilter: fd_xsk_rows rows per receive queue,
- * queue q's rows from q * fd_xsk_rows. Written only by user space (8-byte
- * stores through a memory mapping), read only here. A bucket is the window
+ * queue q's rows from q * fd_xsk_rows. Written by user space (8-byte
+ * stores through a memory mapping), and here only by fd_xsk_learn. A bucket is the window
  * it was learnt in (its low 32 bits) above the fingerprint, never 0; 0
  * marks an empty bucket (see flowdedup.h).
  */

@@ -38,9 +38,11 @@ type XSKObjects struct {
 	// nil otherwise), all BPF_F_MMAPABLE arrays: Seen holds Rows rows of
 	// XSKRowBuckets uint64 buckets per queue (queue q's from row q*Rows;
 	// a bucket is XSKBucket of a fingerprint and the window it was learnt
-	// in), which only user space writes; Hits holds one XSKHitsBytes
-	// entry per queue of uint64 words: the frames the program dropped as
-	// seen (word 0), and the queue's clock, its window (word 1); Windows
+	// in), which user space writes, and the program only for a frame
+	// the socket is sure to take (XSKPrefilter.MaxLen, Margin); Hits
+	// holds one XSKHitsBytes entry per queue of uint64 words (the
+	// XSKQueue* words: the frames the program dropped as seen, its
+	// clock's window, the frames it redirected, the room); Windows
 	// holds WindowSlots XSKWindowBytes entries per queue (queue q's from
 	// entry q*WindowSlots), the hits by window: the window the entry
 	// counts (word 0, the program's tag) and its hits (word 1).

@@ -4,12 +4,14 @@ package afxdp
 
 // The in-kernel prefilter (Config.Prefilter): the redirect program stamps
 // each frame with the kernel's time, keys it, and drops those whose key's
-// fingerprint is in the queue's rows of a prefilter that only the readers
-// write, tagged with the frame's window. A reader learns a key from the
+// fingerprint is in the queue's rows of a prefilter, tagged with the
+// frame's window. A reader learns a key from the
 // metadata the program puts in front of each frame it lets through (its
 // time, row and fingerprint), after the frame has crossed: a frame the
 // socket drops after the redirect (no free UMEM frame) leaves its key out,
-// so the flow's next frame crosses again, and no key is lost. The frames
+// so the flow's next frame crosses again, and no key is lost. (The program
+// inserts a key itself only for a frame the socket is sure to take: see
+// Source.setRoom.) The frames
 // the program drops are counted per queue and per window of the kernel's
 // clock, the clock the frames that cross carry in Packet.TimeNs, so that
 // each window gets exactly its frames (capture.WindowCounter).
