@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/pcapfile"
+	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -102,6 +103,8 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	if err := cfg.check(systemMemory()); err != nil {
 		return err
 	}
+	gc := pipeline.HoldCollections() // no collection in the setup or the run: pipeline.GCHold
+	defer gc.Release()
 	switch {
 	case cfg.Parsers > 1024 || cfg.Parsers < -1:
 		return usagef("--parsers %d: give 0 to 1024", cfg.Parsers)
@@ -130,7 +133,9 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	start := time.Now()
+	gc.Bound()
 	err = s.run(ctx, src)
+	gc.Release()
 	elapsed := time.Since(start)
 	if cfg.Stats {
 		runtime.ReadMemStats(&m1)
