@@ -20,9 +20,22 @@ func (q *QHT) ObserveBatch(hashes []uint64, dup []bool) { q.observeBatch(hashes,
 // of hashes requested before they are observed (see BatchObserver).
 func (f *SQF) ObserveBatch(hashes []uint64, dup []bool) { f.observeBatch(hashes, dup) }
 
+// qhtShareL2 is how many times its size the batch path counts a QHT or
+// SQF state as when it decides whether to request rows ahead: the rows of
+// a state from a quarter of the L2 cache up are requested. A row is one
+// line (two at most), so requesting it is the cheapest batch path; and
+// the state does not have the L2 to itself: in a replay the 1 MiB table of
+// `--key src` (qht's default) shares it with the batches, the
+// distinct-count sketch and the reader's buffer, and its rows missed
+// the L2 as often as not. Requesting them ahead took the CPU of `flowdedup
+// replay --key src` on the 2M-packet capture of docs/benchmarks.md to
+// 0.91-0.95 with 1 worker and 0.85-1.00 with 2 (--parsers 0) (farm-bench
+// pairs, load 6-8).
+const qhtShareL2 = 4
+
 func (t *qhtTable) observeBatch(hashes []uint64, dup []bool) {
 	var buf lineBuf // zeroed once a batch, not once a stretch
-	for s := range stretches(hashes, dup, t.rows*int(t.rowBits)) {
+	for s := range stretches(hashes, dup, qhtShareL2*t.rows*int(t.rowBits)) {
 		t.prefetchLines(s.ahead, &buf)
 		for i, h := range s.hashes {
 			s.dup[i] = t.Observe(h)

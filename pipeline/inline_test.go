@@ -71,6 +71,14 @@ func TestInlineWorkerSameOutput(t *testing.T) {
 	c := base
 	c.Filter, c.BatchSize, c.RingBatches = "qht:mem=64KiB", DefaultBatchSize, 0
 	setups = append(setups, setup{"qht/defaults", c})
+	// Rings left to their default: inline workers get rings of
+	// DefaultInlineRingBatches slots, with windows, markers and small
+	// batches that fill them often, and with two workers.
+	for _, w := range []int{1, 2} {
+		c := base
+		c.Filter, c.Workers, c.RingBatches, c.Window, c.Lateness = "qht:mem=64KiB", w, 0, 10*time.Second, 30*time.Second
+		setups = append(setups, setup{fmt.Sprintf("qht/defaults/%dworkers/10s+30s", w), c})
+	}
 	for _, w := range []int{2, 3} {
 		c := base
 		c.Filter, c.Workers, c.Window, c.Lateness = "qht:mem=64KiB", w, 10*time.Second, 30*time.Second

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -333,5 +334,74 @@ func TestSketchFeed(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { f.add(keys, hashes) }); n != 0 {
 		t.Errorf("add: %v allocations", n)
+	}
+}
+
+// TestNoEstimateSameOutput: with NoEstimate the workers skip the sketch,
+// and nothing but the summaries' estimate (0, an empty sketch's) and
+// sketch (an empty one's) changes: the records in the Sink's order, the
+// rest of every summary and the stats are those of the run with the
+// sketch, on every testdata capture and the generated messy ones, with 1
+// and 2 workers, inline and with parse goroutines, windows on and off.
+func TestNoEstimateSameOutput(t *testing.T) {
+	empty, err := sketch.New(sketch.DefaultPrecision, sketch.DefaultSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emptyForm, err := empty.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := fanoutInputs(t)
+	if raceEnabled || testing.Short() {
+		for name := range inputs {
+			if name != "jitter" && name != "testdata" {
+				delete(inputs, name)
+			}
+		}
+	}
+	for name, paths := range inputs {
+		for _, c := range []Config{
+			{Workers: 1},
+			{Workers: 2, Window: 10 * time.Second, Lateness: 30 * time.Second, KeepSketch: true},
+			{Workers: 2, Parsers: 2, Window: time.Minute},
+		} {
+			c.Filter, c.Key, c.Seed, c.FilterSeed = "qht:mem=64KiB", flow.KeySrc, 0x5eed, 3
+			what := fmt.Sprintf("%s %d workers %d parsers window %v", name, c.Workers, c.Parsers, c.Window)
+			wantRecs, wantWindows, wantStats, _ := replayRinged(t, c, false, paths)
+			c.NoEstimate = true
+			gotRecs, gotWindows, gotStats, _ := replayRinged(t, c, false, paths)
+			if c.Workers > 1 {
+				sortRecords(gotRecs)
+				sortRecords(wantRecs)
+			}
+			if !slices.Equal(gotRecs, wantRecs) {
+				t.Fatalf("%s: NoEstimate changed the records (%d against %d)", what, len(gotRecs), len(wantRecs))
+			}
+			if len(gotWindows) != len(wantWindows) || len(wantWindows) == 0 {
+				t.Fatalf("%s: %d summaries with NoEstimate, %d without", what, len(gotWindows), len(wantWindows))
+			}
+			estimated := false
+			for i := range wantWindows {
+				got, want := gotWindows[i], wantWindows[i]
+				if got.DistinctEstimate != 0 {
+					t.Errorf("%s: summary %d: estimate %d with NoEstimate, want 0", what, i, got.DistinctEstimate)
+				}
+				if c.KeepSketch && !slices.Equal(got.Sketch, emptyForm) {
+					t.Errorf("%s: summary %d: a sketch of %d bytes, not the empty one's %d", what, i, len(got.Sketch), len(emptyForm))
+				}
+				estimated = estimated || want.DistinctEstimate > 0
+				got.DistinctEstimate, got.Sketch = want.DistinctEstimate, want.Sketch
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s: summary %d differs beyond the estimate:\n got %+v\nwant %+v", what, i, got, want)
+				}
+			}
+			if !estimated {
+				t.Fatalf("%s: no summary had an estimate without NoEstimate: the test shows nothing", what)
+			}
+			if !reflect.DeepEqual(gotStats, wantStats) {
+				t.Fatalf("%s: stats differ:\n got %+v\nwant %+v", what, gotStats, wantStats)
+			}
+		}
 	}
 }

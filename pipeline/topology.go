@@ -46,9 +46,23 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 		workerPark[w] = newParker()
 	}
 	prodPark := make([][]*parker, np)
+	fans := make([]bool, np)
 	for i, src := range sources {
-		bs, ok := src.(capture.BatchSource)
-		fan := ok && cfg.Parsers > 0 && !cfg.Live
+		_, ok := src.(capture.BatchSource)
+		fans[i] = ok && cfg.Parsers > 0 && !cfg.Live
+	}
+	// Replay of one source keyed by its producer: the workers run on the
+	// producer's goroutine, each taking a batch as soon as it is written,
+	// while it is still in this core's cache; nothing waits on another
+	// goroutine or crosses cores but the records.
+	inline := np == 1 && !fans[0] && !cfg.Live && !p.ringed
+	ringBatches := cfg.RingBatches
+	if inline && p.inlineRing > 0 {
+		ringBatches = p.inlineRing
+	}
+	for i, src := range sources {
+		bs, _ := src.(capture.BatchSource)
+		fan := fans[i]
 		nr := 1
 		if fan {
 			nr = cfg.Parsers
@@ -57,7 +71,7 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 		for k := range out {
 			out[k] = make([]*ring, nw)
 			for w := range out[k] {
-				r := newRing(cfg.RingBatches, cfg.BatchSize)
+				r := newRing(ringBatches, cfg.BatchSize)
 				out[k][w] = r
 				in[w][i] = append(in[w][i], r)
 				t.rings[w] = append(t.rings[w], r)
@@ -87,11 +101,7 @@ func newTopology(p *Pipeline, sources []capture.Source, lo, hi int64, stop *atom
 		}
 		t.workers[w] = newWorker(w, p.filters[w], p.sketch, cfg, lo, in[w], prodPark, workerPark[w], out, free[w], &p.wstats[w])
 	}
-	if np == 1 && len(t.parsers) == 0 && !cfg.Live && !p.ringed {
-		// Replay of one source keyed by its producer: the workers run on
-		// the producer's goroutine, each taking a batch as soon as it is
-		// written, while it is still in this core's cache; nothing waits
-		// on another goroutine or crosses cores but the records.
+	if inline {
 		t.producers[0].inline = t.workers
 		t.inline = true
 	}

@@ -67,6 +67,8 @@ type worker struct {
 
 	dup []bool // the filter's answers for the batch being observed
 
+	noEstimate bool // Config.NoEstimate: the sketches are not fed
+
 	stats *workerStats
 }
 
@@ -130,6 +132,8 @@ func newWorker(id int, filt []filters.Filter, sk *sketch.HLL, cfg *Config, lo in
 		free:     free,
 		stats:    stats,
 		dup:      make([]bool, cfg.BatchSize),
+
+		noEstimate: cfg.NoEstimate,
 	}
 	for i, f := range filt {
 		w.slots[i] = wslot{window: winNone, filter: f, sketch: newSketchFeed(sk)}
@@ -287,7 +291,9 @@ func (w *worker) observe(b *slot) {
 			w.emit(sl, &b.keys[i], b.times[i], b.obs[i])
 		}
 	}
-	sl.sketch.add(b.keys[:b.n], hashes) // every key, not only the unseen: the estimate must not inherit the filter's errors
+	if !w.noEstimate {
+		sl.sketch.add(b.keys[:b.n], hashes) // every key, not only the unseen: the estimate must not inherit the filter's errors
+	}
 	n := uint64(len(hashes))
 	sl.keys += n
 	w.keys += n

@@ -307,6 +307,7 @@ func openSession(ctx context.Context, cfg *CaptureConfig, mode sessionMode, stdo
 		Seed: cfg.Seed.v, FilterSeed: cfg.Seed.v,
 		Window: cfg.Window, Lateness: cfg.Lateness, Live: live, Wait: mode.wait, WallClockWindows: mode.wallClock, IdleWallClock: mode.idleWallClock, Pin: cfg.Pin,
 		SketchSeed: uint64(cfg.Export.SketchSeed), KeepSketch: cfg.Export.SummarySketch,
+		NoEstimate: cfg.summary.pattern == nil && cfg.summary.path == "" && cfg.Metrics == "" && len(exports) == 0, // no summary written, exported or gauged: none reads the estimate
 	}, s.reporter)
 	if err != nil {
 		closeQueues(exports)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/capture/pcapfile"
+	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -22,7 +23,7 @@ type ReplayConfig struct {
 	Stats   bool
 	Strict  bool     // exit 1 when a capture file was damaged
 	Read    []string // -r FILE, as tcpdump takes it
-	Parsers int      // goroutines that key the frames; -1: --workers from 2 up, else 0
+	Parsers int      // goroutines that key the frames; -1 (the default): 0
 }
 
 // BindFlags registers the replay flags on fs.
@@ -30,7 +31,7 @@ func (c *ReplayConfig) BindFlags(fs *pflag.FlagSet) {
 	c.CaptureConfig.BindFlags(fs)
 	fs.BoolVar(&c.Stats, "stats", c.Stats, "print throughput (packets/s, ns and allocations per packet) on stderr at the end")
 	fs.BoolVar(&c.Strict, "strict", c.Strict, "exit 1 when a capture file was truncated or damaged, once everything readable has been replayed (records, summaries and totals written); without it such a file gets a warning and the exit status is 0")
-	fs.IntVar(&c.Parsers, "parsers", -1, "goroutines that key and hash the frames while one goroutine reads the files; 0: the reading goroutine keys them; the default is --workers when it is 2 or more, else 0. The output is the same for any number")
+	fs.IntVar(&c.Parsers, "parsers", -1, "goroutines that key and hash the frames while one goroutine reads the files; 0 (the default): the reading goroutine keys them and runs the workers itself, which costs the least CPU; 2 or more may take less wall time on idle cores. The output is the same for any number")
 	fs.StringArrayVarP(&c.Read, "read", "r", nil, "read capture `FILE` (repeatable), as tcpdump -r does; the same as giving FILE as an argument")
 	fs.TextVar(&c.Decap, "decap", c.Decap, decapUsage)
 }
@@ -102,14 +103,14 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	if err := cfg.check(systemMemory()); err != nil {
 		return err
 	}
+	gc := pipeline.HoldCollections() // no collection in the setup or the run: pipeline.GCHold
+	defer gc.Release()
 	switch {
 	case cfg.Parsers > 1024 || cfg.Parsers < -1:
 		return usagef("--parsers %d: give 0 to 1024", cfg.Parsers)
 	case cfg.Parsers >= 0:
 		cfg.parsers = cfg.Parsers
-	case cfg.Workers >= 2:
-		cfg.parsers = cfg.Workers
-	}
+	} // else 0: the reading goroutine keys the frames and runs the workers, at less CPU than parse goroutines (docs/decisions/replay-inline-workers.md)
 	reader, err := pcapfile.Open(files...)
 	if err != nil {
 		return err
@@ -130,7 +131,9 @@ func runReplay(ctx context.Context, cfg *ReplayConfig, files []string, stdout, s
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	start := time.Now()
+	gc.Bound()
 	err = s.run(ctx, src)
+	gc.Release()
 	elapsed := time.Since(start)
 	if cfg.Stats {
 		runtime.ReadMemStats(&m1)

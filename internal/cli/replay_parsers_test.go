@@ -8,9 +8,10 @@ import (
 )
 
 // TestReplayWorkersSameRecords: with --filter exact, replay --workers 1
-// (the reader keys the frames) and --workers 2 (two parse goroutines, the
-// default) write the same distinct records, and the same totals, for every
-// testdata capture; so do --workers 2 --parsers 0 and --parsers 3.
+// (the reader keys the frames) and --workers 2 (the reader keys the frames
+// and runs both workers, the default) write the same distinct records, and
+// the same totals, for every testdata capture; so do --workers 2 with
+// --parsers 0, 2 and 3 (parse goroutines).
 func TestReplayWorkersSameRecords(t *testing.T) {
 	files, err := filepath.Glob("../../testdata/pcaps/*.pcap*")
 	if err != nil || len(files) == 0 {
@@ -20,7 +21,7 @@ func TestReplayWorkersSameRecords(t *testing.T) {
 		for _, key := range []string{"src", "5tuple"} {
 			var want []string
 			var wantTotals string
-			for _, extra := range [][]string{{"--workers", "1"}, {"--workers", "2"}, {"--workers", "2", "--parsers", "0"}, {"--workers", "2", "--parsers", "3"}} {
+			for _, extra := range [][]string{{"--workers", "1"}, {"--workers", "2"}, {"--workers", "2", "--parsers", "0"}, {"--workers", "2", "--parsers", "2"}, {"--workers", "2", "--parsers", "3"}} {
 				args := append([]string{"replay", "--filter", "exact", "--key", key, "--window", "1m", "--seed", "7", "--format", "csv"}, extra...)
 				code, out, errs := run(append(args, file)...)
 				if code != ExitOK {
