@@ -12,6 +12,7 @@ import (
 // default) write the same distinct records, and the same totals, for every
 // testdata capture; so do --workers 2 --parsers 0 and --parsers 3.
 func TestReplayWorkersSameRecords(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../testdata/pcaps/*.pcap*")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata captures: %v", err)
