@@ -55,7 +55,10 @@ build:
 # compiled in one go command, then run; go test ./... would print in
 # package order, silent behind the slowest). flowdedup itself, which the
 # tests of e2e, internal/cli, deploy and soak run as a process, is built
-# once first (test-bins) for all of them to share.
+# once for all of them to share, by scripts/test.sh right after the tests
+# compile (FLOWDEDUP_TEST_BIN_BUILD): every package it needs is compiled by
+# then, so it is one link, where built first (test-bins) it was a go
+# command of its own whose tail left a core idle before the tests' compile.
 #
 # The release artifacts are tested apart, by make test-release (CI runs
 # both): the release binaries of TEST_ARCHES (amd64, and the routers'
@@ -75,8 +78,9 @@ endif
 TEST_BIN := bin/test/flowdedup
 TEST_ENV = FLOWDEDUP_TEST_BIN=$(abspath $(TEST_BIN)) FLOWDEDUP_TEST_PKGBUILD=$(abspath $(PKGBUILD)) \
 	FLOWDEDUP_TEST_ARCHES='$(TEST_ARCHES)' GO=$(GO)
-test: test-bins
-	$(TEST_ENV) scripts/test.sh $(PKGS)
+test:
+	@echo "make test: compiling the tests, then building $(TEST_BIN) for them (from an empty build cache, a few minutes on 2 cores; then the tests run)"
+	$(TEST_ENV) FLOWDEDUP_TEST_BIN_BUILD=$(TEST_BIN) scripts/test.sh $(PKGS)
 
 test-bins:
 	@echo "make test: building flowdedup for the tests (from an empty build cache, about a minute on 2 cores; then the tests compile)"

@@ -179,6 +179,7 @@ func sameSet[K comparable](t *testing.T, what string, got, want map[K]bool) {
 // deterministic on a file): the distinct sources and 5-tuples are those
 // nfdump decodes. v5 carries IPv4 only, in both.
 func TestCollectSoftflowd(t *testing.T) {
+	t.Parallel()
 	for _, capture := range []string{"small.pcap", "ipv6.pcap"} {
 		for _, v := range []int{5, 9, 10} {
 			t.Run(fmt.Sprintf("%s/v%d", capture, v), func(t *testing.T) {
@@ -234,6 +235,7 @@ func TestCollectSFlow(t *testing.T) {
 	agent := netip.MustParseAddr("192.0.2.1")
 	for _, capture := range []string{"small.pcap", "ipv6.pcap", "vlan.pcap"} {
 		t.Run(capture, func(t *testing.T) {
+			t.Parallel() // each its own pmacctd, sfacctd and collect: mostly pmacctd's 4 s of sleep
 			path := pcap(capture)
 			want := map[string]bool{}
 			for _, r := range exactRecords(t, "--key", "src", path) {

@@ -79,6 +79,7 @@ func sameFlows(tb testing.TB, got []servers.NfdumpFlow, recs []record) {
 // (addresses, protocol, ports, start time to the millisecond), IPv4 and
 // IPv6, and nfcapd counts no sequence error, bad packet or drop.
 func TestIPFIXRecordsReachNfdump(t *testing.T) {
+	t.Parallel()
 	var v4, v6 int
 	for _, name := range []string{"small.pcap", "small.pcapng", "vlan.pcap", "ipv6.pcap", "malformed.pcap", "fragments.pcap", "windows.pcap", "zipf.pcap.gz"} {
 		t.Run(name, func(t *testing.T) {

@@ -35,6 +35,7 @@ import (
 // flowdedup:window_distinct_sources 37; and the open window's count 1
 // (10.1.9.9).
 func TestPrometheusScrapesCollect(t *testing.T) {
+	t.Parallel()
 	const sources = 37
 	c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--window", "1m", "--filter", "exact", "--metrics", "127.0.0.1:0")
 	m := regexp.MustCompile(`metrics on http://(\S+)/metrics`).FindStringSubmatch(c.stderr())

@@ -6,7 +6,21 @@
 #     that each package is compiled once, with the go command's own
 #     parallelism (a go test per package, several at once from an empty
 #     build cache, compiled the same packages side by side and linked
-#     each test binary twice);
+#     each test binary twice). Without go test's vet pass (-vet=off):
+#     make lint runs go vet over every package (CI runs it before the
+#     tests), and go test's pass computed vet's facts for every
+#     dependency, the standard library's too, more than half of the
+#     compile's work from an empty build cache. Linked without DWARF
+#     (-ldflags=-w): nothing reads a test binary's debug information, and
+#     writing it was about a third of a link (internal/cli's: 4.8 CPU-s,
+#     3.2 without), 40 links in all. TEST_BUILD_FLAGS replaces these
+#     two (TEST_BUILD_FLAGS= keeps go test's vet and DWARF);
+#     FLOWDEDUP_TEST_BIN_BUILD, when set, names the flowdedup command to
+#     build right after (make test's bin/test/flowdedup, for the tests that
+#     run it as a process): every package it needs is compiled by then,
+#     so that build is one link, and the two builds are one go command's
+#     work instead of two one after the other, the cores idle at each
+#     one's tail;
 #  2. the test binaries run, TEST_JOBS (twice the number of cores) at a
 #     time, the
 #     slowest first so that the cores are busy to the end, each in its
@@ -34,11 +48,13 @@ GO=${GO:-go}
 jobs=${TEST_JOBS:-$((2 * $(nproc 2>/dev/null || echo 1)))}
 timeout=${TEST_TIMEOUT:-30m}
 
-build=() run=() pkgs=()
+# Word-split on purpose: flags without spaces in their values.
+# shellcheck disable=SC2206
+build=(${TEST_BUILD_FLAGS--vet=off -ldflags=-w}) run=() pkgs=()
 for a in "$@"; do
 	case $a in
 	./* | github.com/*) pkgs+=("$a") ;;
-	-race | -tags=* | -cover | -covermode=*) build+=("$a") ;;
+	-race | -tags=* | -cover | -covermode=* | -vet=* | -ldflags=*) build+=("$a") ;;
 	-test.*) run+=("$a") ;;
 	-*) run+=("-test.${a#-}") ;;
 	*) run+=("$a") ;; # a flag's value (-run X)
@@ -46,11 +62,17 @@ for a in "$@"; do
 done
 ((${#pkgs[@]})) || pkgs=(./...)
 # Each package with tests: its import path and directory.
-mapfile -t list < <($GO list "${build[@]}" -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep .) || exit 1
+# go list takes the build flags but -vet.
+listflags=()
+for b in "${build[@]}"; do [[ $b == -vet=* ]] || listflags+=("$b"); done
+mapfile -t list < <($GO list "${listflags[@]}" -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${pkgs[@]}" | grep .) || exit 1
 
-# The slow ones first (seconds on a 2-core machine, most first); the rest
-# in the order go list gives.
-slow=(e2e internal/cli packaging tune filters export/clickhouse internal/soak bpf deploy export export/ipfix)
+# The slow ones first (the longest first, as measured on a 2-core machine:
+# over 10 s each, from internal/cli's and e2e's minute or more to
+# collect/sflow's 10 s), so that the cores are busy to the end and no
+# long package starts last; the rest in the order go list gives.
+slow=(e2e internal/cli packaging tune filters bpf export/clickhouse capture/pcapfilter export pipeline capture/pcapfile
+	flow report deploy export/ipfix internal/soak capture/afxdp capture/xdp collect collect/sflow)
 ordered=()
 for s in "${slow[@]}"; do
 	for p in "${list[@]}"; do [[ ${p%% *} == */flowdedup/$s ]] && ordered+=("$p"); done
@@ -69,7 +91,16 @@ if ! scripts/progress.sh "compiling the tests" $GO test -c -o "$OUT/bin/" "${bui
 	echo "FAIL: the tests do not compile ($((SECONDS - start)) s)"
 	exit 1
 fi
-echo "compiled in $((SECONDS - start)) s; testing ${#ordered[@]} packages, $jobs at a time"
+if [[ -n ${FLOWDEDUP_TEST_BIN_BUILD:-} ]]; then
+	mkdir -p "$(dirname "$FLOWDEDUP_TEST_BIN_BUILD")"
+	if ! scripts/progress.sh "building $FLOWDEDUP_TEST_BIN_BUILD" $GO build -o "$FLOWDEDUP_TEST_BIN_BUILD" ./cmd/flowdedup; then
+		echo "FAIL: flowdedup does not build ($((SECONDS - start)) s)"
+		exit 1
+	fi
+fi
+built=""
+[[ -n ${FLOWDEDUP_TEST_BIN_BUILD:-} ]] && built=" and $FLOWDEDUP_TEST_BIN_BUILD"
+echo "compiled the tests$built in $((SECONDS - start)) s; testing ${#ordered[@]} packages, $jobs at a time"
 
 export OUT timeout
 printf '%s\n' "${ordered[@]}" | xargs -P "$jobs" -I{} bash -c '

@@ -59,7 +59,7 @@ func startCollect(t *testing.T, args ...string) *collectProc {
 	t.Helper()
 	c := &collectProc{}
 	c.Process = testutil.StartProcess(t, exec.Command(buildBinary(t), append([]string{"collect", "--listen", "netflow://127.0.0.1:0"}, args...)...), "", 0)
-	m := listening.FindStringSubmatch(c.WaitLine(t, "listening on netflow://", 10*time.Second))
+	m := listening.FindStringSubmatch(c.WaitLine(t, "listening on netflow://", time.Minute))
 	if m == nil {
 		t.Fatalf("collect's listening line names no address\n%s", c.log())
 	}
@@ -108,7 +108,7 @@ func midHour(now time.Time) time.Time {
 // stop sends sig and waits for the exit.
 func (c *collectProc) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := c.Stop(t, sig, 10*time.Second); err != nil {
+	if err := c.Stop(t, sig, time.Minute); err != nil {
 		t.Fatalf("collect exited with %v after %v, want 0\n%s", err, sig, c.log())
 	}
 }
@@ -132,6 +132,7 @@ func lines(t *testing.T, path string) []string {
 // flushes the last window, its summary with the exporters' counts, and
 // exits 0.
 func TestCollectDaemon(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
@@ -149,13 +150,13 @@ func TestCollectDaemon(t *testing.T) {
 			for _, f := range flows[:50] {
 				first[f.Src.String()] = true
 			}
-			testutil.WaitFor(t, "the first records in --out", 10*time.Second, func() bool { return len(lines(t, out)) == len(first) })
+			testutil.WaitFor(t, "the first records in --out", time.Minute, func() bool { return len(lines(t, out)) == len(first) })
 			moved := out + ".1"
 			if err := os.Rename(out, moved); err != nil {
 				t.Fatal(err)
 			}
 			c.Cmd.Process.Signal(syscall.SIGHUP)
-			testutil.WaitFor(t, "SIGHUP taken", 10*time.Second, func() bool { return strings.Contains(c.log(), "reopening "+out) })
+			testutil.WaitFor(t, "SIGHUP taken", time.Minute, func() bool { return strings.Contains(c.log(), "reopening "+out) })
 			c.send(t, e, flows[50:])
 			c.stop(t, sig)
 			got := map[string]bool{}
@@ -219,6 +220,7 @@ func TestCollectDaemon(t *testing.T) {
 // exporters, as its errors with an empty map: a reader iterating over
 // .collect.exporters (jq '.collect.exporters[]') needs no case for null.
 func TestCollectQuietWindowListsNoExporters(t *testing.T) {
+	t.Parallel()
 	sum := filepath.Join(t.TempDir(), "summary.jsonl")
 	c := startCollect(t, "--out", os.DevNull, "--summary", sum)
 	c.stop(t, syscall.SIGTERM)
@@ -234,6 +236,7 @@ func TestCollectQuietWindowListsNoExporters(t *testing.T) {
 // bad_time and keyed with their arrival; collect, writing summaries to a
 // time pattern, goes on and keys the records after them.
 func TestCollectBadTimes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "sources.jsonl")
 	c := startCollect(t, "--key", "src", "--window", "1m", "--out", out, "--summary", filepath.Join(dir, "sum-%Y%m%d.jsonl"))
@@ -258,11 +261,11 @@ func TestCollectBadTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testutil.WaitFor(t, "the two records in --out", 10*time.Second, func() bool { return len(lines(t, out)) == 2 })
+	testutil.WaitFor(t, "the two records in --out", time.Minute, func() bool { return len(lines(t, out)) == 2 })
 	e := &collecttest.Exporter{Version: 9, Boot: time.Now().Add(-time.Hour), Domain: 7}
 	flows := collecttest.Flows(20, 3, time.Now().Truncate(time.Second))
 	c.send(t, e, flows)
-	testutil.WaitFor(t, "the later records in --out", 10*time.Second, func() bool { return len(lines(t, out)) >= 2+10 })
+	testutil.WaitFor(t, "the later records in --out", time.Minute, func() bool { return len(lines(t, out)) >= 2+10 })
 	c.stop(t, syscall.SIGTERM) // fails the test unless collect exits 0
 	if !strings.Contains(c.log(), "bad_time 2") {
 		t.Errorf("no bad_time 2 in the totals:\n%s", c.log())

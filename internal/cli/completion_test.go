@@ -81,6 +81,7 @@ const bashCompletion = "/usr/share/bash-completion/bash_completion"
 // bash-completion loads it: it calls the binary's completion back end and
 // fills COMPREPLY.
 func TestBashCompletes(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		testutil.SkipOrFail(t, "no bash on this system")
@@ -129,5 +130,3 @@ printf '%s\n' "${COMPREPLY[@]}"`
 		}
 	}
 }
-
-func TestMain(m *testing.M) { testutil.Main(m) }

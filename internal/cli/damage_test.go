@@ -232,6 +232,7 @@ func replayFiles(t *testing.T, args ...string) (code int, stderr string, records
 // that of the good part; the totals count the file by its reason. The exit status is 0,
 // and 1 with --strict, which changes nothing else.
 func TestReplayWarnsOncePerDamagedFile(t *testing.T) {
+	t.Parallel()
 	after := pcapPath("windows.pcap")
 	for _, format := range []string{"pcap", "pcapng", "pcap.gz", "pcapng.gz"} {
 		ng := strings.HasPrefix(format, "pcapng")

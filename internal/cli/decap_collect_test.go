@@ -83,7 +83,7 @@ var listeningSFlow = regexp.MustCompile(`listening on sflow://(\S+?)[, ]`)
 func startSFlowCollect(t *testing.T, args ...string) (*testutil.Process, net.Conn) {
 	t.Helper()
 	p := testutil.StartProcess(t, exec.Command(buildBinary(t), append([]string{"collect", "--listen", "sflow://127.0.0.1:0"}, args...)...), "", 0)
-	m := listeningSFlow.FindStringSubmatch(p.WaitLine(t, "listening on sflow://", 10*time.Second))
+	m := listeningSFlow.FindStringSubmatch(p.WaitLine(t, "listening on sflow://", time.Minute))
 	if m == nil {
 		t.Fatalf("collect's listening line names no address\n%s", p.Log())
 	}
@@ -165,6 +165,7 @@ func collectSources(t *testing.T, want map[string]map[string]bool, segments bool
 // jsonl); with novni by the addresses alone; --decap none, and no
 // --decap, by the outermost ones, as before.
 func TestCollectSFlowDecap(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
@@ -201,6 +202,7 @@ func TestCollectSFlowDecap(t *testing.T) {
 // VXLAN header is tunnel_truncated, one cut inside the inner IPv4 header
 // truncated.
 func TestCollectSFlowDecapReasons(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out, sum := filepath.Join(dir, "sources.jsonl"), filepath.Join(dir, "summary.jsonl")
 	p, conn := startSFlowCollect(t, "--decap", "all", "--window", "0", "--out", out, "--summary", sum, "--metrics", "127.0.0.1:0")

@@ -97,6 +97,7 @@ func evalDistinct(t *testing.T, stream string, args ...string) map[string]any {
 // tshark finds innermost; with --decap none, or without it, as many as
 // tshark finds outermost, and the same answer as before.
 func TestEvalDecap(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
@@ -138,6 +139,7 @@ func TestEvalDecap(t *testing.T) {
 // --decap; without it, or with none, the outermost ones and the answer of
 // before.
 func TestTuneDecap(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}

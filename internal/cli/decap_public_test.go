@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -46,20 +45,10 @@ type tunnelReading struct {
 // (-count=50 would read it again; the maps are not modified).
 func readTunnels(t *testing.T, file string) tunnelReading {
 	t.Helper()
-	tunnelReadingsMu.Lock()
-	defer tunnelReadingsMu.Unlock()
-	if r, ok := tunnelReadings[file]; ok {
-		return r
-	}
-	r := runReadTunnels(t, file)
-	tunnelReadings[file] = r
-	return r
+	return tunnelReadings.get(file, func() tunnelReading { return runReadTunnels(t, file) })
 }
 
-var (
-	tunnelReadingsMu sync.Mutex
-	tunnelReadings   = map[string]tunnelReading{}
-)
+var tunnelReadings fileCache[tunnelReading]
 
 func runReadTunnels(t *testing.T, file string) tunnelReading {
 	t.Helper()
@@ -157,6 +146,7 @@ func runReadTunnels(t *testing.T, file string) tunnelReading {
 // innermost sources, counts the frames without an inner host by reason,
 // and --decap none still reports the outermost sources.
 func TestReplayDecapPublicCaptures(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
@@ -185,6 +175,7 @@ func TestReplayDecapPublicCaptures(t *testing.T) {
 		{name: "6-4-gre-ppp-udp-4-dns", decap: "all", wantInner: 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			file := tunnelCapture(c.name)
 			want := readTunnels(t, file)
 			if len(want.inner) != c.wantInner {

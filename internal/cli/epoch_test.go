@@ -48,6 +48,7 @@ func v5Datagram(src [4]byte, unixSecs, sysUptime, first, last uint32) []byte {
 // the arrival time instead, the pipeline must accept any window; the
 // test holds either way.
 func TestCollectEpochRecordKeepsRunning(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out, sum := filepath.Join(dir, "flows-%Y%m%d.jsonl"), filepath.Join(dir, "sum-%Y%m%d.jsonl")
 	c := startCollect(t, "--key", "src", "--window", "1m", "--out", out, "--summary", sum)

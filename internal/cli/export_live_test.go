@@ -111,6 +111,7 @@ func nfdumpFlow(t *testing.T, r map[string]any) servers.NfdumpFlow {
 // collector, once, as the run's own records say (time to the ms), and
 // the run's totals count nothing lost.
 func TestRunExportsToCollector(t *testing.T) {
+	t.Parallel()
 	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	col := startNfcapdIn(t, ns, 4739)
@@ -176,6 +177,7 @@ func TestRunExportsToCollector(t *testing.T) {
 // the run totals that count them. During the run the losses are in
 // flowdedup_export_dropped_total (TestExportMetricsRegistered).
 func TestRunSaysExportLossOnStop(t *testing.T) {
+	t.Parallel()
 	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	file := pcapPath("small.pcap")

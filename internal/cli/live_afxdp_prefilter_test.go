@@ -20,6 +20,7 @@ import (
 // counted as prefiltered (how many depends on when the reader learns a
 // pair, so the two modes' prefiltered counts differ).
 func TestRunLiveAFXDPPrefilter(t *testing.T) {
+	t.Parallel()
 	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	for _, name := range []string{"small.pcap", "ipv6.pcap", "vlan.pcap"} {

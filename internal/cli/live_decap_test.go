@@ -21,6 +21,7 @@ import (
 // Records are compared as a multiset of their jsonl lines less the time:
 // two tenants' equal addresses in different VXLAN segments are two records.
 func TestRunLiveDecap(t *testing.T) {
+	t.Parallel()
 	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	files := []string{"erspan", "vxlan", "gre", "gtpu", "ipip", "nested"}

@@ -44,6 +44,7 @@ func pcapFileHeader() []byte {
 // 256 of their shard, or the end of the input). flowdedup runs as a
 // process whose standard input is a pipe, as a shell makes it.
 func TestReplayPipeSlowTraffic(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(flowdedupBinary(t), "flowdedup")
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // handed each network once (prefiltered + distinct = keys with the exact
 // filter), not each host.
 func TestRunLivePrefix(t *testing.T) {
+	t.Parallel()
 	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	for _, mode := range []string{"afpacket", "xdp", "afxdp"} {
@@ -72,6 +73,7 @@ func TestRunLivePrefix(t *testing.T) {
 // 2001:db8::/48 are their /24s and /64s, once each, and the summary says
 // key src/24,64.
 func TestCollectPrefix(t *testing.T) {
+	t.Parallel()
 	for _, version := range []int{9, 10} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			dir := t.TempDir()
@@ -89,7 +91,7 @@ func TestCollectPrefix(t *testing.T) {
 				want[netip.PrefixFrom(f.Src, bits).Masked().String()] = true
 			}
 			c.send(t, e, flows)
-			testutil.WaitFor(t, "the networks in --out", 10*time.Second, func() bool { return len(lines(t, out)) >= len(want) })
+			testutil.WaitFor(t, "the networks in --out", time.Minute, func() bool { return len(lines(t, out)) >= len(want) })
 			c.stop(t, syscall.SIGTERM)
 			got := map[string]bool{}
 			for _, l := range lines(t, out) {

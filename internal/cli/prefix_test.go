@@ -18,11 +18,13 @@ import (
 // same files again and again.
 func tsharkAddrs(t *testing.T, file string) [][2]netip.Addr {
 	t.Helper()
-	tsharkMu.Lock()
-	defer tsharkMu.Unlock()
-	if a, ok := tsharkCache[file]; ok {
-		return a
-	}
+	return tsharkAddrCache.get(file, func() [][2]netip.Addr { return runTsharkAddrs(t, file) })
+}
+
+var tsharkAddrCache fileCache[[][2]netip.Addr]
+
+func runTsharkAddrs(t *testing.T, file string) [][2]netip.Addr {
+	t.Helper()
 	out, err := exec.Command("tshark", "-r", file, "-Y", "ip.src or ipv6.src", "-T", "fields",
 		"-e", "ip.src", "-e", "ipv6.src", "-e", "ip.dst", "-e", "ipv6.dst").Output()
 	if err != nil {
@@ -44,14 +46,45 @@ func tsharkAddrs(t *testing.T, file string) [][2]netip.Addr {
 		}
 		addrs = append(addrs, [2]netip.Addr{src, dst})
 	}
-	tsharkCache[file] = addrs
 	return addrs
 }
 
-var (
-	tsharkMu    sync.Mutex
-	tsharkCache = map[string][][2]netip.Addr{}
-)
+// fileCache holds a value computed once per file and test binary (a
+// tshark reading), for tests that run in parallel: each file has a lock
+// of its own, so that two files are read at once, and a second test
+// asking for a file being read waits for that reading. A computation that
+// fails its test (t.Fatal) leaves nothing, and the next test computes
+// again. The values are shared: callers do not modify them.
+type fileCache[V any] struct {
+	mu sync.Mutex
+	m  map[string]*fileCacheEntry[V]
+}
+
+type fileCacheEntry[V any] struct {
+	mu   sync.Mutex
+	done bool
+	v    V
+}
+
+func (c *fileCache[V]) get(file string, compute func() V) V {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*fileCacheEntry[V]{}
+	}
+	e := c.m[file]
+	if e == nil {
+		e = &fileCacheEntry[V]{}
+		c.m[file] = e
+	}
+	c.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.done {
+		e.v = compute()
+		e.done = true
+	}
+	return e.v
+}
 
 // networks is the set of networks, of bits4 (IPv4) or bits6 (IPv6) prefix
 // length, that addrs fall in: the sources for kind src, the destinations
@@ -78,19 +111,22 @@ func networks(addrs [][2]netip.Addr, kind string, bits4, bits6 int) map[string]b
 	return nets
 }
 
+type prefixCase struct {
+	kind   string
+	prefix string
+	b4, b6 int
+}
+
 // With --prefix, replay reports each network that the packets' addresses
 // fall in exactly once, as CIDR text, and the networks are those of the
 // addresses tshark finds, for every shipped capture: the common /24 and
 // /64, lengths that cut a byte, and the extremes (/0, whole addresses).
 func TestReplayPrefixMatchesTshark(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
-	cases := []struct {
-		kind   string
-		prefix string
-		b4, b6 int
-	}{
+	cases := []prefixCase{
 		{"src", "24,64", 24, 64},
 		{"dst", "20,60", 20, 60},
 		{"pair", "16,48", 16, 48},
@@ -98,31 +134,38 @@ func TestReplayPrefixMatchesTshark(t *testing.T) {
 		{"src", "0,0", 0, 0},
 	}
 	for _, name := range testPcaps {
-		file := pcapPath(name)
-		addrs := tsharkAddrs(t, file)
-		for _, c := range cases {
-			t.Run(fmt.Sprintf("%s/%s/%s", name, c.kind, c.prefix), func(t *testing.T) {
-				want := networks(addrs, c.kind, c.b4, c.b6)
-				got := map[string]bool{}
-				for _, r := range replayRecords(t, "--filter", "exact", "--key", c.kind, "--prefix", c.prefix, "--workers", "2", "--seed", "1", file) {
-					src, _ := r["src"].(string)
-					dst, _ := r["dst"].(string)
-					k := src
-					switch c.kind {
-					case "dst":
-						k = dst
-					case "pair":
-						k = src + " > " + dst
-					}
-					if got[k] {
-						t.Errorf("network %s reported twice", k)
-					}
-					got[k] = true
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testPrefixMatchesTshark(t, pcapPath(name), cases)
+		})
+	}
+}
+
+// testPrefixMatchesTshark is TestReplayPrefixMatchesTshark on one capture.
+func testPrefixMatchesTshark(t *testing.T, file string, cases []prefixCase) {
+	addrs := tsharkAddrs(t, file)
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/%s", c.kind, c.prefix), func(t *testing.T) {
+			want := networks(addrs, c.kind, c.b4, c.b6)
+			got := map[string]bool{}
+			for _, r := range replayRecords(t, "--filter", "exact", "--key", c.kind, "--prefix", c.prefix, "--workers", "2", "--seed", "1", file) {
+				src, _ := r["src"].(string)
+				dst, _ := r["dst"].(string)
+				k := src
+				switch c.kind {
+				case "dst":
+					k = dst
+				case "pair":
+					k = src + " > " + dst
 				}
-				if d := setDiff(got, want); d != "" {
-					t.Errorf("replay --prefix %s and tshark disagree (%d vs %d networks):\n%s", c.prefix, len(got), len(want), d)
+				if got[k] {
+					t.Errorf("network %s reported twice", k)
 				}
-			})
-		}
+				got[k] = true
+			}
+			if d := setDiff(got, want); d != "" {
+				t.Errorf("replay --prefix %s and tshark disagree (%d vs %d networks):\n%s", c.prefix, len(got), len(want), d)
+			}
+		})
 	}
 }

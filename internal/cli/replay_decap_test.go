@@ -31,11 +31,13 @@ func tsharkSources(t *testing.T, file string) (inner, outer map[string]bool) {
 // (and the other tunnel captures) reports the mirrored hosts, tshark's
 // innermost sources; --decap none the tunnel endpoints, as before.
 func TestReplayDecap(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
 	for _, name := range []string{"erspan", "gre", "vxlan", "gtpu", "ipip"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			file := decapPcap(name)
 			inner, outer := tsharkSources(t, file)
 			// The reading goroutine keys the frames (--parsers 0), or

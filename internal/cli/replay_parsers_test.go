@@ -13,6 +13,7 @@ import (
 // the same totals, for every testdata capture; so do --workers 2 with
 // --parsers 0, 2 and 3 (parse goroutines).
 func TestReplayWorkersSameRecords(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../testdata/pcaps/*.pcap*")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata captures: %v", err)

@@ -84,12 +84,14 @@ func keyString(t *testing.T, kind, src, dst string) string {
 // the set of keys is the one tshark's independent dissection finds, for
 // every shipped capture and the address key kinds.
 func TestReplayExactMatchesTshark(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
 	for _, name := range testPcaps {
 		for _, kind := range []string{"src", "dst", "pair"} {
 			t.Run(name+"/"+kind, func(t *testing.T) {
+				t.Parallel()
 				file := pcapPath(name)
 				want := tsharkKeys(t, file, kind)
 				got := map[string]bool{}

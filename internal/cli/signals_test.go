@@ -118,6 +118,7 @@ func exists(path string) bool {
 // and says so. SIGHUP, sent on the way, changes nothing for pattern files
 // and does not stop the run.
 func TestReplayKilledMidWindow(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	args := []string{"--key", "src", "--window", "1h", "--filter", "exact", "--workers", "1",
 		"-w", filepath.Join(dir, "src-%Y%m%dT%H.jsonl"), "--summary", filepath.Join(dir, "summaries", "summary-%Y%m%dT%H.json")}
@@ -198,6 +199,7 @@ func TestReplayKilledMidWindow(t *testing.T) {
 // path, none lost or written twice. A SIGHUP at any moment does not stop
 // the run.
 func TestReplaySIGHUPReopens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out, summary := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "summary.jsonl")
 	f := startFed(t, "--key", "src", "--window", "1h", "--filter", "exact", "--workers", "1", "-w", out, "--summary", summary)
@@ -246,6 +248,7 @@ func TestReplaySIGHUPReopens(t *testing.T) {
 // capture), and runs with the flags of the deploy unit: per-hour and
 // per-day pattern files, retention, metrics.
 func TestRunOutputs(t *testing.T) {
+	t.Parallel()
 	ns := liveNamespace(t)
 	bin := buildBinary(t)
 	pairs := func(t *testing.T, name string) map[string]bool {

@@ -89,6 +89,7 @@ func replaySummaries(t *testing.T, args ...string) []record.Summary {
 // With --spread-counters 4000, room for every source, both top 3 are
 // tshark's exactly, errors 0.
 func TestReplaySpreadMatchesTshark(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}
@@ -229,6 +230,7 @@ func TestSpreadCompletion(t *testing.T) {
 // export's queue, which copies summaries) writes the spread table's rows
 // equal to the summary file's lists, entry for entry.
 func TestReplaySpreadClickHouse(t *testing.T) {
+	t.Parallel()
 	ch := servers.StartClickHouse(t)
 	file := filepath.Join(t.TempDir(), "attacks.pcap")
 	if code, _, errs := run("gen", "--packets", "5000", "--flows", "500", "--scanner", "300", "--victim", "500", "--duration", "2h", "--seed", "9", "-o", file); code != ExitOK {
@@ -265,6 +267,7 @@ func TestReplaySpreadClickHouse(t *testing.T) {
 // window, with counters for every host, the top 5 of each side are those
 // of tshark's distinct pairs, errors 0.
 func TestReplaySpreadShippedCaptures(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		testutil.SkipOrFail(t, "tshark not installed (Debian package tshark; .ci/run installs it)")
 	}

@@ -91,6 +91,7 @@ func replayErrors(t *testing.T, file, spec string, seed uint64, workers int, arg
 // Keys by network (--prefix) too: replay with the same --prefix makes the
 // errors tune predicted, and the replay command tune prints says it.
 func TestTunePredictsReplay(t *testing.T) {
+	t.Parallel()
 	file := pcapPath("zipf.pcap.gz")
 	for _, c := range []struct {
 		name   string
@@ -131,6 +132,7 @@ func TestTunePredictsReplay(t *testing.T) {
 
 // Without --seed, tune uses the same seeds every time, and prints them.
 func TestTuneReproducible(t *testing.T) {
+	t.Parallel()
 	plot := filepath.Join(t.TempDir(), "tune.svg")
 	args := []string{"tune", "--sample", "zipf:n=20000,universe=5000,s=1.1", "--mem", "1KiB", "--workers", "1", "--format", "json"}
 	type result struct {
