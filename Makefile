@@ -83,7 +83,7 @@ test:
 	$(TEST_ENV) FLOWDEDUP_TEST_BIN_BUILD=$(TEST_BIN) scripts/test.sh $(PKGS)
 
 test-bins:
-	@echo "make test: building flowdedup for the tests (from an empty build cache, about a minute on 2 cores; then the tests compile)"
+	@echo "make test-release: building flowdedup for the packaging tests (from an empty build cache, about a minute on 2 cores)"
 	scripts/progress.sh 'building $(TEST_BIN)' $(GO) build -o $(TEST_BIN) ./cmd/flowdedup
 
 test-release: test-bins
