@@ -37,7 +37,15 @@ func TestWaitInPoll(t *testing.T) {
 	// A thread blocked in poll on an empty pipe is found.
 	polled := make(chan struct{})
 	tid := OnThread(func() {
-		unix.Poll([]unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}, -1)
+		// A signal (the runtime's preemption, a profiler) interrupts
+		// poll with EINTR: poll again, or the thread would end and its
+		// /proc entry with it before WaitInPoll looked.
+		for {
+			_, err := unix.Poll([]unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}, -1)
+			if err != unix.EINTR {
+				break
+			}
+		}
 		close(polled)
 	})
 	WaitInPoll(t, tid, 5*time.Second)
