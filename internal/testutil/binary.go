@@ -2,10 +2,13 @@ package testutil
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -137,4 +140,24 @@ func Main(m *testing.M) {
 	}
 	bins.Unlock()
 	os.Exit(code)
+}
+
+// MinParallel is how many of the tests that call t.Parallel MainParallel
+// runs at once when -test.parallel is not given (its default is
+// GOMAXPROCS, 2 on a 2-core machine): tests that wait more than they
+// compute, on the processes they start (flowdedup, tshark, collectors and
+// exporters, live capture in a namespace), left the cores idle two at a
+// time.
+const MinParallel = 4
+
+// MainParallel is Main, running at least MinParallel parallel tests at
+// once unless -test.parallel says otherwise.
+func MainParallel(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); p != nil && !given && runtime.GOMAXPROCS(0) < MinParallel {
+		p.Value.Set(strconv.Itoa(MinParallel))
+	}
+	Main(m)
 }
