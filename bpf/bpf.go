@@ -411,21 +411,9 @@ func (o *Objects) EndWindow(i int64) error {
 	if err := o.config.Lookup(uint32(0), &cfg); err != nil {
 		return fmt.Errorf("bpf: reading the clock offset: %w", err)
 	}
-	var boot unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err != nil {
-		return fmt.Errorf("bpf: reading the boot clock: %w", err)
-	}
-	now := uint64(boot.Nano() + cfg.ClockOffsetNs) // as the program computes it
-	next := uint64(i) + 1
-	if i < 0 {
-		next = 0
-	}
-	if cur := now / o.windowNs; next > cur+1 {
-		next = cur + 1
-	}
-	floor := uint64(math.MaxUint64)
-	if next <= math.MaxUint64/o.windowNs {
-		floor = next * o.windowNs
+	floor, err := endFloor(cfg.ClockOffsetNs, o.windowNs, i)
+	if err != nil {
+		return err
 	}
 	if floor <= o.floorNs {
 		return nil // ended, and waited for, already
@@ -489,4 +477,27 @@ func DecodeEvent(b []byte) (flow.Key, int64, error) {
 	}
 	// struct fd_event: the time (native byte order), then the key.
 	return k, int64(binary.NativeEndian.Uint64(b[:8])), nil
+}
+
+// endFloor returns the clock floor that ends window i of windowNs (the
+// start of window i+1), never past the end of the window the program's
+// clock (the boot clock plus offsetNs, as the program computes it) is in
+// now: ending a window that has not begun ends only the current one.
+func endFloor(offsetNs int64, windowNs uint64, i int64) (uint64, error) {
+	var boot unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err != nil {
+		return 0, fmt.Errorf("bpf: reading the boot clock: %w", err)
+	}
+	now := uint64(boot.Nano() + offsetNs)
+	next := uint64(i) + 1
+	if i < 0 {
+		next = 0
+	}
+	if cur := now / windowNs; next > cur+1 {
+		next = cur + 1
+	}
+	if next > math.MaxUint64/windowNs {
+		return math.MaxUint64, nil
+	}
+	return next * windowNs, nil
 }

@@ -229,21 +229,9 @@ func (o *XSKObjects) EndWindow(i int64) error {
 	if err := o.config.Lookup(uint32(0), &cfg); err != nil {
 		return fmt.Errorf("bpf: reading the clock offset: %w", err)
 	}
-	var boot unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err != nil {
-		return fmt.Errorf("bpf: reading the boot clock: %w", err)
-	}
-	now := uint64(boot.Nano() + cfg.ClockOffsetNs) // as the program computes it
-	next := uint64(i) + 1
-	if i < 0 {
-		next = 0
-	}
-	if cur := now / o.windowNs; next > cur+1 {
-		next = cur + 1
-	}
-	floor := uint64(math.MaxUint64)
-	if next <= math.MaxUint64/o.windowNs {
-		floor = next * o.windowNs
+	floor, err := endFloor(cfg.ClockOffsetNs, o.windowNs, i)
+	if err != nil {
+		return err
 	}
 	if floor <= o.floorNs {
 		return nil // ended, and waited for, already
