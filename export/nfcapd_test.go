@@ -93,6 +93,15 @@ func TestNfcapdDownAtStart(t *testing.T) {
 			testutil.WaitFor(t, "the Queue finding the collector down", 60*time.Second, func() bool { return !q.Stats().Up })
 
 			col := servers.StartNfcapdAt(t, port)
+			testutil.WaitFor(t, "the records kept while the collector was down delivered", 60*time.Second, func() bool {
+				st := q.Stats()
+				return st.Up && st.Sent == uint64(len(before))
+			})
+			// nfcapd's socket holds about 200 KiB (WaitRead): the kept
+			// records and the new ones together are more, and UDP drops
+			// what does not fit while nfcapd is slow to read (a loaded
+			// machine). The new ones go once it has read the first burst.
+			col.WaitRead(t)
 			after := tcpRecords(3000, 2000)
 			give(after)
 			testutil.WaitFor(t, "every record delivered", 60*time.Second, func() bool {
