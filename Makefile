@@ -51,14 +51,13 @@ build:
 	scripts/progress.sh 'building $(BIN)' $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowdedup
 
 # The test command README gives and CI runs: every package's tests, a line
-# for each package as it finishes (scripts/test.sh: the test binaries are
-# compiled in one go command, then run; go test ./... would print in
-# package order, silent behind the slowest). flowdedup itself, which the
-# tests of e2e, internal/cli, deploy and soak run as a process, is built
-# once for all of them to share, by scripts/test.sh right after the tests
-# compile (FLOWDEDUP_TEST_BIN_BUILD): every package it needs is compiled by
-# then, so it is one link, where built first (test-bins) it was a go
-# command of its own whose tail left a core idle before the tests' compile.
+# for each package as it finishes (scripts/test.sh: one go test compiles
+# the test binaries and runs each as soon as it is linked, while the
+# others compile; go test ./... alone would print in package order,
+# silent behind the slowest). flowdedup itself, which the tests of e2e,
+# internal/cli, deploy and soak run as a process, is built once for all of
+# them to share, by scripts/test.sh before the tests
+# (FLOWDEDUP_TEST_BIN_BUILD).
 #
 # The release artifacts are tested apart, by make test-release (CI runs
 # both): the release binaries of TEST_ARCHES (amd64, and the routers'
@@ -79,7 +78,7 @@ TEST_BIN := bin/test/flowdedup
 TEST_ENV = FLOWDEDUP_TEST_BIN=$(abspath $(TEST_BIN)) FLOWDEDUP_TEST_PKGBUILD=$(abspath $(PKGBUILD)) \
 	FLOWDEDUP_TEST_ARCHES='$(TEST_ARCHES)' GO=$(GO)
 test:
-	@echo "make test: compiling the tests, then building $(TEST_BIN) for them (from an empty build cache, a few minutes on 2 cores; then the tests run)"
+	@echo "make test: building $(TEST_BIN), then compiling and running the tests (from an empty build cache, about five minutes on 2 cores)"
 	$(TEST_ENV) FLOWDEDUP_TEST_BIN_BUILD=$(TEST_BIN) scripts/test.sh $(PKGS)
 
 test-bins:
