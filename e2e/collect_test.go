@@ -3,12 +3,15 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -55,6 +58,62 @@ func startCollector(t *testing.T, listens []string, args ...string) *collector {
 }
 
 func (c *collector) stderr() string { return c.Log() }
+
+var metricsLine = regexp.MustCompile(`metrics on http://(\S+)/metrics`)
+
+// waitDatagrams waits until collect (started with --metrics) has received
+// n datagrams, as its flowdedup_collect_datagrams_total says. An exporter
+// that has exited has sent its datagrams, but on a loaded machine the
+// kernel may hand loopback datagrams to the socket later, from ksoftirqd:
+// a collector stopped before they are queued never sees them (its closing
+// socket filter drops what comes after the SIGTERM).
+func (c *collector) waitDatagrams(t *testing.T, n int) {
+	t.Helper()
+	m := metricsLine.FindStringSubmatch(c.stderr())
+	if m == nil {
+		t.Fatalf("collect names no metrics address (start it with --metrics):\n%s", c.stderr())
+	}
+	url := "http://" + m[1] + "/metrics"
+	got := 0
+	if !testutil.WaitUntil(time.Minute, func() bool {
+		got = scrapeSum(t, url, "flowdedup_collect_datagrams_total")
+		return got >= n
+	}) {
+		t.Fatalf("collect received %d datagrams in a minute, want %d:\n%s", got, n, c.stderr())
+	}
+}
+
+// scrapeSum is the sum of a metric's samples (every label set) on a
+// Prometheus text endpoint; 0 when it cannot be read yet.
+func scrapeSum(t *testing.T, url, name string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	sum := 0.0
+	for _, l := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(l, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", url, l, err)
+		}
+		sum += v
+	}
+	return int(sum)
+}
 
 // stop sends SIGTERM, waits for exit 0, and returns the records.
 func (c *collector) stop(t *testing.T) []collected {
@@ -191,8 +250,8 @@ func TestCollectSoftflowd(t *testing.T) {
 					t.Fatalf("nfdump has %d sources", len(wantSrcs))
 				}
 
-				c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--window", "1h")
-				testexporter.Softflowd(t, path, c.addrs[0], v)
+				c := startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "src", "--window", "1h", "--metrics", "127.0.0.1:0")
+				c.waitDatagrams(t, testexporter.SoftflowdSent(t, testexporter.Softflowd(t, path, c.addrs[0], v)))
 				srcs := map[string]bool{}
 				for _, r := range c.stop(t) {
 					srcs[r.Src] = true
@@ -202,8 +261,8 @@ func TestCollectSoftflowd(t *testing.T) {
 				}
 				sameSet(t, "sources", srcs, wantSrcs)
 
-				c = startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "5tuple", "--window", "1h")
-				testexporter.Softflowd(t, path, c.addrs[0], v)
+				c = startCollector(t, []string{"netflow://127.0.0.1:0"}, "--key", "5tuple", "--window", "1h", "--metrics", "127.0.0.1:0")
+				c.waitDatagrams(t, testexporter.SoftflowdSent(t, testexporter.Softflowd(t, path, c.addrs[0], v)))
 				tuples := map[fiveTuple]bool{}
 				for _, r := range c.stop(t) {
 					tuples[fiveTuple{r.Proto, r.Src, r.Dst, r.Sport, r.Dport}] = true

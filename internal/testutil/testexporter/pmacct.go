@@ -160,24 +160,37 @@ func CaptureSfprobe(tb testing.TB, capture string, agent netip.Addr, subAgent ui
 	defer c.Close()
 	setRcvbuf(tb, c, 32<<20)
 	Sfprobe(tb, capture, c.LocalAddr().String(), agent, subAgent)
-	return drainUDP(tb, c)
+	return drainUDP(tb, c, -1)
 }
 
-// drainUDP reads every datagram waiting in c's queue: loopback queues a
-// datagram within the sender's send call, so once the sender has exited
-// everything it sent is there. A datagram the kernel dropped fails tb.
-// It reads without waiting (MSG_DONTWAIT) until the queue is empty: a
+// drainUDP reads the datagrams a sender that has exited sent to c: the
+// first want of them waiting for each (up to a minute: on a loaded
+// machine the kernel may queue loopback datagrams after the send call
+// returned, from ksoftirqd), when want is known (not -1), then every one
+// left in the queue, without waiting (MSG_DONTWAIT) until it is empty (a
 // short read deadline instead stopped early when the goroutine was held
-// off the CPU past the deadline between setting it and reading (635 of
-// about 1,500 datagrams under -race on a loaded machine).
-func drainUDP(tb testing.TB, c *net.UDPConn) [][]byte {
+// off the CPU past the deadline between setting it and reading: 635 of
+// about 1,500 datagrams under -race on a loaded machine). A datagram the
+// kernel dropped fails tb.
+func drainUDP(tb testing.TB, c *net.UDPConn, want int) [][]byte {
 	tb.Helper()
+	var msgs [][]byte
+	buf := make([]byte, 65536)
+	if want > 0 {
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		for len(msgs) < want {
+			n, err := c.Read(buf)
+			if err != nil {
+				tb.Fatalf("read %d of the %d datagrams sent: %v", len(msgs), want, err)
+			}
+			msgs = append(msgs, append([]byte(nil), buf[:n]...))
+		}
+		c.SetReadDeadline(time.Time{})
+	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var msgs [][]byte
-	buf := make([]byte, 65536)
 	for {
 		var n int
 		var rerr error

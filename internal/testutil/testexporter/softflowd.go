@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
@@ -57,6 +58,24 @@ func Softflowd(tb testing.TB, capture, dest string, version int, args ...string)
 	return out.String()
 }
 
+var softflowdSent = regexp.MustCompile(`Flows exported: \d+ \(\d+ records\) in (\d+) packets`)
+
+// SoftflowdSent is the number of datagrams softflowd says it sent, from
+// the statistics Softflowd returns ("Flows exported: 300 (300 records) in
+// 15 packets").
+func SoftflowdSent(tb testing.TB, out string) int {
+	tb.Helper()
+	m := softflowdSent.FindStringSubmatch(out)
+	if m == nil {
+		tb.Fatalf("softflowd says no count of datagrams sent:\n%s", out)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
 // CaptureSoftflowd runs Softflowd into a UDP socket of the test's own on
 // loopback and returns the datagrams softflowd sent, in order. The socket's
 // buffer is made large enough (32 MiB, with CAP_NET_ADMIN) to hold
@@ -70,12 +89,10 @@ func CaptureSoftflowd(tb testing.TB, capture string, version int, args ...string
 	}
 	defer c.Close()
 	setRcvbuf(tb, c, 32<<20)
-	Softflowd(tb, capture, c.LocalAddr().String(), version, args...)
-	// Loopback queues a datagram within the sender's send call: softflowd
-	// has exited, so everything it sent is in the queue, and drainUDP
-	// reads it to the end (a read deadline would end the read early on a
-	// loaded machine, or under qemu-user).
-	return drainUDP(tb, c)
+	out := Softflowd(tb, capture, c.LocalAddr().String(), version, args...)
+	// softflowd has exited and says how many datagrams it sent: drainUDP
+	// waits for those, then takes any more the queue holds.
+	return drainUDP(tb, c, SoftflowdSent(tb, out))
 }
 
 // setRcvbuf sets c's receive buffer to n bytes: SO_RCVBUFFORCE where the
