@@ -88,23 +88,7 @@ func TestBlockedSBFMatchesReference(t *testing.T) {
 		const seed = 42
 		s := blockedSBFMust(t, spec, seed)
 		ref := newBlockedSBFRef(s, seed)
-		g := mix.NewSplitMix(9)
-		var recent [64]uint64
-		dups := 0
-		for i := range 50000 {
-			h := g.Uint64()
-			if j := h % 4; j != 0 { // 3 in 4 elements repeat one of the last 64
-				h = recent[(h>>8)%64]
-			}
-			recent[i%64] = h
-			got, want := s.Observe(h), ref.observe(h)
-			if got != want {
-				t.Fatalf("%s: element %d: Observe = %v, reference = %v", spec, i, got, want)
-			}
-			if got {
-				dups++
-			}
-		}
+		dups := sameAsReference(t, spec, s.Observe, ref.observe)
 		if dups == 0 || dups == 50000 {
 			t.Errorf("%s: %d duplicates of 50000: the stream tests one answer only", spec, dups)
 		}
