@@ -10,13 +10,7 @@ import (
 
 // wide is a template layout of 60 fields no decoder reads: 4 + 240 bytes
 // of template record, the kind a flood sends.
-var wide = func() layout {
-	var l layout
-	for f := range 60 {
-		l = append(l, [2]uint16{uint16(1000 + f), 4})
-	}
-	return l
-}()
+var wide = unreadFields(60, 1000)
 
 // TestTemplateMemory: a template flood over UDP (8 addresses, 4 source
 // ports each) and TCP (4 connections) into a collector of 256 KiB of

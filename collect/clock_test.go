@@ -5,14 +5,13 @@ import (
 	"errors"
 	"io"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil/memsink"
 	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/record"
 )
 
 // untilIdle is a collector's source that ends (io.EOF) once the
@@ -32,34 +31,11 @@ func (s *untilIdle) Next(p *capture.Packet) error {
 	return err
 }
 
-// sink keeps what a pipeline reports.
-type sink struct {
-	mu      sync.Mutex
-	records []record.Record
-	windows []record.WindowSummary
-}
-
-func (s *sink) Record(r *record.Record) error {
-	s.mu.Lock()
-	s.records = append(s.records, *r)
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *sink) Window(w *record.WindowSummary) error {
-	s.mu.Lock()
-	s.windows = append(s.windows, *w)
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *sink) Close() error { return nil }
-
 // runPipeline runs a pipeline of window w (lateness one window) over c's
 // records until it has taken n datagrams.
-func runPipeline(t *testing.T, c *Collector, w time.Duration, n uint64) *sink {
+func runPipeline(t *testing.T, c *Collector, w time.Duration, n uint64) *memsink.Sink {
 	t.Helper()
-	out := new(sink)
+	out := new(memsink.Sink)
 	pl, err := pipeline.New(pipeline.Config{Workers: 2, Filter: "exact", Key: flow.Key5Tuple, Window: w, Lateness: w}, out)
 	if err != nil {
 		t.Fatal(err)
@@ -101,19 +77,19 @@ func TestFastClock(t *testing.T) {
 		write(t, right, startsAt(2, 50, now.Add(-2*time.Second)))
 		out := runPipeline(t, c, 10*time.Second, 2)
 		var late uint64
-		for _, w := range out.windows {
+		for _, w := range out.Windows() {
 			late += w.Late
 		}
 		st := c.Stats()
 		switch {
-		case !tc.wantLate && (late != 0 || len(out.records) != 100 || st.StartAhead != 50):
-			t.Errorf("max ahead %v: %d late, %d records, start_ahead %d; want 0, 100, 50", c.cfg.MaxClockAhead, late, len(out.records), st.StartAhead)
+		case !tc.wantLate && (late != 0 || len(out.Records()) != 100 || st.StartAhead != 50):
+			t.Errorf("max ahead %v: %d late, %d records, start_ahead %d; want 0, 100, 50", c.cfg.MaxClockAhead, late, len(out.Records()), st.StartAhead)
 		case tc.wantLate && late == 0:
 			t.Errorf("max ahead %v: no record late: the test does not show what a fast clock does", c.cfg.MaxClockAhead)
 		}
 		if !tc.wantLate {
 			arrived := time.Now().UnixNano()
-			for _, r := range out.records {
+			for _, r := range out.Records() {
 				if r.TimeNs > arrived || r.TimeNs < now.Add(-3*time.Second).UnixNano() {
 					t.Errorf("record %v at %v: after it arrived or before it began", r.Key, time.Unix(0, r.TimeNs))
 				}
@@ -148,10 +124,10 @@ func TestBadTimes(t *testing.T) {
 	out := runPipeline(t, c, time.Minute, 4)
 	after := time.Now()
 	st := c.Stats()
-	if st.Errors[BadTime] != 3 || st.Records != 13 || len(out.records) != 13 {
-		t.Errorf("bad_time %d, records %d, keyed %d; want 3, 13, 13", st.Errors[BadTime], st.Records, len(out.records))
+	if st.Errors[BadTime] != 3 || st.Records != 13 || len(out.Records()) != 13 {
+		t.Errorf("bad_time %d, records %d, keyed %d; want 3, 13, 13", st.Errors[BadTime], st.Records, len(out.Records()))
 	}
-	for _, r := range out.records {
+	for _, r := range out.Records() {
 		if r.TimeNs < before.Add(-time.Second).UnixMilli()*1e6 || r.TimeNs > after.UnixNano() {
 			t.Errorf("record %v at %v: not of now", r.Key, time.Unix(0, r.TimeNs).UTC())
 		}
@@ -159,7 +135,7 @@ func TestBadTimes(t *testing.T) {
 			t.Errorf("record %v in the window ending %d", r.Key, r.WindowEndNs)
 		}
 	}
-	for _, w := range out.windows {
+	for _, w := range out.Windows() {
 		if w.EndNs <= before.Add(-time.Minute).UnixNano() || w.Late != 0 {
 			t.Errorf("window %v to %v, %d late", time.Unix(0, w.StartNs).UTC(), time.Unix(0, w.EndNs).UTC(), w.Late)
 		}

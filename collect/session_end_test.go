@@ -1,7 +1,6 @@
 package collect
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"strconv"
@@ -13,13 +12,7 @@ import (
 // narrow is a template layout of 15 fields of 4 bytes no decoder reads:
 // its template record (ID, field count, 15 specifiers of 4 bytes) is
 // 4 + 15*4 = 64 bytes.
-var narrow = func() layout {
-	var l layout
-	for f := range 15 {
-		l = append(l, [2]uint16{uint16(2000 + f), 4})
-	}
-	return l
-}()
+var narrow = unreadFields(15, 2000)
 
 // narrowCost is what the budget counts for a template of narrow, by hand
 // (docs/collect.md: its record, its compiled fields and a fixed
@@ -33,20 +26,6 @@ var narrow = func() layout {
 // one: bools 4, ints 8, locations 72, slices 24, pointer 4, key 8, int64
 // 8 (aligned to 4), int 4: 132 bytes, so 132 + 64 + 64 = 260.
 var narrowCost = map[int]int64{64: 304, 32: 260}[strconv.IntSize]
-
-// templates returns a template set of l defining the templates ids.
-func (l layout) templates(ids ...uint16) []byte {
-	var body []byte
-	for _, id := range ids {
-		body = binary.BigEndian.AppendUint16(body, id)
-		body = binary.BigEndian.AppendUint16(body, uint16(len(l)))
-		for _, f := range l {
-			body = binary.BigEndian.AppendUint16(body, f[0])
-			body = binary.BigEndian.AppendUint16(body, f[1])
-		}
-	}
-	return ipfixSet(2, body)
-}
 
 // ids returns n template IDs from 256 on.
 func ids(n int) []uint16 {

@@ -101,14 +101,31 @@ var (
 	layoutB = layout{{12, 4}, {11, 2}, {1, 4}, {8, 4}, {7, 2}, {4, 1}, {152, 8}}
 )
 
-func (l layout) template(id uint16) []byte {
-	b := binary.BigEndian.AppendUint16(nil, id)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(l)))
-	for _, f := range l {
-		b = binary.BigEndian.AppendUint16(b, f[0])
-		b = binary.BigEndian.AppendUint16(b, f[1])
+// template returns a template set of l defining template id.
+func (l layout) template(id uint16) []byte { return l.templates(id) }
+
+// templates returns a template set of l defining the templates ids.
+func (l layout) templates(ids ...uint16) []byte {
+	var body []byte
+	for _, id := range ids {
+		body = binary.BigEndian.AppendUint16(body, id)
+		body = binary.BigEndian.AppendUint16(body, uint16(len(l)))
+		for _, f := range l {
+			body = binary.BigEndian.AppendUint16(body, f[0])
+			body = binary.BigEndian.AppendUint16(body, f[1])
+		}
 	}
-	return ipfixSet(2, b)
+	return ipfixSet(2, body)
+}
+
+// unreadFields returns a layout of n fields of 4 bytes with element IDs from
+// first on, which no decoder reads: a template that only costs memory.
+func unreadFields(n int, first uint16) layout {
+	l := make(layout, n)
+	for f := range l {
+		l[f] = [2]uint16{first + uint16(f), 4}
+	}
+	return l
 }
 
 // records returns a data set of template id of l holding flows i0 to

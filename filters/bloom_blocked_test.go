@@ -181,17 +181,7 @@ func TestBlockedBloomSpec(t *testing.T) {
 		{"bloom:mem=1MiB,k=1,blocked=1", "bloom:mem=1MiB,k=1,blocked=1", 1 << 23},
 		{"bloom:mem=64KiB,blocked=0", "bloom:mem=64KiB,k=2", 64 << 13},
 	} {
-		f, err := New(c.spec, 1)
-		if err != nil {
-			t.Fatalf("New(%q): %v", c.spec, err)
-		}
-		if got := f.String(); got != c.want || f.SizeBits() != c.sizeBits {
-			t.Errorf("New(%q): %q, %d bits; want %q, %d bits", c.spec, got, f.SizeBits(), c.want, c.sizeBits)
-		}
-		r, err := New(f.String(), 1)
-		if err != nil || r.String() != f.String() || r.SizeBits() != f.SizeBits() {
-			t.Errorf("%q does not round-trip: %v, %v", f.String(), r, err)
-		}
+		specRoundTrips(t, c.spec, c.want, c.sizeBits)
 	}
 	for _, c := range []struct {
 		spec string
@@ -206,5 +196,22 @@ func TestBlockedBloomSpec(t *testing.T) {
 		if !errors.Is(err, c.want) {
 			t.Errorf("New(%q) = %v, %v; want an error wrapping %v", c.spec, f, err, c.want)
 		}
+	}
+}
+
+// specRoundTrips fails t unless New(spec) names itself want and takes
+// sizeBits, and New of that name gives the same name and size.
+func specRoundTrips(t *testing.T, spec, want string, sizeBits int) {
+	t.Helper()
+	f, err := New(spec, 1)
+	if err != nil {
+		t.Fatalf("New(%q): %v", spec, err)
+	}
+	if got := f.String(); got != want || f.SizeBits() != sizeBits {
+		t.Errorf("New(%q): %q, %d bits; want %q, %d bits", spec, got, f.SizeBits(), want, sizeBits)
+	}
+	r, err := New(f.String(), 1)
+	if err != nil || r.String() != f.String() || r.SizeBits() != f.SizeBits() {
+		t.Errorf("%q does not round-trip: %v, %v", f.String(), r, err)
 	}
 }

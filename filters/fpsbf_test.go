@@ -304,23 +304,7 @@ func TestFPSBFMatchesReference(t *testing.T) {
 		const seed = 42
 		s := fpsbfMust(t, spec, seed)
 		ref := fpsbfNewRef(s, seed, false)
-		g := mix.NewSplitMix(9)
-		var recent [64]uint64
-		dups := 0
-		for i := range 50000 {
-			h := g.Uint64()
-			if j := h % 4; j != 0 { // 3 in 4 elements repeat one of the last 64
-				h = recent[(h>>8)%64]
-			}
-			recent[i%64] = h
-			got, want := s.Observe(h), ref.observe(h)
-			if got != want {
-				t.Fatalf("%s: element %d: Observe = %v, reference = %v", spec, i, got, want)
-			}
-			if got {
-				dups++
-			}
-		}
+		dups := sameAsReference(t, spec, s.Observe, ref.observe)
 		for i := range s.m {
 			v := s.cells.get(i)
 			if v&s.cmask != uint64(ref.count[i]) || v>>s.c != uint64(ref.fp[i]) {

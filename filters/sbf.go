@@ -191,23 +191,34 @@ func (s *SBF) Observe(h uint64) bool {
 // observeCells is Observe for cells of d > 1 bits.
 func (s *SBF) observeCells(h uint64) bool {
 	step := bloomStep(h)
-	dup := true
-	g := h
-	for range s.k {
-		if s.cells.get(mix.Reduce(g, s.m)) == 0 {
-			dup = false
-		}
-		g += step
-	}
+	dup := s.probeCells(h, step)
 	if s.p > 0 {
 		s.decrement(s.rng.IntN(s.m))
 	}
-	g = h
+	s.setCells(h, step)
+	return dup
+}
+
+// probeCells reports whether the K cells of h (h + j*step) are all
+// non-zero: Algorithm 1's probe, for cells of d > 1 bits.
+func (s *SBF) probeCells(h, step uint64) bool {
+	dup := true
 	for range s.k {
-		s.cells.set(mix.Reduce(g, s.m), s.max)
-		g += step
+		if s.cells.get(mix.Reduce(h, s.m)) == 0 {
+			dup = false
+		}
+		h += step
 	}
 	return dup
+}
+
+// setCells sets the K cells of h (h + j*step) to Max, for cells of d > 1
+// bits.
+func (s *SBF) setCells(h, step uint64) {
+	for range s.k {
+		s.cells.set(mix.Reduce(h, s.m), s.max)
+		h += step
+	}
 }
 
 // decrement decrements cells start, start+1, ..., start+P-1 (mod m) by one,

@@ -69,14 +69,7 @@ func (s *SBF) prefetchLines(hs []uint64, ahead mix.Wyrand, buf *lineBuf) mix.Wyr
 // by one, saturating, then the same cells set.
 func (s *SBF) observeBytes(h uint64) bool {
 	step := bloomStep(h)
-	dup := true
-	g := h
-	for range s.k {
-		if s.cells.get(mix.Reduce(g, s.m)) == 0 {
-			dup = false
-		}
-		g += step
-	}
+	dup := s.probeCells(h, step)
 	if s.p > 0 {
 		start := s.rng.IntN(s.m)
 		end := start + s.p
@@ -86,11 +79,7 @@ func (s *SBF) observeBytes(h uint64) bool {
 		}
 		s.decrementByteCells(start, end)
 	}
-	g = h
-	for range s.k {
-		s.cells.set(mix.Reduce(g, s.m), s.max)
-		g += step
-	}
+	s.setCells(h, step)
 	return dup
 }
 

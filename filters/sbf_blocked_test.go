@@ -88,23 +88,7 @@ func TestBlockedSBFMatchesReference(t *testing.T) {
 		const seed = 42
 		s := blockedSBFMust(t, spec, seed)
 		ref := newBlockedSBFRef(s, seed)
-		g := mix.NewSplitMix(9)
-		var recent [64]uint64
-		dups := 0
-		for i := range 50000 {
-			h := g.Uint64()
-			if j := h % 4; j != 0 { // 3 in 4 elements repeat one of the last 64
-				h = recent[(h>>8)%64]
-			}
-			recent[i%64] = h
-			got, want := s.Observe(h), ref.observe(h)
-			if got != want {
-				t.Fatalf("%s: element %d: Observe = %v, reference = %v", spec, i, got, want)
-			}
-			if got {
-				dups++
-			}
-		}
+		dups := sameAsReference(t, spec, s.Observe, ref.observe)
 		if dups == 0 || dups == 50000 {
 			t.Errorf("%s: %d duplicates of 50000: the stream tests one answer only", spec, dups)
 		}
@@ -321,17 +305,7 @@ func TestBlockedSBFSpec(t *testing.T) {
 		{"sbf:mem=64KiB,max=255,k=63,p=64,blocked=1", "sbf:mem=64KiB,max=255,k=63,p=64,blocked=1", 64 << 13},
 		{"sbf:mem=64KiB,blocked=0", "sbf:mem=64KiB,max=1,k=2,p=5", 64 << 13},
 	} {
-		f, err := New(c.spec, 1)
-		if err != nil {
-			t.Fatalf("New(%q): %v", c.spec, err)
-		}
-		if got := f.String(); got != c.want || f.SizeBits() != c.sizeBits {
-			t.Errorf("New(%q): %q, %d bits; want %q, %d bits", c.spec, got, f.SizeBits(), c.want, c.sizeBits)
-		}
-		r, err := New(f.String(), 1)
-		if err != nil || r.String() != f.String() || r.SizeBits() != f.SizeBits() {
-			t.Errorf("%q does not round-trip: %v, %v", f.String(), r, err)
-		}
+		specRoundTrips(t, c.spec, c.want, c.sizeBits)
 	}
 	// fps=0.01 at Max=1, K=2: Eq. 17 is 18.00 with many cells, 18.07 with
 	// the 512 of a block, rounded up to 19.

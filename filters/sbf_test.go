@@ -299,18 +299,7 @@ func TestSBFMatchesReference(t *testing.T) {
 		const seed = 42
 		s := sbfMust(t, spec, seed)
 		ref := &sbfRef{cells: make([]uint8, s.m), max: uint8(s.max), k: s.k, p: s.p, m: s.m, rng: mix.NewWyrand(seed)}
-		g := mix.NewSplitMix(9)
-		var recent [64]uint64
-		for i := range 50000 {
-			h := g.Uint64()
-			if j := h % 4; j != 0 { // 3 in 4 elements repeat one of the last 64
-				h = recent[(h>>8)%64]
-			}
-			recent[i%64] = h
-			if got, want := s.Observe(h), ref.observe(h); got != want {
-				t.Fatalf("%s: element %d: Observe = %v, reference = %v", spec, i, got, want)
-			}
-		}
+		sameAsReference(t, spec, s.Observe, ref.observe)
 		for i := range s.m {
 			if got, want := s.cells.get(i), uint64(ref.cells[i]); got != want {
 				t.Fatalf("%s: cell %d = %d, reference %d", spec, i, got, want)
@@ -561,4 +550,28 @@ func BenchmarkSBFObserve(b *testing.B) {
 			}
 		})
 	}
+}
+
+// sameAsReference feeds observe and ref the same 50000 elements, 3 in 4
+// of them a repeat of one of the last 64, fails t at the first answer
+// that differs, and returns how many elements observe called duplicates.
+func sameAsReference(t *testing.T, spec string, observe, ref func(uint64) bool) (dups int) {
+	t.Helper()
+	g := mix.NewSplitMix(9)
+	var recent [64]uint64
+	for i := range 50000 {
+		h := g.Uint64()
+		if j := h % 4; j != 0 {
+			h = recent[(h>>8)%64]
+		}
+		recent[i%64] = h
+		got, want := observe(h), ref(h)
+		if got != want {
+			t.Fatalf("%s: element %d: Observe = %v, reference = %v", spec, i, got, want)
+		}
+		if got {
+			dups++
+		}
+	}
+	return dups
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -88,22 +89,9 @@ func fanoutInputs(t *testing.T) map[string][]string {
 // even an approximate filter decides the same), with windows off, on and
 // with lateness.
 func TestFanoutSameOutput(t *testing.T) {
-	type setup struct {
-		name string
-		cfg  Config
-	}
+	type setup = replaySetup
 	base := Config{Workers: 2, Key: 0, Seed: 0x5eed, FilterSeed: 3, BatchSize: 64, RingBatches: 4}
-	var setups []setup
-	for _, filter := range []string{"exact", "qht:mem=64KiB", "sbf:mem=64KiB"} {
-		for _, w := range []struct {
-			name             string
-			window, lateness time.Duration
-		}{{"nowindow", 0, 0}, {"1m", time.Minute, 0}, {"10s+30s", 10 * time.Second, 30 * time.Second}} {
-			c := base
-			c.Filter, c.Window, c.Lateness = filter, w.window, w.lateness
-			setups = append(setups, setup{filter + "/" + w.name, c})
-		}
-	}
+	setups := filterWindowSetups(base)
 	c := base
 	c.Filter, c.Workers, c.Window = "exact", 3, time.Minute
 	setups = append(setups, setup{"exact/3workers", c})
@@ -143,22 +131,8 @@ func TestFanoutSameOutput(t *testing.T) {
 				for parsers := 1; parsers <= 4; parsers++ {
 					cfg.Parsers = parsers
 					got := replayOnce(t, cfg, paths)
-					what := name + " " + s.name + " " + kind
-					if !slices.Equal(got.recs, want.recs) {
-						for i := range got.recs {
-							if got.recs[i] != want.recs[i] {
-								t.Logf("first difference, record %d: got %+v, want %+v", i, got.recs[i], want.recs[i])
-								break
-							}
-						}
-						t.Fatalf("%s, %d parsers: %d records differ from the %d of the producer parsing alone", what, parsers, len(got.recs), len(want.recs))
-					}
-					if !reflect.DeepEqual(got.windows, want.windows) {
-						t.Fatalf("%s, %d parsers: summaries differ:\n got %+v\nwant %+v", what, parsers, got.windows, want.windows)
-					}
-					if !reflect.DeepEqual(got.stats, want.stats) {
-						t.Fatalf("%s, %d parsers: stats differ:\n got %+v\nwant %+v", what, parsers, got.stats, want.stats)
-					}
+					what := fmt.Sprintf("%s %s %s, %d parsers", name, s.name, kind, parsers)
+					sameReplay(t, what, "the producer parsing alone", got, want)
 				}
 			}
 		}
@@ -183,11 +157,62 @@ func replayOnce(t *testing.T, cfg Config, paths []string) replayed {
 	sink, p := run(t, cfg, src)
 	recs, windows := sink.snapshot()
 	sortRecords(recs)
+	return replayed{recs, windows, statsLessRings(p)}
+}
+
+// statsLessRings returns p's Stats less the workers' ring gauges, which
+// differ between runs that give the same output.
+func statsLessRings(p *Pipeline) Stats {
 	st := p.Stats()
 	for i := range st.Workers {
 		st.Workers[i].RingLen, st.Workers[i].RingCap = 0, 0
 	}
-	return replayed{recs, windows, st}
+	return st
+}
+
+// replaySetup is a named Config the same-output tests replay with.
+type replaySetup struct {
+	name string
+	cfg  Config
+}
+
+// filterWindowSetups returns base with each filter the same-output tests
+// compare (exact, qht, sbf) crossed with windows off, of a minute, and of
+// 10 s with 30 s of lateness.
+func filterWindowSetups(base Config) []replaySetup {
+	var setups []replaySetup
+	for _, filter := range []string{"exact", "qht:mem=64KiB", "sbf:mem=64KiB"} {
+		for _, w := range []struct {
+			name             string
+			window, lateness time.Duration
+		}{{"nowindow", 0, 0}, {"1m", time.Minute, 0}, {"10s+30s", 10 * time.Second, 30 * time.Second}} {
+			c := base
+			c.Filter, c.Window, c.Lateness = filter, w.window, w.lateness
+			setups = append(setups, replaySetup{filter + "/" + w.name, c})
+		}
+	}
+	return setups
+}
+
+// sameReplay fails t unless got has want's records (in order), summaries
+// and stats; what names the run, than names what want came from.
+func sameReplay(t *testing.T, what, than string, got, want replayed) {
+	t.Helper()
+	if !slices.Equal(got.recs, want.recs) {
+		for i := range min(len(got.recs), len(want.recs)) {
+			if got.recs[i] != want.recs[i] {
+				t.Logf("first difference, record %d: got %+v, want %+v", i, got.recs[i], want.recs[i])
+				break
+			}
+		}
+		t.Fatalf("%s: %d records differ from the %d of %s", what, len(got.recs), len(want.recs), than)
+	}
+	if !reflect.DeepEqual(got.windows, want.windows) {
+		t.Fatalf("%s: summaries differ:\n got %+v\nwant %+v", what, got.windows, want.windows)
+	}
+	if !reflect.DeepEqual(got.stats, want.stats) {
+		t.Fatalf("%s: stats differ:\n got %+v\nwant %+v", what, got.stats, want.stats)
+	}
 }
 
 // sortRecords sorts records by window, key, time and worker.

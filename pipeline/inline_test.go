@@ -2,8 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -37,11 +35,7 @@ func replayRinged(t *testing.T, cfg Config, ringed bool, paths []string) (recs [
 		t.Fatalf("Sink.Close called %d times", sink.closes)
 	}
 	recs, windows = sink.snapshot()
-	st = p.Stats()
-	for i := range st.Workers {
-		st.Workers[i].RingLen, st.Workers[i].RingCap = 0, 0
-	}
-	return recs, windows, st, p.run.Load().inline
+	return recs, windows, statsLessRings(p), p.run.Load().inline
 }
 
 // With one source and no parse goroutines, replay runs the workers on the
@@ -52,22 +46,9 @@ func replayRinged(t *testing.T, cfg Config, ringed bool, paths []string) (recs [
 // the stats the same, on every testdata capture and on the messy generated
 // ones (jitter, lateness, time jumps, cut files, pcapng interfaces).
 func TestInlineWorkerSameOutput(t *testing.T) {
-	type setup struct {
-		name string
-		cfg  Config
-	}
+	type setup = replaySetup
 	base := Config{Workers: 1, Seed: 0x5eed, FilterSeed: 3, BatchSize: 64, RingBatches: 4}
-	var setups []setup
-	for _, filter := range []string{"exact", "qht:mem=64KiB", "sbf:mem=64KiB"} {
-		for _, w := range []struct {
-			name             string
-			window, lateness time.Duration
-		}{{"nowindow", 0, 0}, {"1m", time.Minute, 0}, {"10s+30s", 10 * time.Second, 30 * time.Second}} {
-			c := base
-			c.Filter, c.Window, c.Lateness = filter, w.window, w.lateness
-			setups = append(setups, setup{filter + "/" + w.name, c})
-		}
-	}
+	setups := filterWindowSetups(base)
 	c := base
 	c.Filter, c.BatchSize, c.RingBatches = "qht:mem=64KiB", DefaultBatchSize, 0
 	setups = append(setups, setup{"qht/defaults", c})
@@ -119,21 +100,8 @@ func TestInlineWorkerSameOutput(t *testing.T) {
 					sortRecords(gotRecs)
 					sortRecords(wantRecs)
 				}
-				if !slices.Equal(gotRecs, wantRecs) {
-					for i := range min(len(gotRecs), len(wantRecs)) {
-						if gotRecs[i] != wantRecs[i] {
-							t.Logf("first difference, record %d: got %+v, want %+v", i, gotRecs[i], wantRecs[i])
-							break
-						}
-					}
-					t.Fatalf("%s: inline, %d records differ from the %d of the worker on its own goroutine", what, len(gotRecs), len(wantRecs))
-				}
-				if !reflect.DeepEqual(gotWindows, wantWindows) {
-					t.Fatalf("%s: summaries differ:\n got %+v\nwant %+v", what, gotWindows, wantWindows)
-				}
-				if !reflect.DeepEqual(gotStats, wantStats) {
-					t.Fatalf("%s: stats differ:\n got %+v\nwant %+v", what, gotStats, wantStats)
-				}
+				sameReplay(t, what+": inline", "the worker on its own goroutine",
+					replayed{gotRecs, gotWindows, gotStats}, replayed{wantRecs, wantWindows, wantStats})
 			}
 		}
 	}

@@ -269,7 +269,11 @@ func TestAFXDPCloseSourcePassesFrames(t *testing.T) {
 // (capturetest), closed as the pipeline's caller closes it, by the Capture:
 // the frames sent into the veth pair, in order, and Close, which wakes a
 // Next waiting forever in poll(2) and detaches the program.
-func TestSource(t *testing.T) {
+func TestSource(t *testing.T) { runConformance(t, nil) }
+
+// runConformance runs capturetest's conformance test of capture.Source
+// on a Capture of one veth end, prefiltered by pf if it is not nil.
+func runConformance(t *testing.T, pf *Prefilter) {
 	var (
 		ns     *netns.Namespace
 		a      *Capture
@@ -282,7 +286,7 @@ func TestSource(t *testing.T) {
 	capturetest.Run(t, capturetest.Backend{
 		Open: func(t *testing.T) capture.Source {
 			ns = netns.NetNS(t)
-			a = afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1})
+			a = afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1, Prefilter: pf})
 			sender = afxNewSender(t, ns, ns.Veth[1])
 			return a.Sources()[0]
 		},

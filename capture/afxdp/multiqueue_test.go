@@ -108,17 +108,7 @@ func TestAFXDPMultiQueue(t *testing.T) {
 		}
 		for q := range queues {
 			want := frames(q)
-			got := afxRead(t, srcs[q], len(want)+1, 300*time.Millisecond)
-			if len(got) != len(want) {
-				t.Errorf("queue %d: %d frames, want %d", q, len(got), len(want))
-				continue
-			}
-			for i := range got {
-				if !bytes.Equal(got[i], want[i]) {
-					t.Errorf("queue %d frame %d:\n got %x\nwant %x", q, i, got[i], want[i])
-					break
-				}
-			}
+			sameFrames(t, q, afxRead(t, srcs[q], len(want)+1, 300*time.Millisecond), want)
 		}
 	})
 
@@ -129,22 +119,7 @@ func TestAFXDPMultiQueue(t *testing.T) {
 			t.Fatalf("sources for queues [1]: %d", len(srcs))
 		}
 		// Queue 0's frames go to the stack: an AF_PACKET socket sees them.
-		var afp []capture.Source
-		err := ns.Do(func() (err error) {
-			// One page a block and more blocks than frames: the kernel
-			// hands over a block every 10 ms even part full, so while a
-			// loaded machine spreads the sending over seconds each frame
-			// may take a block of its own; 256 blocks hold queue 0's 200
-			// frames however slowly they come (32 blocks of 1 MiB, the
-			// default, dropped up to 77 of them in 2 of 20 runs of make
-			// stress at load 9).
-			afp, err = afpacket.Open(afpacket.Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond, BlockSize: 4096, NumBlocks: 256})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer afp[0].Close()
+		stack := stackSocket(t, ns, 256)
 		snd := afxNewSender(t, ns, ns.Veth[1])
 		afxSendFromCPU(t, snd, 0, frames(0))
 		afxSendFromCPU(t, snd, 1, frames(1))
@@ -154,12 +129,48 @@ func TestAFXDPMultiQueue(t *testing.T) {
 		// the other source's 300 ms idle wait, with the default 32 blocks,
 		// it lost up to 145 of 200 in 7 of 20 runs of make stress, counted
 		// as the socket's kernel drops.)
-		if got := afxRead(t, afp[0], 201, 300*time.Millisecond); len(got) != 200 || !bytes.Equal(got[0], frames(0)[0]) {
-			d, _ := afp[0].(capture.DropCounter).KernelDrops()
+		if got := afxRead(t, stack, 201, 300*time.Millisecond); len(got) != 200 || !bytes.Equal(got[0], frames(0)[0]) {
+			d, _ := stack.(capture.DropCounter).KernelDrops()
 			t.Errorf("the stack got %d frames, want queue 0's 200 (the socket's kernel drops: %d)", len(got), d)
 		}
 		if got := afxRead(t, srcs[0], 201, 300*time.Millisecond); len(got) != 200 || !bytes.Equal(got[0], frames(1)[0]) {
 			t.Errorf("queue 1's source got %d frames, want its 200", len(got))
 		}
 	})
+}
+
+// sameFrames reports on t where got, queue q's frames, are not want.
+func sameFrames(t *testing.T, q int, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("queue %d: %d frames, want %d", q, len(got), len(want))
+		return
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Errorf("queue %d frame %d:\n got %x\nwant %x", q, i, got[i], want[i])
+			return
+		}
+	}
+}
+
+// stackSocket opens an AF_PACKET socket on ns's first veth end, which sees
+// the frames of the queues no XSK captures, closed when t ends. Its blocks
+// are one page each, and more than the frames a test sends (blocks): the
+// kernel hands over a block every 10 ms even part full, so while a loaded
+// machine spreads the sending over seconds each frame may take a block of
+// its own (32 blocks of 1 MiB, the default, dropped up to 77 of 200
+// frames in 2 of 20 runs of make stress at load 9).
+func stackSocket(t *testing.T, ns *netns.Namespace, blocks int) capture.Source {
+	t.Helper()
+	var afp []capture.Source
+	err := ns.Do(func() (err error) {
+		afp, err = afpacket.Open(afpacket.Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond, BlockSize: 4096, NumBlocks: blocks})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { afp[0].Close() })
+	return afp[0]
 }

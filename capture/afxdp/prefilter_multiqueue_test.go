@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
-	"github.com/flowdedup/flowdedup/capture/afpacket"
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -54,17 +53,8 @@ func TestAFXDPPrefilterMultiQueue(t *testing.T) {
 		for q := range queues {
 			testutil.WaitFor(t, fmt.Sprintf("queue %d: %d frames kept", q, keys), time.Minute, func() bool { return afxHits(t, srcs[q]).Prefiltered >= keys })
 			want := frames(q)
-			got := afxRead(t, srcs[q], len(want)+1, 300*time.Millisecond)
-			if len(got) != len(want) {
-				t.Errorf("queue %d: %d frames crossed, want its %d keys' first", q, len(got), len(want))
-			} else {
-				for i := range got {
-					if !bytes.Equal(got[i], want[i]) {
-						t.Errorf("queue %d frame %d:\n got %x\nwant %x", q, i, got[i], want[i])
-						break
-					}
-				}
-			}
+			// Its keys' first frames crossed, in order.
+			sameFrames(t, q, afxRead(t, srcs[q], len(want)+1, 300*time.Millisecond), want)
 			var c capture.KernelCounts
 			if err := srcs[q].(capture.WindowCounter).WindowCounts(w, &c); oneWindow && (err != nil || c.Prefiltered != keys) {
 				t.Errorf("queue %d: window %d counts %+v, %v; want %d kept", q, w, c, err, keys)
@@ -81,16 +71,7 @@ func TestAFXDPPrefilterMultiQueue(t *testing.T) {
 		if len(srcs) != 1 || srcs[0].(prefilteredSource).Queue() != 1 {
 			t.Fatalf("sources for queues [1]: %d", len(srcs))
 		}
-		var afp []capture.Source
-		err := ns.Do(func() (err error) {
-			// As TestAFXDPMultiQueue: more one-page blocks than frames.
-			afp, err = afpacket.Open(afpacket.Config{Iface: ns.Veth[0], PollTimeout: 50 * time.Millisecond, BlockSize: 4096, NumBlocks: 512})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer afp[0].Close()
+		stack := stackSocket(t, ns, 512)
 		snd := afxNewSender(t, ns, ns.Veth[1])
 		for range 2 {
 			afxSendFromCPU(t, snd, 0, frames(0))
@@ -98,8 +79,8 @@ func TestAFXDPPrefilterMultiQueue(t *testing.T) {
 		}
 		// Queue 0 has no socket: nothing learnt there, every frame
 		// reaches the stack, twice each.
-		if got := afxRead(t, afp[0], 2*keys+1, 300*time.Millisecond); len(got) != 2*keys {
-			d, _ := afp[0].(capture.DropCounter).KernelDrops()
+		if got := afxRead(t, stack, 2*keys+1, 300*time.Millisecond); len(got) != 2*keys {
+			d, _ := stack.(capture.DropCounter).KernelDrops()
 			t.Errorf("the stack got %d frames, want queue 0's %d (the socket's kernel drops: %d)", len(got), 2*keys, d)
 		}
 		if got := afxRead(t, srcs[0], 2*keys+1, 300*time.Millisecond); len(got) != keys || !bytes.Equal(got[0], frames(1)[0]) {

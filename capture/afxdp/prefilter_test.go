@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/flowdedup/flowdedup/capture"
-	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/capture/xdp"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
@@ -225,37 +224,7 @@ func TestPrefilterLearn(t *testing.T) {
 // of capture.Source (capturetest), as TestSource does the plain one: its
 // frames all have new keys, so all of them cross, in order.
 func TestSourcePrefiltered(t *testing.T) {
-	var (
-		ns     *netns.Namespace
-		a      *Capture
-		sender *afxSender
-	)
-	frames := make([][]byte, 10)
-	for i := range frames {
-		frames[i] = afxFrame(i)
-	}
-	capturetest.Run(t, capturetest.Backend{
-		Open: func(t *testing.T) capture.Source {
-			ns = netns.NetNS(t)
-			a = afxOpen(t, ns, Config{Iface: ns.Veth[0], PollTimeout: -1, Prefilter: &Prefilter{Kind: flow.KeySrc}})
-			sender = afxNewSender(t, ns, ns.Veth[1])
-			return a.Sources()[0]
-		},
-		Send: func(t *testing.T, frames [][]byte) {
-			for _, f := range frames {
-				sender.send(t, f)
-			}
-		},
-		Frames: frames,
-		Live:   true,
-		Close: func(t *testing.T, s capture.Source) error {
-			err := a.Close()
-			if afxAttached(t, ns, ns.Veth[0]) {
-				t.Errorf("an XDP program is still attached to %s after Close", ns.Veth[0])
-			}
-			return err
-		},
-	})
+	runConformance(t, &Prefilter{Kind: flow.KeySrc})
 }
 
 // The program learns a key itself when the socket is sure to take its

@@ -16,6 +16,7 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/memsink"
 	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/pipeline"
 	"github.com/flowdedup/flowdedup/record"
@@ -98,42 +99,17 @@ func (s *sliceSource) Next(p *capture.Packet) error {
 
 func (s *sliceSource) Close() error { return nil }
 
-// winSink keeps a pipeline's records and summaries.
-type winSink struct {
-	mu   sync.Mutex
-	recs []record.Record
-	wins []record.WindowSummary
-}
-
-func (s *winSink) Record(r *record.Record) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.recs = append(s.recs, *r)
-	return nil
-}
-
-func (s *winSink) Window(w *record.WindowSummary) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.wins = append(s.wins, *w)
-	return nil
-}
-
-func (s *winSink) Close() error { return nil }
-
-// byWindow returns the summaries with frames by window start, and the
+// byWindow returns s's summaries with frames by window start, and the
 // records' keys by window start.
-func (s *winSink) byWindow() (map[int64]record.WindowSummary, map[int64]map[flow.Key]bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func byWindow(s *memsink.Sink) (map[int64]record.WindowSummary, map[int64]map[flow.Key]bool) {
 	sums := map[int64]record.WindowSummary{}
-	for _, w := range s.wins {
+	for _, w := range s.Windows() {
 		if w.Packets > 0 {
 			sums[w.StartNs] = w
 		}
 	}
 	keys := map[int64]map[flow.Key]bool{}
-	for _, r := range s.recs {
+	for _, r := range s.Records() {
 		if keys[r.WindowNs] == nil {
 			keys[r.WindowNs] = map[flow.Key]bool{}
 		}
@@ -173,7 +149,7 @@ func TestAFXDPPrefilterWindows(t *testing.T) {
 	}
 	rec := &recorder{WindowCounter: wc, src: src}
 	snd := afxNewSender(t, ns, ns.Veth[1])
-	sink := new(winSink)
+	sink := new(memsink.Sink)
 	// A lateness of many windows: a frame that crossed waits in the RX
 	// ring while the reader is descheduled, and must not be late when it
 	// is read.
@@ -282,7 +258,7 @@ func TestAFXDPPrefilterWindows(t *testing.T) {
 	}
 
 	// The replay of the same frames.
-	want := new(winSink)
+	want := new(memsink.Sink)
 	rp, err := pipeline.New(cfg, want)
 	if err != nil {
 		t.Fatal(err)
@@ -290,8 +266,8 @@ func TestAFXDPPrefilterWindows(t *testing.T) {
 	if err := rp.Run(context.Background(), &sliceSource{pkts: pkts}); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	gotSums, gotKeys := sink.byWindow()
-	wantSums, wantKeys := want.byWindow()
+	gotSums, gotKeys := byWindow(sink)
+	wantSums, wantKeys := byWindow(want)
 	if len(gotSums) != len(wantSums) {
 		t.Errorf("%d windows with frames live, %d in the replay", len(gotSums), len(wantSums))
 	}

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +17,9 @@ import (
 	"github.com/flowdedup/flowdedup/capture/capturetest"
 	"github.com/flowdedup/flowdedup/flow"
 	"github.com/flowdedup/flowdedup/internal/testutil"
+	"github.com/flowdedup/flowdedup/internal/testutil/memsink"
 	"github.com/flowdedup/flowdedup/internal/testutil/netns"
 	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/record"
 )
 
 // The kernel's counts by window (capture.WindowCounter) on the veth pair.
@@ -362,29 +361,6 @@ func TestXDPWindowGone(t *testing.T) {
 	}
 }
 
-// windowSink keeps a pipeline's records and summaries.
-type windowSink struct {
-	mu   sync.Mutex
-	recs []record.Record
-	wins []record.WindowSummary
-}
-
-func (s *windowSink) Record(r *record.Record) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.recs = append(s.recs, *r)
-	return nil
-}
-
-func (s *windowSink) Window(w *record.WindowSummary) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.wins = append(s.wins, *w)
-	return nil
-}
-
-func (s *windowSink) Close() error { return nil }
-
 // TestXDPPipelineWindows: the fast path under a live pipeline with short
 // windows. Every summary adds up exactly (packets = malformed + skipped +
 // keys + drops + late) and equals the kernel's counts of its window, its
@@ -395,7 +371,7 @@ func TestXDPPipelineWindows(t *testing.T) {
 	ns := netns.NetNS(t)
 	x := openXDP(t, ns, Config{Key: flow.KeySrc, Seed: 6, Window: window, PollTimeout: 20 * time.Millisecond})
 	in := newInjector(t, ns, ns.Veth[1])
-	sink := new(windowSink)
+	sink := new(memsink.Sink)
 	pl, err := pipeline.New(pipeline.Config{
 		Workers: 2, Filter: "exact", Key: flow.KeySrc, Seed: 1, Window: window, Lateness: window / 3,
 		Live: true, WallClockWindows: true,
@@ -436,15 +412,14 @@ func TestXDPPipelineWindows(t *testing.T) {
 		t.Fatal("pipeline still running 10 s after cancel")
 	}
 
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
+	wins := sink.Windows()
 	perWindow := map[int64]uint64{}
-	for _, r := range sink.recs {
+	for _, r := range sink.Records() {
 		perWindow[r.WindowNs]++
 	}
 	var packets uint64
 	withFrames := 0
-	for _, s := range sink.wins {
+	for _, s := range wins {
 		packets += s.Packets
 		if s.Packets > 0 {
 			withFrames++
@@ -472,7 +447,7 @@ func TestXDPPipelineWindows(t *testing.T) {
 	if withFrames < 3 {
 		t.Errorf("frames in %d windows, want 3 or more: too few boundaries crossed to test", withFrames)
 	}
-	t.Logf("%d frames in %d summaries (%d with frames), pinned to CPU %d", sent, len(sink.wins), withFrames, cpu)
+	t.Logf("%d frames in %d summaries (%d with frames), pinned to CPU %d", sent, len(wins), withFrames, cpu)
 }
 
 // TestSource checks a CPU's source against the contract of
