@@ -3,15 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -76,43 +73,11 @@ func (c *collector) waitDatagrams(t *testing.T, n int) {
 	url := "http://" + m[1] + "/metrics"
 	got := 0
 	if !testutil.WaitUntil(time.Minute, func() bool {
-		got = scrapeSum(t, url, "flowdedup_collect_datagrams_total")
+		got = int(scrape(t, url, "flowdedup_collect_datagrams_total"))
 		return got >= n
 	}) {
 		t.Fatalf("collect received %d datagrams in a minute, want %d:\n%s", got, n, c.stderr())
 	}
-}
-
-// scrapeSum is the sum of a metric's samples (every label set) on a
-// Prometheus text endpoint; 0 when it cannot be read yet.
-func scrapeSum(t *testing.T, url, name string) int {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0
-	}
-	sum := 0.0
-	for _, l := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(l, name)
-		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			t.Fatalf("%s: %q: %v", url, l, err)
-		}
-		sum += v
-	}
-	return int(sum)
 }
 
 // stop sends SIGTERM, waits for exit 0, and returns the records.
