@@ -6,7 +6,6 @@ import (
 	"context"
 	"net"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +14,8 @@ import (
 	"github.com/flowdedup/flowdedup/capture"
 	"github.com/flowdedup/flowdedup/collect/collecttest"
 	"github.com/flowdedup/flowdedup/flow"
+	"github.com/flowdedup/flowdedup/internal/testutil/memsink"
 	"github.com/flowdedup/flowdedup/pipeline"
-	"github.com/flowdedup/flowdedup/record"
 )
 
 // burstRecords is the records of each datagram of burst.
@@ -188,26 +187,9 @@ func TestDrainDecodesEverything(t *testing.T) {
 	}
 }
 
-// windowSink keeps the pipeline's window summaries.
-type windowSink struct {
-	mu   sync.Mutex
-	sums []record.WindowSummary
-}
-
-func (s *windowSink) Record(*record.Record) error { return nil }
-func (s *windowSink) Window(w *record.WindowSummary) error {
-	s.mu.Lock()
-	s.sums = append(s.sums, *w)
-	s.mu.Unlock()
-	return nil
-}
-func (s *windowSink) Close() error { return nil }
-
 // totals returns the packets and the kernel drops of the summaries.
-func (s *windowSink) totals() (packets, kernel uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, w := range s.sums {
+func totals(s *memsink.Sink) (packets, kernel uint64) {
+	for _, w := range s.Windows() {
 		packets += w.Packets
 		kernel += w.DroppedBy["kernel"]
 	}
@@ -225,7 +207,7 @@ func (s *windowSink) totals() (packets, kernel uint64) {
 func TestStopThroughPipeline(t *testing.T) {
 	for _, drain := range []bool{true, false} {
 		c := openBurst(t, 256<<10)
-		sink := &windowSink{}
+		sink := &memsink.Sink{WindowsOnly: true}
 		pl, err := pipeline.New(pipeline.Config{Workers: 1, Filter: "exact", Key: flow.KeySrc, Window: time.Hour,
 			Live: true, Wait: true, IdleWallClock: true}, sink)
 		if err != nil {
@@ -251,7 +233,7 @@ func TestStopThroughPipeline(t *testing.T) {
 		cancel()
 		c.Close()
 		decoded, shutdown := accounts(t, c, sent)
-		packets, kernel := sink.totals()
+		packets, kernel := totals(sink)
 		if !drain {
 			continue
 		}

@@ -56,3 +56,17 @@ func TestSinkKeepsInOrder(t *testing.T) {
 		t.Errorf("4 writers of 250: %d records, %d summaries, want 1000 each", n, m)
 	}
 }
+
+// With WindowsOnly the sink keeps the summaries and no record.
+func TestWindowsOnly(t *testing.T) {
+	s := &Sink{WindowsOnly: true}
+	if err := s.Record(&record.Record{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Window(&record.WindowSummary{Packets: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if r, w := s.Records(), s.Windows(); len(r) != 0 || len(w) != 1 || w[0].Packets != 3 {
+		t.Fatalf("records %v, windows %v: want none and one of 3 packets", r, w)
+	}
+}
