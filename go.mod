@@ -6,6 +6,7 @@ require (
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/axiomhq/hyperloglog v0.3.0
 	github.com/cilium/ebpf v0.22.0
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/gopacket/gopacket v1.7.7
 	github.com/klauspost/compress v1.20.1
 	github.com/klauspost/cpuid/v2 v2.2.10

@@ -21,13 +21,6 @@ import (
 // hang, far beyond what a loaded machine takes.
 const waitLimit = 2 * time.Minute
 
-// waitUntil polls cond until it holds (testutil.WaitFor, bounded by
-// waitLimit).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, what, waitLimit, cond)
-}
-
 // consumer reads a source in a goroutine of its own, as the pipeline's
 // producer does, counting the packets, until the source ends
 // (capture.ErrClosed) or it has read stopAfter packets (when not 0).
@@ -140,7 +133,7 @@ func TestTCPStalledConnectionsHoldNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the stalled connections accepted", func() bool { return c.Stats().Connections == stalled })
+	testutil.WaitFor(t, "the stalled connections accepted", waitLimit, func() bool { return c.Stats().Connections == stalled })
 
 	flows := collecttest.Flows(3000, 11, exportTime)
 	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true}
@@ -151,7 +144,7 @@ func TestTCPStalledConnectionsHoldNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the new exporter's records decoded", func() bool { return k.packets.Load() == int64(len(flows)) })
+	testutil.WaitFor(t, "the new exporter's records decoded", waitLimit, func() bool { return k.packets.Load() == int64(len(flows)) })
 	st := c.Stats()
 	if st.TCPOpen != stalled+1 || st.TCPStalledClosed != 0 || st.TCPIdleClosed != 0 || st.Connections != stalled+1 {
 		t.Errorf("open %d, stalled %d, idle %d, accepted %d; want %d open, none closed", st.TCPOpen, st.TCPStalledClosed, st.TCPIdleClosed, st.Connections, stalled+1)
@@ -167,7 +160,7 @@ func TestTCPStalledConnectionsHoldNothing(t *testing.T) {
 	if _, err := conns[0].Write(padMessage(m, 65535)[ipfixHeaderLen:]); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the stalled exporter's records decoded", func() bool { return k.packets.Load() == 30 })
+	testutil.WaitFor(t, "the stalled exporter's records decoded", waitLimit, func() bool { return k.packets.Load() == 30 })
 	if st := c.Stats(); st.Errors["no_template"] != 1 || st.TCPOpen != stalled+1 {
 		t.Errorf("no_template %d (the padding set), open %d; want 1, %d", st.Errors["no_template"], st.TCPOpen, stalled+1)
 	}
@@ -198,7 +191,7 @@ func TestTCPConnectionLimit(t *testing.T) {
 	for i := range conns {
 		conns[i] = dialTCP(t, addr)
 	}
-	waitUntil(t, "the connections up to the limit accepted", func() bool { return c.Stats().TCPOpen == maxConns })
+	testutil.WaitFor(t, "the connections up to the limit accepted", waitLimit, func() bool { return c.Stats().TCPOpen == maxConns })
 	const over = 10
 	for i := range over {
 		conn := dialTCP(t, addr)
@@ -206,9 +199,9 @@ func TestTCPConnectionLimit(t *testing.T) {
 			t.Fatalf("connection %d over the limit not closed", i)
 		}
 	}
-	waitUntil(t, "the refused counted", func() bool { return c.Stats().TCPRefused == over })
+	testutil.WaitFor(t, "the refused counted", waitLimit, func() bool { return c.Stats().TCPRefused == over })
 	conns[0].Close()
-	waitUntil(t, "a connection closed", func() bool { return c.Stats().TCPOpen == maxConns-1 })
+	testutil.WaitFor(t, "a connection closed", waitLimit, func() bool { return c.Stats().TCPOpen == maxConns-1 })
 	e := collecttest.Exporter{Version: 10, Boot: exportTime.Add(-time.Hour), Absolute: true}
 	flows := collecttest.Flows(90, 12, exportTime)
 	conn := dialTCP(t, addr)
@@ -217,7 +210,7 @@ func TestTCPConnectionLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the new exporter's records decoded", func() bool { return k.packets.Load() == int64(len(flows)) })
+	testutil.WaitFor(t, "the new exporter's records decoded", waitLimit, func() bool { return k.packets.Load() == int64(len(flows)) })
 	if st := c.Stats(); st.TCPRefused != over || st.Connections != maxConns+1 || st.TCPOpen != maxConns {
 		t.Errorf("refused %d, accepted %d, open %d; want %d, %d, %d", st.TCPRefused, st.Connections, st.TCPOpen, over, maxConns+1, maxConns)
 	}
@@ -301,7 +294,7 @@ func TestTCPTimeouts(t *testing.T) {
 	if d := time.Since(start); d < msgMax {
 		t.Errorf("closed after %s, before any timeout", d)
 	}
-	waitUntil(t, "the closes counted", func() bool {
+	testutil.WaitFor(t, "the closes counted", waitLimit, func() bool {
 		st := c.Stats()
 		return st.TCPIdleClosed == 2 && st.TCPStalledClosed == 1 && st.TCPOpen == 0
 	})
@@ -333,7 +326,7 @@ func TestTCPDrain(t *testing.T) {
 	if _, err := half.Write(stalledHeader); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the records decoded and both connections accepted", func() bool {
+	testutil.WaitFor(t, "the records decoded and both connections accepted", waitLimit, func() bool {
 		return k.packets.Load() == int64(len(flows)) && c.Stats().TCPOpen == 2
 	})
 	c.Drain()

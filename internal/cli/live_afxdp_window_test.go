@@ -72,7 +72,11 @@ func TestRunLiveAFXDPPrefilterWindows(t *testing.T) {
 				want[r["src"].(string)+" > "+r["dst"].(string)] = true
 			}
 			lr := startLive(t, ns, bin, "--mode", "afxdp", "--key", "pair", "--filter", "exact", "--workers", "2", "--window", "1s", "--lateness", "1s")
-			cmd := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "-i", ns.Veth[1], "--multiplier", "15", file)
+			// --timer=nano: tcpreplay's default timer (gtod) spins on
+			// the clock between frames, a core's worth of CPU for the
+			// 4 seconds; nanosleep keeps the spread at a few percent
+			// of a core, and windows of 1 s need no finer pacing.
+			cmd := exec.Command("ip", "netns", "exec", ns.Name, "taskset", "-c", "0", "tcpreplay", "-q", "--timer=nano", "-i", ns.Veth[1], "--multiplier", "15", file)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("tcpreplay: %v\n%s", err, b)
 			}
